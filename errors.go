@@ -1,0 +1,116 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Errors returned by Client and Lock. Every error this package returns for a
+// failed lock operation matches one of them with errors.Is; the per-node detail
+// is reachable with errors.As through *QuorumError and *NodeError.
+var (
+	// ErrNotAcquired means Acquire or TryAcquire did not get the lock: too few
+	// nodes agreed, the validity left was not positive, or ctx ended first.
+	ErrNotAcquired = errors.New("redlock: not acquired")
+	// ErrNotHeld means a Release or Extend found that a quorum of nodes no
+	// longer holds this lock's token, or that the lock had already expired
+	// or been released locally.
+	ErrNotHeld = errors.New("redlock: not held")
+	// ErrInvalidArgument is matched by every error caused by bad input: an empty
+	// key, a TTL that cannot leave positive validity, a nil context, a bad
+	// option or node list. Nothing is sent to any node in that case.
+	ErrInvalidArgument = errors.New("redlock: invalid argument")
+	// ErrClosed means the Client was closed before the call.
+	ErrClosed = errors.New("redlock: client closed")
+)
+
+// Per-node causes, found in NodeError.Err.
+var (
+	// ErrHeldByOther means the node holds the key under another token.
+	ErrHeldByOther = errors.New("redlock: key held by another token")
+	// ErrKeyAbsent means the node does not hold the key at all: it expired,
+	// was never written there, or the node lost it in a restart.
+	ErrKeyAbsent = errors.New("redlock: key absent on node")
+	// ErrNoReply means the node did not answer within the per-node timeout.
+	// The command may still have run there: the outcome is unknown, which is
+	// why every failed acquire is rolled back on every node.
+	ErrNoReply = errors.New("redlock: no reply within node timeout")
+
+	// errNotAwaited marks a node whose reply was still on its way when the
+	// outcome was already decided, or when the caller's context ended.
+	errNotAwaited = errors.New("redlock: reply not awaited")
+)
+
+// NodeError is the outcome of one operation on one node that did not confirm
+// it. Err is ErrHeldByOther, ErrKeyAbsent, ErrNoReply or the error the node's
+// client returned.
+type NodeError struct {
+	Node int    // index of the node in the slice given to New
+	Addr string // the node's address, when its client exposes one
+	Err  error
+}
+
+// Error implements error.
+func (e *NodeError) Error() string {
+	if e.Addr != "" {
+		return fmt.Sprintf("node %d (%s): %v", e.Node, e.Addr, e.Err)
+	}
+	return fmt.Sprintf("node %d: %v", e.Node, e.Err)
+}
+
+// Unwrap returns the node's cause.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// QuorumError reports a lock operation that did not get a quorum of
+// confirmations. It matches its sentinel (ErrNotAcquired or ErrNotHeld), the
+// context's error when ctx ended first, and each per-node NodeError.
+type QuorumError struct {
+	Op     string       // "acquire", "extend" or "release"
+	Key    string       // the lock's key
+	OK     int          // nodes that confirmed
+	Quorum int          // confirmations needed
+	Nodes  []*NodeError // the nodes that did not confirm, in node order
+	// Elapsed is how long the operation took when it failed for want of
+	// validity, 0 otherwise.
+	Elapsed time.Duration
+
+	sentinel error
+	cause    error // ctx.Err(), ErrClosed, or nil
+}
+
+// Error implements error.
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: %s %q: %d confirmed, %d needed", e.sentinel, e.Op, e.Key, e.OK, e.Quorum)
+	if e.cause != nil {
+		fmt.Fprintf(&b, ": %v", e.cause)
+	}
+	if e.Elapsed > 0 {
+		fmt.Fprintf(&b, ": no validity left after %v", e.Elapsed)
+	}
+	for _, n := range e.Nodes {
+		b.WriteString("; ")
+		b.WriteString(n.Error())
+	}
+	return b.String()
+}
+
+// Unwrap exposes the sentinel, the cause and the node errors to errors.Is and
+// errors.As.
+func (e *QuorumError) Unwrap() []error {
+	errs := make([]error, 0, len(e.Nodes)+2)
+	errs = append(errs, e.sentinel)
+	if e.cause != nil {
+		errs = append(errs, e.cause)
+	}
+	for _, n := range e.Nodes {
+		errs = append(errs, n)
+	}
+	return errs
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}

@@ -1,0 +1,180 @@
+package redlock
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Defaults used when no Option overrides them.
+const (
+	// DefaultDriftFactor is the fraction of the TTL allowed for clock drift
+	// between this process and the nodes (the Redlock paper's 1%).
+	DefaultDriftFactor = 0.01
+	// DefaultDriftConst is added to the drift for Redis's expiry precision.
+	DefaultDriftConst = 2 * time.Millisecond
+
+	// DefaultNodeTimeoutDivisor derives the per-node deadline from the TTL:
+	// ttl/200, 50ms for a 10s TTL, clamped to
+	// [DefaultNodeTimeoutMin, DefaultNodeTimeoutMax].
+	DefaultNodeTimeoutDivisor = 200
+	// DefaultNodeTimeoutMin is the shortest derived per-node deadline.
+	DefaultNodeTimeoutMin = 10 * time.Millisecond
+	// DefaultNodeTimeoutMax is the longest derived per-node deadline.
+	DefaultNodeTimeoutMax = 50 * time.Millisecond
+
+	// DefaultCleanupTimeout bounds each node's part of work that runs after the
+	// caller has moved on: the rollback of a failed acquire and the tail of a
+	// release. Nobody waits for it, so it can afford to be generous.
+	DefaultCleanupTimeout = time.Second
+
+	// DefaultRetryMin and DefaultRetryMax bound Acquire's jittered exponential
+	// backoff between attempts.
+	DefaultRetryMin = 5 * time.Millisecond
+	DefaultRetryMax = 200 * time.Millisecond
+)
+
+// Option configures a Client. Options are applied in order by New and
+// validated once there.
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	fencing          bool
+	retry            RetryStrategy
+	nodeTimeoutFixed time.Duration
+	cleanupTimeout   time.Duration
+	driftFactor      float64
+	driftConst       time.Duration
+	clock            Clock
+}
+
+func defaultConfig() config {
+	return config{
+		retry:          ExponentialBackoff(DefaultRetryMin, DefaultRetryMax),
+		cleanupTimeout: DefaultCleanupTimeout,
+		driftFactor:    DefaultDriftFactor,
+		driftConst:     DefaultDriftConst,
+		clock:          systemClock{},
+	}
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.retry == nil:
+		return invalid("WithRetry: nil strategy")
+	case isNilLimit(c.retry):
+		return invalid("LimitRetry: nil strategy")
+	case c.clock == nil:
+		return invalid("WithClock: nil clock")
+	case c.nodeTimeoutFixed < 0:
+		return invalid("WithNodeTimeout: negative timeout %v", c.nodeTimeoutFixed)
+	case c.cleanupTimeout <= 0:
+		return invalid("WithCleanupTimeout: timeout %v is not positive", c.cleanupTimeout)
+	case math.IsNaN(c.driftFactor) || c.driftFactor < 0 || c.driftFactor >= 1:
+		return invalid("WithDrift: factor %v is outside [0, 1)", c.driftFactor)
+	case c.driftConst < 0:
+		return invalid("WithDrift: negative constant %v", c.driftConst)
+	}
+	return nil
+}
+
+// WithFencing makes every acquisition also issue a fencing token (Lock.Fence)
+// that strictly increases across successive holders of a key. It costs a
+// second round trip per acquisition and one counter key per lock key that
+// outlives the lock (see docs/fencing.md).
+func WithFencing() Option {
+	return optionFunc(func(c *config) { c.fencing = true })
+}
+
+// WithRetry sets how Acquire waits between attempts. The default is
+// ExponentialBackoff(DefaultRetryMin, DefaultRetryMax) with no attempt limit:
+// Acquire then waits until it gets the lock or ctx ends.
+func WithRetry(s RetryStrategy) Option {
+	return optionFunc(func(c *config) { c.retry = s })
+}
+
+// WithNodeTimeout fixes the per-node deadline of every operation instead of
+// deriving it from the TTL. A node that has not answered by then counts as
+// unknown: never as success.
+func WithNodeTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.nodeTimeoutFixed = d })
+}
+
+// WithCleanupTimeout sets the per-node deadline of background work: rollback
+// after a failed acquire and the nodes a release did not wait for.
+func WithCleanupTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.cleanupTimeout = d })
+}
+
+// WithDrift sets the clock drift allowance to ttl×factor + constant.
+func WithDrift(factor float64, constant time.Duration) Option {
+	return optionFunc(func(c *config) { c.driftFactor, c.driftConst = factor, constant })
+}
+
+// WithClock sets the clock used for validity. Meant for tests.
+func WithClock(clock Clock) Option {
+	return optionFunc(func(c *config) { c.clock = clock })
+}
+
+// RetryStrategy decides how long Acquire waits before its next attempt.
+// Implementations must be safe for concurrent use; they keep no per-call state.
+type RetryStrategy interface {
+	// Backoff returns the wait after the given number of failed attempts
+	// (1 after the first), or false to give up.
+	Backoff(failed int) (time.Duration, bool)
+}
+
+type expBackoff struct{ min, max time.Duration }
+
+// ExponentialBackoff waits min·2^(failed-1), capped at max, with full jitter
+// in its upper half, so contenders that collided once spread out.
+func ExponentialBackoff(min, max time.Duration) RetryStrategy {
+	return expBackoff{min: min, max: max}
+}
+
+func (e expBackoff) Backoff(failed int) (time.Duration, bool) {
+	d := e.min
+	for i := 1; i < failed && d < e.max; i++ {
+		d *= 2
+	}
+	d = min(d, e.max)
+	if d <= 0 {
+		return 0, true
+	}
+	return d/2 + rand.N(d/2+1), true
+}
+
+type limitRetry struct {
+	s   RetryStrategy
+	max int
+}
+
+// LimitRetry gives up after attempts attempts in all.
+func LimitRetry(s RetryStrategy, attempts int) RetryStrategy {
+	return limitRetry{s: s, max: attempts}
+}
+
+func (l limitRetry) Backoff(failed int) (time.Duration, bool) {
+	if failed >= l.max {
+		return 0, false
+	}
+	return l.s.Backoff(failed)
+}
+
+type noRetry struct{}
+
+// NoRetry makes Acquire behave like TryAcquire.
+func NoRetry() RetryStrategy { return noRetry{} }
+
+func (noRetry) Backoff(int) (time.Duration, bool) { return 0, false }
+
+func isNilLimit(s RetryStrategy) bool {
+	l, ok := s.(limitRetry)
+	return ok && l.s == nil
+}

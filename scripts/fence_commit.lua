@@ -1,0 +1,17 @@
+-- fence_commit: record a fence issued to the current holder, only while this
+-- node still holds the holder's key, so any later holder's acquire on this node
+-- (which needs the key gone) reads a counter at least this high.
+-- KEYS[1]  the lock key
+-- KEYS[2]  the key's fencing counter (same hash slot as KEYS[1])
+-- ARGV[1]  the holder's token
+-- ARGV[2]  the fence being issued
+-- Returns  1 when the counter is now at least ARGV[2] under our key,
+--          0 when the key is absent or held by another token (nothing changed).
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+if c < tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[2], ARGV[2])
+end
+return 1
