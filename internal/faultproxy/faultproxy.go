@@ -1,0 +1,409 @@
+// Package faultproxy is an in-process TCP proxy that injects network faults
+// between a client and one server.
+//
+// Redlock has to stay safe when a node is slow, unreachable, or executes a
+// command whose reply never arrives. Those faults live in the network, not in
+// redis, so tests put a Proxy in front of each real redis-server and point the
+// client at Proxy.Addr. Every fault applies to connections that are already
+// open as well as to new ones, because go-redis pools and reuses connections:
+// a fault that only affected new connections would silently miss most
+// traffic.
+package faultproxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+)
+
+// dialTimeout bounds the connection from the proxy to its target.
+const dialTimeout = 5 * time.Second
+
+// readBufSize is the largest chunk read from one side in one go.
+const readBufSize = 32 << 10
+
+// Proxy forwards every accepted connection to a fixed target address and
+// applies the currently configured faults. All methods are safe for
+// concurrent use. The zero value is not usable; call New.
+type Proxy struct {
+	target string
+	ln     net.Listener
+	ctx    context.Context // cancelled by Close to abort pending dials
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine the proxy starts
+
+	mu          sync.Mutex
+	delay       time.Duration
+	blackhole   bool
+	dropReplies bool
+	refuse      bool
+	closed      bool
+	links       map[*link]struct{}
+	// changed is closed and replaced whenever a fault setting changes, so
+	// goroutines waiting on the old settings (a pending delay) re-evaluate.
+	changed chan struct{}
+}
+
+// faults is a snapshot of the settings, taken under Proxy.mu.
+type faults struct {
+	delay       time.Duration
+	blackhole   bool
+	dropReplies bool
+	changed     <-chan struct{}
+}
+
+// New starts a proxy listening on 127.0.0.1:0 that forwards to target. The
+// target is dialled once per accepted connection, so it need not be up yet.
+func New(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Proxy{
+		target:  target,
+		ln:      ln,
+		ctx:     ctx,
+		cancel:  cancel,
+		links:   make(map[*link]struct{}),
+		changed: make(chan struct{}),
+	}
+	p.wg.Add(1)
+	go p.acceptLoop()
+	return p, nil
+}
+
+// Addr returns the address clients should connect to ("127.0.0.1:PORT").
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// SetDelay delays every client->server chunk until d after it arrived at the
+// proxy. Chunks keep their order and the delay is not cumulative: a chunk
+// that waited behind an earlier one is not delayed again (think network
+// latency, not a slow link). The delay is evaluated when a chunk is due, so
+// changing it also affects chunks already queued; 0 disables it. Bytes that
+// are still queued when the client disconnects are delivered before the
+// server side is closed, which models a request that lands after the client
+// gave up on it. Server->client traffic is not delayed.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.update(func() { p.delay = max(d, 0) })
+}
+
+// SetBlackhole makes the node look stalled or partitioned: the proxy keeps
+// accepting connections and reading client bytes, so the client sees a
+// timeout rather than a refusal, but nothing is forwarded in either
+// direction. Client bytes that arrive, or fall due after a delay, while the
+// blackhole is on are discarded, never forwarded later, so a test can rely on the server not having executed
+// anything sent during the blackhole (use SetDelay to model late delivery).
+// A client disconnect is still passed on (as a half-close) so server-side
+// connections do not pile up.
+// Replies the server sends meanwhile are discarded too. Turning it off
+// resumes forwarding on the same connections; the client's protocol stream
+// is then out of sync, which is fine because go-redis closes a connection
+// after a timeout.
+func (p *Proxy) SetBlackhole(on bool) {
+	p.update(func() { p.blackhole = on })
+}
+
+// SetDropReplies forwards client->server traffic normally, so the server
+// executes every command, but discards all server->client bytes: the "write
+// landed, reply lost" case. Dropped bytes are gone for good; as with the
+// blackhole the client stream is out of sync afterwards.
+func (p *Proxy) SetDropReplies(on bool) {
+	p.update(func() { p.dropReplies = on })
+}
+
+// SetRefuse makes the node look down: every open connection is reset at
+// once, and while it is on, new connections are accepted and immediately
+// reset. The listener stays open (a true "connection refused" would require
+// giving up the port, which could then be taken by someone else), so clients
+// see "connection reset" or EOF: an immediate error, not a timeout.
+func (p *Proxy) SetRefuse(on bool) {
+	var doomed []*link
+	p.update(func() {
+		p.refuse = on
+		if on {
+			for l := range p.links {
+				doomed = append(doomed, l)
+			}
+		}
+	})
+	for _, l := range doomed {
+		l.close(true)
+	}
+}
+
+// Reset turns every fault off. Connections reset by SetRefuse stay closed.
+func (p *Proxy) Reset() {
+	p.update(func() {
+		p.delay, p.blackhole, p.dropReplies, p.refuse = 0, false, false, false
+	})
+}
+
+// Close stops listening, closes every connection, and waits until all
+// goroutines started by the proxy have exited. It is idempotent.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	links := make([]*link, 0, len(p.links))
+	for l := range p.links {
+		links = append(links, l)
+	}
+	p.mu.Unlock()
+
+	p.cancel()
+	err := p.ln.Close()
+	for _, l := range links {
+		l.close(false)
+	}
+	p.wg.Wait()
+	return err
+}
+
+// update applies a settings change and wakes everybody waiting on the old
+// settings.
+func (p *Proxy) update(change func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	change()
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *Proxy) snapshot() faults {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return faults{p.delay, p.blackhole, p.dropReplies, p.changed}
+}
+
+func (p *Proxy) acceptLoop() {
+	defer p.wg.Done()
+	for {
+		conn, err := p.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Transient (e.g. out of file descriptors): back off briefly
+			// instead of spinning, unless we are shutting down.
+			select {
+			case <-p.ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		p.wg.Add(1)
+		go p.handle(conn)
+	}
+}
+
+// handle dials the target for one client connection, runs the forwarding
+// goroutines and forgets the link once it is closed. It runs in its own
+// goroutine so a slow dial does not block Accept.
+func (p *Proxy) handle(client net.Conn) {
+	defer p.wg.Done()
+	p.mu.Lock()
+	refuse := p.refuse
+	p.mu.Unlock()
+	if refuse {
+		resetConn(client)
+		return
+	}
+	d := net.Dialer{Timeout: dialTimeout}
+	server, err := d.DialContext(p.ctx, "tcp", p.target)
+	if err != nil {
+		// Target down: pass the failure on as a reset.
+		resetConn(client)
+		return
+	}
+	l := &link{
+		client: client,
+		server: server,
+		queued: make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	// Register under the lock so Close and SetRefuse cannot miss the link.
+	p.mu.Lock()
+	if p.closed || p.refuse {
+		p.mu.Unlock()
+		l.close(true)
+		return
+	}
+	p.links[l] = struct{}{}
+	p.wg.Add(2)
+	p.mu.Unlock()
+
+	go p.readClient(l)
+	go p.writeServer(l)
+	p.copyReplies(l) // returns once the link is closed
+	p.mu.Lock()
+	delete(p.links, l)
+	p.mu.Unlock()
+}
+
+// resetConn closes c with SO_LINGER 0 so the peer gets a RST, the way a
+// crashed host's kernel answers, rather than an orderly FIN.
+func resetConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// chunk is one read from the client, stamped with its arrival time so the
+// delay is measured from arrival, not from when the previous chunk left.
+type chunk struct {
+	data []byte
+	at   time.Time
+}
+
+// link is one proxied client connection and its server connection.
+type link struct {
+	client, server net.Conn
+
+	mu     sync.Mutex
+	queue  []chunk       // client bytes waiting to be forwarded, in order
+	eof    bool          // the client stopped sending; close after the queue drains
+	queued chan struct{} // capacity 1: "queue or eof changed"
+
+	closeOnce sync.Once
+	done      chan struct{} // closed when the link is torn down
+}
+
+// close tears both connections down, which unblocks every goroutine of the
+// link. reset sends RSTs instead of FINs (SetRefuse).
+func (l *link) close(reset bool) {
+	l.closeOnce.Do(func() {
+		if reset {
+			resetConn(l.client)
+			resetConn(l.server)
+		} else {
+			_ = l.client.Close()
+			_ = l.server.Close()
+		}
+		close(l.done)
+	})
+}
+
+func (l *link) push(c chunk, eof bool) {
+	l.mu.Lock()
+	if eof {
+		l.eof = true
+	} else {
+		l.queue = append(l.queue, c)
+	}
+	l.mu.Unlock()
+	select {
+	case l.queued <- struct{}{}:
+	default:
+	}
+}
+
+// next blocks until a chunk is available. ok is false once the client has
+// disconnected and the queue is drained, or the link was closed.
+func (l *link) next() (c chunk, ok bool) {
+	for {
+		l.mu.Lock()
+		if len(l.queue) > 0 {
+			c = l.queue[0]
+			l.queue = l.queue[1:]
+			l.mu.Unlock()
+			return c, true
+		}
+		eof := l.eof
+		l.mu.Unlock()
+		if eof {
+			return chunk{}, false
+		}
+		select {
+		case <-l.queued:
+		case <-l.done:
+			return chunk{}, false
+		}
+	}
+}
+
+// readClient reads client bytes and queues them for writeServer. Reading
+// continues even during a blackhole so the client's writes never block and
+// it observes a stall, not back-pressure.
+func (p *Proxy) readClient(l *link) {
+	defer p.wg.Done()
+	buf := make([]byte, readBufSize)
+	for {
+		n, err := l.client.Read(buf)
+		if n > 0 && !p.snapshot().blackhole {
+			l.push(chunk{data: append([]byte(nil), buf[:n]...), at: time.Now()}, false)
+		}
+		if err != nil {
+			l.push(chunk{}, true)
+			return
+		}
+	}
+}
+
+// writeServer forwards queued chunks once they are due. The delay is re-read
+// whenever settings change, so SetDelay affects chunks already waiting. When
+// the client has finished sending and the queue is drained it half-closes the
+// server side, as a plain TCP proxy would; the server then closes, and
+// copyReplies tears the link down.
+func (p *Proxy) writeServer(l *link) {
+	defer p.wg.Done()
+	for {
+		c, ok := l.next()
+		if !ok {
+			if tc, isTCP := l.server.(*net.TCPConn); isTCP && tc.CloseWrite() == nil {
+				return
+			}
+			l.close(false)
+			return
+		}
+		f := p.snapshot()
+		for wait := time.Until(c.at.Add(f.delay)); wait > 0; wait = time.Until(c.at.Add(f.delay)) {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-f.changed:
+			case <-l.done:
+				t.Stop()
+				return
+			}
+			t.Stop()
+			f = p.snapshot()
+		}
+		if f.blackhole {
+			continue // partitioned when due: the bytes are lost
+		}
+		if _, err := l.server.Write(c.data); err != nil {
+			l.close(false)
+			return
+		}
+	}
+}
+
+// copyReplies forwards server->client bytes unless replies are being dropped
+// or the node is blackholed, in which case they are read and discarded. It
+// closes the link when either side fails, which unblocks the other
+// goroutines.
+func (p *Proxy) copyReplies(l *link) {
+	defer l.close(false)
+	buf := make([]byte, readBufSize)
+	for {
+		n, err := l.server.Read(buf)
+		if n > 0 {
+			if f := p.snapshot(); !f.blackhole && !f.dropReplies {
+				if _, werr := l.client.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,306 @@
+package faultproxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// setup starts a real redis-server and a proxy in front of it. It returns the
+// proxy and a direct client, which bypasses the proxy so tests can check what
+// the server really executed.
+func setup(t *testing.T) (*Proxy, *redis.Client) {
+	t.Helper()
+	srv := redistest.StartT(t, 1)[0]
+	p, err := New(srv.Addr())
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	direct := srv.Client()
+	t.Cleanup(func() { _ = direct.Close() })
+	return p, direct
+}
+
+// proxied returns a client through the proxy. PoolSize 1 makes every command
+// reuse the same pooled connection, which proves that faults reach
+// connections opened before the fault was set. Deadlines come from the
+// context, and retries are off so each fault is observed exactly once.
+func proxied(t *testing.T, p *Proxy) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{
+		Addr:                  p.Addr(),
+		PoolSize:              1,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+func mustPing(t *testing.T, c *redis.Client) {
+	t.Helper()
+	if err := c.Ping(ctxFor(t, 5*time.Second)).Err(); err != nil {
+		t.Fatalf("PING through proxy: %v", err)
+	}
+}
+
+func TestForwards(t *testing.T) {
+	p, direct := setup(t)
+	c := proxied(t, p)
+	ctx := ctxFor(t, 5*time.Second)
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET through proxy: %v", err)
+	}
+	if got, err := direct.Get(ctx, "k").Result(); err != nil || got != "v" {
+		t.Fatalf("direct GET = %q, %v; want v", got, err)
+	}
+	// A value larger than one read buffer must arrive intact both ways.
+	big := make([]byte, 3*readBufSize+17)
+	for i := range big {
+		big[i] = byte('a' + i%26)
+	}
+	if err := c.Set(ctx, "big", big, 0).Err(); err != nil {
+		t.Fatalf("SET big: %v", err)
+	}
+	if got, err := c.Get(ctx, "big").Result(); err != nil || got != string(big) {
+		t.Fatalf("GET big through proxy: len %d, %v; want len %d", len(got), err, len(big))
+	}
+}
+
+func TestDelayAddsLatency(t *testing.T) {
+	p, _ := setup(t)
+	c := proxied(t, p)
+	mustPing(t, c) // open the pooled connection before the fault
+
+	const d = 150 * time.Millisecond
+	p.SetDelay(d)
+	start := time.Now()
+	mustPing(t, c)
+	if elapsed := time.Since(start); elapsed < d {
+		t.Fatalf("PING with %v delay took %v, want >= %v", d, elapsed, d)
+	}
+
+	p.SetDelay(0)
+	mustPing(t, c)
+}
+
+// TestDelayKeepsOrder sends separate writes over a raw connection while the
+// delay changes underneath: a shorter delay must not let later chunks
+// overtake earlier ones.
+func TestDelayKeepsOrder(t *testing.T) {
+	p, direct := setup(t)
+	conn, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial proxy: %v", err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 10
+	p.SetDelay(300 * time.Millisecond)
+	for i := range n {
+		if i == n/2 {
+			p.SetDelay(0) // queued chunks become due now; new ones too
+		}
+		if _, err := fmt.Fprintf(conn, "RPUSH order %d\r\n", i); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		time.Sleep(5 * time.Millisecond) // keep the writes in separate chunks
+	}
+	r := bufio.NewReader(conn)
+	for i := range n {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		if want := ":" + strconv.Itoa(i+1) + "\r\n"; line != want {
+			t.Fatalf("reply %d = %q, want %q", i, line, want)
+		}
+	}
+	got, err := direct.LRange(ctxFor(t, 5*time.Second), "order", 0, -1).Result()
+	if err != nil {
+		t.Fatalf("LRANGE: %v", err)
+	}
+	for i, v := range got {
+		if v != strconv.Itoa(i) {
+			t.Fatalf("server saw %v, want 0..%d in order", got, n-1)
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("server saw %d items, want %d", len(got), n)
+	}
+}
+
+func TestBlackhole(t *testing.T) {
+	p, direct := setup(t)
+	c := proxied(t, p)
+	mustPing(t, c)
+
+	p.SetBlackhole(true)
+	err := c.Set(ctxFor(t, 200*time.Millisecond), "bh", "1", 0).Err()
+	if !isTimeout(err) {
+		t.Fatalf("SET through blackhole: err=%v, want a timeout", err)
+	}
+	// A new connection is accepted but stalls as well.
+	c2 := proxied(t, p)
+	if err := c2.Ping(ctxFor(t, 200*time.Millisecond)).Err(); !isTimeout(err) {
+		t.Fatalf("PING on a new connection through blackhole: err=%v, want a timeout", err)
+	}
+
+	p.SetBlackhole(false)
+	mustPing(t, c)
+	// Bytes sent during the blackhole were dropped, not delivered late.
+	if err := direct.Get(ctxFor(t, 5*time.Second), "bh").Err(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("direct GET bh: err=%v, want redis.Nil (blackholed SET must not execute)", err)
+	}
+}
+
+func TestDropReplies(t *testing.T) {
+	p, direct := setup(t)
+	c := proxied(t, p)
+	mustPing(t, c)
+
+	p.SetDropReplies(true)
+	err := c.Set(ctxFor(t, 200*time.Millisecond), "dr", "landed", 0).Err()
+	if !isTimeout(err) {
+		t.Fatalf("SET with dropped replies: err=%v, want a timeout", err)
+	}
+	// The write itself reached the server. It was forwarded before the
+	// client timed out, so it has executed by now; poll only to be tolerant
+	// of scheduling.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := direct.Get(ctxFor(t, time.Second), "dr").Result()
+		if err == nil && got == "landed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("direct GET dr = %q, %v; want the SET to have executed", got, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	p.Reset()
+	mustPing(t, c)
+}
+
+func TestRefuse(t *testing.T) {
+	p, _ := setup(t)
+	c := proxied(t, p)
+	mustPing(t, c)
+
+	p.SetRefuse(true)
+	// A long deadline: the error must come from the reset, not a timeout.
+	err := c.Ping(ctxFor(t, 10*time.Second)).Err()
+	if err == nil || isTimeout(err) {
+		t.Fatalf("PING on a refused existing connection: err=%v, want an immediate non-timeout error", err)
+	}
+	c2 := proxied(t, p)
+	err = c2.Ping(ctxFor(t, 10*time.Second)).Err()
+	if err == nil || isTimeout(err) {
+		t.Fatalf("PING on a new refused connection: err=%v, want an immediate non-timeout error", err)
+	}
+
+	p.Reset()
+	mustPing(t, c)
+	mustPing(t, c2)
+}
+
+func TestResetClearsAllFaults(t *testing.T) {
+	p, _ := setup(t)
+	c := proxied(t, p)
+	p.SetDelay(time.Hour)
+	p.SetBlackhole(true)
+	p.SetDropReplies(true)
+	p.SetRefuse(true)
+	p.Reset()
+	mustPing(t, c)
+}
+
+// TestCloseWithPendingTraffic closes the proxy while a chunk waits out a long
+// delay and another connection is blackholed: Close must not wait for the
+// delay, and goleak in TestMain checks that every goroutine exited.
+func TestCloseWithPendingTraffic(t *testing.T) {
+	p, _ := setup(t)
+	c := proxied(t, p)
+	mustPing(t, c)
+
+	p.SetDelay(time.Hour)
+	errc := make(chan error, 1)
+	ctx := ctxFor(t, 30*time.Second)
+	go func() { errc <- c.Ping(ctx).Err() }()
+	raw, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer raw.Close()
+	if _, err := raw.Write([]byte("PING\r\n")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	time.Sleep(50 * time.Millisecond) // let the chunks be queued
+
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := <-errc; err == nil || isTimeout(err) {
+		t.Fatalf("PING in flight during Close: err=%v, want a connection error", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
+		t.Fatal("proxy still accepts connections after Close")
+	}
+}
+
+// TestTargetDown checks that a dead target surfaces as an immediate error.
+func TestTargetDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	_ = ln.Close()
+
+	p, err := New(dead)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer p.Close()
+	c := proxied(t, p)
+	if err := c.Ping(ctxFor(t, 10*time.Second)).Err(); err == nil || isTimeout(err) {
+		t.Fatalf("PING to a dead target: err=%v, want an immediate non-timeout error", err)
+	}
+}
