@@ -2,11 +2,11 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"reflect"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -207,8 +207,13 @@ func (n *node) call(ctx context.Context, op nodeOp) reply {
 	n.inFlight.Add(1)
 	r := op(ctx, n)
 	n.inFlight.Add(-1)
-	dl, _ := ctx.Deadline()
-	n.record(r.transportErr(), !dl.IsZero() && time.Now().After(dl))
+	late := ctx.Err() != nil
+	if late && r.status == statusUnknown {
+		// A client with ContextTimeoutEnabled gives up at our deadline
+		// itself: the same unknown outcome as our waiter giving up.
+		r.err = fmt.Errorf("%w: %w", ErrNoReply, r.err)
+	}
+	n.record(r.transportErr(), late)
 	r.node = n.index
 	return r
 }

@@ -167,19 +167,19 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration) error 
 	if err == nil && t.ok >= t.quorum && c.cfg.fencing {
 		fence, t, err = c.commitFence(ctx, l, t, timeout)
 	}
-	if err == nil && t.ok >= t.quorum && c.cfg.clock.Now().Before(until) {
+	quorum := err == nil && t.ok >= t.quorum
+	now := c.cfg.clock.Now()
+	if quorum && now.Before(until) {
 		l.mu.Lock()
 		l.until, l.ttl, l.fence = until, ttl, fence
 		l.mu.Unlock()
 		return nil
 	}
 	c.rollback(l)
-	qe := &QuorumError{Op: "acquire", Key: l.key, sentinel: ErrNotAcquired, cause: err}
-	if t != nil {
-		qe.OK, qe.Quorum, qe.Nodes = t.ok, t.quorum, t.nodeErrors(c.pool)
-		if err == nil && t.ok >= t.quorum {
-			qe.Elapsed = c.cfg.clock.Now().Sub(start)
-		}
+	qe := &QuorumError{Op: "acquire", Key: l.key, sentinel: ErrNotAcquired, cause: err,
+		OK: t.ok, Quorum: t.quorum, Nodes: t.nodeErrors(c.pool)}
+	if quorum {
+		qe.Elapsed = now.Sub(start)
 	}
 	return qe
 }
@@ -306,11 +306,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		l.mu.Unlock()
 		return nil
 	}
-	qe := &QuorumError{Op: "extend", Key: l.key, sentinel: ErrNotHeld, cause: err}
-	if t != nil {
-		qe.OK, qe.Quorum, qe.Nodes = t.ok, t.quorum, t.nodeErrors(c.pool)
-	}
-	return qe
+	return &QuorumError{Op: "extend", Key: l.key, sentinel: ErrNotHeld, cause: err,
+		OK: t.ok, Quorum: t.quorum, Nodes: t.nodeErrors(c.pool)}
 }
 
 // Release deletes the key on every node where it still holds our token, and
@@ -349,9 +346,6 @@ func (l *Lock) Release(ctx context.Context) error {
 		l.mu.Unlock()
 		return nil
 	}
-	qe := &QuorumError{Op: "release", Key: l.key, sentinel: ErrNotHeld, cause: err}
-	if t != nil {
-		qe.OK, qe.Quorum, qe.Nodes = t.ok, t.quorum, t.nodeErrors(c.pool)
-	}
-	return qe
+	return &QuorumError{Op: "release", Key: l.key, sentinel: ErrNotHeld, cause: err,
+		OK: t.ok, Quorum: t.quorum, Nodes: t.nodeErrors(c.pool)}
 }

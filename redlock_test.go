@@ -1,0 +1,576 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock"
+)
+
+func TestAcquireRelease(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+
+	l, err := c.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, key, l.Key())
+	assert.Len(t, l.Token(), 26, "130-bit base32 token")
+	e.awaitHolders(key, l.Token())
+	assert.Zero(t, l.Fence(), "no fence without WithFencing")
+
+	_, err = c.TryAcquire(ctx, key, 10*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe)
+	assert.Equal(t, 2, qe.Quorum)
+	assert.Equal(t, 3, e.holders(key, l.Token()), "a refused attempt must not touch the holder's keys")
+
+	require.NoError(t, l.Release(ctx))
+	e.requireNoKey(key)
+	require.NoError(t, l.Release(ctx), "a second release is a no-op")
+
+	l2, err := c.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	assert.NotEqual(t, l.Token(), l2.Token())
+	require.NoError(t, l2.Release(ctx))
+}
+
+// TestQuorumSubsets fails every subset of nodes, in each way a node can fail,
+// and checks that the lock is granted exactly when a quorum is healthy, that
+// a granted lock is on every healthy node, and that a refused one leaves no
+// key anywhere once the nodes are back.
+func TestQuorumSubsets(t *testing.T) {
+	faults := []struct {
+		name  string
+		apply func(e *env, i int)
+	}{
+		{"refused", func(e *env, i int) { e.proxies[i].SetRefuse(true) }},
+		{"blackholed", func(e *env, i int) { e.proxies[i].SetBlackhole(true) }},
+		{"reply-lost", func(e *env, i int) { e.proxies[i].SetDropReplies(true) }},
+		{"held-by-other", func(e *env, i int) {}}, // set up per key below
+	}
+	for _, n := range []int{1, 3, 5} {
+		e := newEnv(t, n, fastClients)
+		c := e.client(redlock.WithNodeTimeout(300 * time.Millisecond))
+		for _, f := range faults {
+			for mask := 0; mask < 1<<n; mask++ {
+				t.Run(fmt.Sprintf("n=%d/%s/failed=%0*b", n, f.name, n, mask), func(t *testing.T) {
+					ctx := t.Context()
+					key := newKey(t)
+					for i := range n {
+						if mask&(1<<i) == 0 {
+							continue
+						}
+						if f.name == "held-by-other" {
+							require.NoError(t, e.direct[i].Set(ctx, key, "someone-else", time.Minute).Err())
+						}
+						f.apply(e, i)
+					}
+					healthy := n - bits.OnesCount(uint(mask))
+
+					l, err := c.TryAcquire(ctx, key, 10*time.Second)
+					if healthy >= n/2+1 {
+						require.NoError(t, err)
+						// Acquire returned at quorum; the other healthy
+						// nodes answer just after.
+						require.Eventually(t, func() bool {
+							for i := range n {
+								if mask&(1<<i) == 0 && e.value(i, key) != l.Token() {
+									return false
+								}
+							}
+							return true
+						}, 5*time.Second, time.Millisecond, "a healthy node lacks the key")
+						e.resetFaults()
+						require.NoError(t, l.Release(ctx))
+					} else {
+						require.ErrorIs(t, err, redlock.ErrNotAcquired)
+						var qe *redlock.QuorumError
+						require.ErrorAs(t, err, &qe)
+						assert.Less(t, qe.OK, qe.Quorum)
+						e.resetFaults()
+					}
+					// Every node answers again: nothing of ours may be left.
+					require.Eventually(t, func() bool {
+						for i := range n {
+							v := e.value(i, key)
+							if v != "" && v != "someone-else" {
+								return false
+							}
+						}
+						return true
+					}, 5*time.Second, 5*time.Millisecond, "a key of ours was left behind")
+					if f.name == "held-by-other" {
+						for i := range n {
+							if mask&(1<<i) != 0 {
+								assert.Equal(t, "someone-else", e.value(i, key), "another holder's key was touched on node %d", i)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestLostReply is the incident the library exists for: SET landed, its
+// reply was lost. The holder must not be locked out on retry, and a failed
+// acquire must leave no key behind.
+func TestLostReply(t *testing.T) {
+	t.Run("failed acquire leaves no key", func(t *testing.T) {
+		for _, opts := range []struct {
+			name string
+			o    func(*redis.Options)
+		}{{"context-timeouts", fastClients}, {"go-redis-defaults", defaultClients}} {
+			t.Run(opts.name, func(t *testing.T) {
+				e := newEnv(t, 1, opts.o)
+				c := e.client()
+				key := newKey(t)
+				sets := e.calls(0, "set")
+				e.proxies[0].SetDropReplies(true)
+				start := time.Now()
+				_, err := c.TryAcquire(t.Context(), key, 2*time.Hour)
+				require.ErrorIs(t, err, redlock.ErrNotAcquired)
+				require.ErrorIs(t, err, redlock.ErrNoReply)
+				assert.Less(t, time.Since(start), time.Second, "the per-node deadline, not go-redis's read timeout, bounds the wait")
+				e.proxies[0].Reset()
+				e.settle(c)
+				assert.Equal(t, sets+1, e.calls(0, "set"), "the write should have landed although its reply was lost")
+				e.requireNoKey(key)
+			})
+		}
+	})
+	t.Run("retry is not locked out", func(t *testing.T) {
+		e := newEnv(t, 3, defaultClients)
+		c := e.client(redlock.WithNodeTimeout(50 * time.Millisecond))
+		key := newKey(t)
+		for _, p := range e.proxies {
+			p.SetDropReplies(true)
+		}
+		// Restore the replies once the first writes have landed.
+		go func() {
+			for e.direct[0].Exists(context.Background(), key).Val() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			e.resetFaults()
+		}()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		l, err := c.Acquire(ctx, key, 2*time.Hour)
+		require.NoError(t, err, "the holder locked itself out")
+		e.awaitHolders(key, l.Token())
+		require.NoError(t, l.Release(t.Context()))
+	})
+}
+
+// TestRollbackAfterCancel cancels the caller while its writes are still on
+// their way; they land, and must be deleted all the same.
+func TestRollbackAfterCancel(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client(redlock.WithNodeTimeout(time.Second))
+	key := newKey(t)
+	for _, p := range e.proxies {
+		p.SetDelay(150 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
+	defer cancel()
+	_, err := c.Acquire(ctx, key, time.Hour)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Eventually(t, func() bool { return e.value(0, key) != "" }, 5*time.Second, time.Millisecond, "the delayed write should land")
+	e.settle(c)
+	e.requireNoKey(key)
+}
+
+// TestStalledNodeBounded stalls real servers with SIGSTOP, with clients left
+// at go-redis's defaults (reads bounded only by a 3s ReadTimeout), where the
+// outcome needs the stalled node: the wait must end at the per-node deadline.
+func TestStalledNodeBounded(t *testing.T) {
+	const nodeTimeout = 100 * time.Millisecond
+	const bound = nodeTimeout + 400*time.Millisecond // far below the 3s read timeout
+	e := newEnv(t, 3, defaultClients)
+	c := e.client(redlock.WithNodeTimeout(nodeTimeout))
+	ctx := t.Context()
+	key := newKey(t)
+
+	l, err := c.TryAcquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+
+	require.NoError(t, e.servers[1].Pause())
+	require.NoError(t, e.servers[2].Pause())
+	t.Cleanup(func() { _ = e.servers[1].Resume(); _ = e.servers[2].Resume() })
+
+	start := time.Now()
+	err = l.Extend(ctx, time.Minute)
+	assert.Less(t, time.Since(start), bound, "extend")
+	require.ErrorIs(t, err, redlock.ErrNotHeld)
+	require.ErrorIs(t, err, redlock.ErrNoReply)
+
+	start = time.Now()
+	err = l.Release(ctx)
+	assert.Less(t, time.Since(start), bound, "release")
+	require.ErrorIs(t, err, redlock.ErrNotHeld)
+
+	start = time.Now()
+	_, err = c.TryAcquire(ctx, newKey(t), time.Minute)
+	assert.Less(t, time.Since(start), bound, "acquire")
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+
+	require.NoError(t, e.servers[1].Resume())
+	require.NoError(t, e.servers[2].Resume())
+	// The release queued behind the stalled calls reaches the nodes later.
+	e.settle(c)
+	e.requireNoKey(key)
+}
+
+// TestUntil checks the validity window against an injected clock: exactly
+// start + ttl - drift, and an acquisition that used up its TTL is refused
+// and rolled back.
+func TestUntil(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	clock := &fakeClock{}
+	c := e.client(redlock.WithClock(clock))
+	ctx := t.Context()
+	ttl := 10 * time.Second
+	drift := time.Duration(float64(ttl)*redlock.DefaultDriftFactor) + redlock.DefaultDriftConst
+
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock.set(start, 0)
+	l, err := c.TryAcquire(ctx, newKey(t), ttl)
+	require.NoError(t, err)
+	assert.Equal(t, start.Add(ttl-drift), l.Until())
+
+	// Extend from a later start moves Until by the same rule.
+	clock.set(start.Add(time.Second), 0)
+	require.NoError(t, l.Extend(ctx, 20*time.Second))
+	drift20 := time.Duration(float64(20*time.Second)*redlock.DefaultDriftFactor) + redlock.DefaultDriftConst
+	assert.Equal(t, start.Add(time.Second+20*time.Second-drift20), l.Until())
+	require.NoError(t, l.Release(ctx))
+
+	// Each clock read advances just past the validity budget.
+	key := newKey(t)
+	clock.set(start, ttl-drift)
+	_, err = c.TryAcquire(ctx, key, ttl)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe)
+	assert.GreaterOrEqual(t, qe.OK, qe.Quorum, "a quorum confirmed, yet no validity was left")
+	assert.Equal(t, ttl-drift, qe.Elapsed)
+	e.eventuallyNoKey(key, 5*time.Second)
+
+	// An expired lock cannot be extended, and nothing is sent.
+	clock.set(start, 0)
+	l, err = c.TryAcquire(ctx, key, ttl)
+	require.NoError(t, err)
+	clock.set(l.Until(), 0)
+	require.ErrorIs(t, l.Extend(ctx, ttl), redlock.ErrNotHeld)
+	require.NoError(t, l.Release(ctx))
+}
+
+// TestUntilRealClock checks that Until is never later than start+ttl-drift
+// with the real clock, over many acquisitions and extensions.
+func TestUntilRealClock(t *testing.T) {
+	e := newEnv(t, 5, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+	ttl := 3 * time.Second
+	drift := time.Duration(float64(ttl)*redlock.DefaultDriftFactor) + redlock.DefaultDriftConst
+	// The library's start lies between before and after: Until must be
+	// within [before, after] + ttl - drift, so never later than the
+	// start + ttl - drift of any send time.
+	within := func(before, after, until time.Time) {
+		t.Helper()
+		assert.False(t, until.After(after.Add(ttl-drift)), "Until later than start+ttl-drift")
+		assert.False(t, until.Before(before.Add(ttl-drift)), "Until earlier than the rule gives")
+	}
+	for range 50 {
+		before := time.Now()
+		l, err := c.Acquire(ctx, key, ttl)
+		after := time.Now()
+		require.NoError(t, err)
+		within(before, after, l.Until())
+		before = time.Now()
+		require.NoError(t, l.Extend(ctx, ttl))
+		within(before, time.Now(), l.Until())
+		require.NoError(t, l.Release(ctx))
+	}
+}
+
+func TestReleaseOutcomes(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+
+	l, err := c.TryAcquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+	e.awaitHolders(key, l.Token())
+	// Node 0 lost the key, node 1 was taken by someone else, node 2 is ours.
+	require.NoError(t, e.direct[0].Del(ctx, key).Err())
+	require.NoError(t, e.direct[1].Set(ctx, key, "other", time.Minute).Err())
+
+	err = l.Release(ctx)
+	require.ErrorIs(t, err, redlock.ErrNotHeld)
+	causes := map[int]error{}
+	for _, ne := range nodeErrors(err) {
+		causes[ne.Node] = ne.Err
+	}
+	assert.ErrorIs(t, causes[0], redlock.ErrKeyAbsent)
+	assert.ErrorIs(t, causes[1], redlock.ErrHeldByOther)
+	assert.Equal(t, "other", e.value(1, key), "release must never delete another holder's key")
+	// The outcome was decided before node 2 answered; it is released all
+	// the same.
+	e.settle(c)
+	assert.Empty(t, e.value(2, key))
+	c = e.client()
+
+	// Releasing again is harmless: still not held, still not touching node 1.
+	l2, err := c.TryAcquire(ctx, newKey(t), time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, l2.Release(ctx))
+	require.ErrorIs(t, l.Release(ctx), redlock.ErrNotHeld)
+	assert.Equal(t, "other", e.value(1, key))
+}
+
+// nodeErrors collects the NodeErrors in err's tree.
+func nodeErrors(err error) []*redlock.NodeError {
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) {
+		return nil
+	}
+	return qe.Nodes
+}
+
+func TestExtend(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+
+	l, err := c.TryAcquire(ctx, key, time.Second)
+	require.NoError(t, err)
+	e.awaitHolders(key, l.Token())
+	first := l.Until()
+
+	// Node 0 lost the key (a restart): Extend re-seeds it. Node 1 belongs to
+	// someone else: Extend must not take it.
+	require.NoError(t, e.direct[0].Del(ctx, key).Err())
+	require.NoError(t, e.direct[1].Set(ctx, key, "other", time.Minute).Err())
+	require.NoError(t, l.Extend(ctx, time.Minute))
+	assert.True(t, l.Until().After(first.Add(50*time.Second)))
+	assert.Equal(t, l.Token(), e.value(0, key))
+	assert.Equal(t, "other", e.value(1, key))
+	ttl, err := e.direct[2].PTTL(ctx, key).Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, 50*time.Second)
+
+	// Without a quorum the extension fails and Until stays.
+	require.NoError(t, e.direct[2].Set(ctx, key, "other", time.Minute).Err())
+	until := l.Until()
+	err = l.Extend(ctx, time.Hour)
+	require.ErrorIs(t, err, redlock.ErrNotHeld)
+	assert.Equal(t, until, l.Until())
+
+	// The other holder goes away: Extend re-seeds a quorum again.
+	require.NoError(t, e.direct[1].Del(ctx, key).Err())
+	require.NoError(t, e.direct[2].Del(ctx, key).Err())
+	require.NoError(t, l.Extend(ctx, time.Minute))
+	require.NoError(t, l.Release(ctx))
+	require.ErrorIs(t, l.Extend(ctx, time.Minute), redlock.ErrNotHeld, "extend after release")
+	e.settle(c)
+	e.requireNoKey(key)
+}
+
+func TestAcquireWaits(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+
+	l, err := c.TryAcquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+
+	// While held: Acquire gives up when ctx ends, with both causes.
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = c.Acquire(short, key, time.Minute)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	// A limited retry policy gives up on its own.
+	limited, err := redlock.New(e.nodes, redlock.WithNodeTimeout(testNodeTimeout), redlock.WithRetry(redlock.LimitRetry(redlock.ExponentialBackoff(time.Millisecond, 5*time.Millisecond), 3)))
+	require.NoError(t, err)
+	t.Cleanup(func() { e.settle(limited) })
+	_, err = limited.Acquire(ctx, key, time.Minute)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+
+	// Acquire gets the lock once it is released.
+	got := make(chan *redlock.Lock, 1)
+	go func() {
+		l2, err := c.Acquire(ctx, key, time.Minute)
+		assert.NoError(t, err)
+		got <- l2
+	}()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, l.Release(ctx))
+	l2 := <-got
+	require.NotNil(t, l2)
+	require.NoError(t, l2.Release(ctx))
+}
+
+// TestMutualExclusion runs contending clients on one key with a counter
+// that is read, held and written back inside the critical section: a second
+// holder at any moment shows up as a lost update.
+func TestMutualExclusion(t *testing.T) {
+	e := newEnv(t, 5, fastClients)
+	key := newKey(t)
+	counter := key + ":counter"
+	const workers, rounds = 6, 15
+	var wg sync.WaitGroup
+	for range workers {
+		c := e.client()
+		wg.Go(func() {
+			ctx := t.Context()
+			for range rounds {
+				l, err := c.Acquire(ctx, key, 5*time.Second)
+				if !assert.NoError(t, err) {
+					return
+				}
+				v, _ := e.direct[0].Get(ctx, counter).Int()
+				time.Sleep(time.Millisecond)
+				assert.NoError(t, e.direct[0].Set(ctx, counter, v+1, 0).Err())
+				assert.NoError(t, l.Release(ctx))
+			}
+		})
+	}
+	wg.Wait()
+	v, err := e.direct[0].Get(t.Context(), counter).Int()
+	require.NoError(t, err)
+	assert.Equal(t, workers*rounds, v, "lost updates: two holders overlapped")
+}
+
+func TestBadInput(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+
+	calls := []struct {
+		name string
+		ctx  context.Context
+		key  string
+		ttl  time.Duration
+		want []error
+	}{
+		{"empty key", ctx, "", time.Second, []error{redlock.ErrInvalidArgument}},
+		{"zero ttl", ctx, "k", 0, []error{redlock.ErrInvalidArgument}},
+		{"negative ttl", ctx, "k", -time.Second, []error{redlock.ErrInvalidArgument}},
+		{"sub-millisecond ttl", ctx, "k", 500 * time.Microsecond, []error{redlock.ErrInvalidArgument}},
+		{"ttl within drift", ctx, "k", 2 * time.Millisecond, []error{redlock.ErrInvalidArgument}},
+		{"nil context", nil, "k", time.Second, []error{redlock.ErrInvalidArgument}},
+		{"cancelled context", cancelled, "k", time.Second, []error{redlock.ErrNotAcquired, context.Canceled}},
+	}
+	for _, tc := range calls {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, try := range []func(context.Context, string, time.Duration) (*redlock.Lock, error){c.Acquire, c.TryAcquire} {
+				l, err := try(tc.ctx, tc.key, tc.ttl) //nolint:staticcheck // a nil context is the input under test
+				require.Nil(t, l)
+				for _, want := range tc.want {
+					require.ErrorIs(t, err, want)
+				}
+			}
+		})
+	}
+	for i := range e.direct {
+		n, err := e.direct[i].DBSize(ctx).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, "bad input wrote to node %d", i)
+	}
+
+	var typedNil *redis.Client
+	other := redis.NewClient(&redis.Options{Addr: e.servers[0].Addr()})
+	t.Cleanup(func() { _ = other.Close() })
+	configs := []struct {
+		name  string
+		nodes []redis.UniversalClient
+		opts  []redlock.Option
+	}{
+		{"no nodes", nil, nil},
+		{"nil node", []redis.UniversalClient{e.nodes[0], nil}, nil},
+		{"typed nil node", []redis.UniversalClient{e.nodes[0], typedNil}, nil},
+		{"same client twice", []redis.UniversalClient{e.nodes[0], e.nodes[1], e.nodes[0]}, nil},
+		{"same server twice", []redis.UniversalClient{e.direct[0], other}, nil},
+		{"nil option", e.nodes, []redlock.Option{nil}},
+		{"nil retry", e.nodes, []redlock.Option{redlock.WithRetry(nil)}},
+		{"nil limited retry", e.nodes, []redlock.Option{redlock.WithRetry(redlock.LimitRetry(nil, 3))}},
+		{"nil clock", e.nodes, []redlock.Option{redlock.WithClock(nil)}},
+		{"negative node timeout", e.nodes, []redlock.Option{redlock.WithNodeTimeout(-time.Second)}},
+		{"zero cleanup timeout", e.nodes, []redlock.Option{redlock.WithCleanupTimeout(0)}},
+		{"drift factor 1", e.nodes, []redlock.Option{redlock.WithDrift(1, 0)}},
+		{"negative drift", e.nodes, []redlock.Option{redlock.WithDrift(0.01, -time.Millisecond)}},
+	}
+	for _, tc := range configs {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := redlock.New(tc.nodes, tc.opts...)
+			require.Nil(t, c)
+			require.ErrorIs(t, err, redlock.ErrInvalidArgument)
+		})
+	}
+
+	var nilLock *redlock.Lock
+	require.ErrorIs(t, nilLock.Release(ctx), redlock.ErrInvalidArgument)
+	require.ErrorIs(t, nilLock.Extend(ctx, time.Second), redlock.ErrInvalidArgument)
+
+	l, err := c.TryAcquire(ctx, newKey(t), time.Minute)
+	require.NoError(t, err)
+	require.ErrorIs(t, l.Extend(ctx, 0), redlock.ErrInvalidArgument)
+	require.ErrorIs(t, l.Extend(nil, time.Second), redlock.ErrInvalidArgument) //nolint:staticcheck // a nil context is the input under test
+	require.ErrorIs(t, l.Extend(cancelled, time.Second), context.Canceled)
+	// Release must release even with a cancelled or nil context.
+	require.NoError(t, l.Release(cancelled))
+	require.NoError(t, l.Release(nil)) //nolint:staticcheck // a nil context is the input under test
+}
+
+func TestClose(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c, err := redlock.New(e.nodes, redlock.WithNodeTimeout(testNodeTimeout))
+	require.NoError(t, err)
+	ctx := t.Context()
+	key := newKey(t)
+	l, err := c.TryAcquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+
+	// An Acquire waiting for the held lock is woken by Close.
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, key, time.Minute)
+		done <- err
+	}()
+	time.Sleep(30 * time.Millisecond)
+	closeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, c.Close(closeCtx))
+	err = <-done
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorIs(t, err, redlock.ErrClosed)
+
+	_, err = c.TryAcquire(ctx, newKey(t), time.Minute)
+	require.ErrorIs(t, err, redlock.ErrClosed)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorIs(t, l.Release(ctx), redlock.ErrClosed)
+	assert.Equal(t, 3, e.holders(key, l.Token()), "nothing is sent after Close")
+}
