@@ -41,6 +41,12 @@ var (
 	// errNotAwaited marks a node whose reply was still on its way when the
 	// outcome was already decided, or when the caller's context ended.
 	errNotAwaited = errors.New("redlock: reply not awaited")
+	// errNotSent marks a write dropped because its round was over before the
+	// node was free (a stalled node still held an earlier call of the lock).
+	errNotSent = fmt.Errorf("%w: not sent, node busy with an earlier call", ErrNoReply)
+	// errSuperseded marks a delete dropped because a later delete of the same
+	// lock was queued behind it on the node.
+	errSuperseded = errors.New("redlock: delete superseded by a later one")
 )
 
 // NodeError is the outcome of one operation on one node that did not confirm

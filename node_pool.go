@@ -137,6 +137,8 @@ func addrOf(c redis.UniversalClient) string {
 	return ""
 }
 
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // begin registers a public call, or reports ErrClosed. Everything the call
 // starts, including a rollback after it failed, is covered by it, so Close
 // cannot return between a failed attempt and its rollback.

@@ -106,8 +106,10 @@ func WithNodeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.nodeTimeoutFixed = d })
 }
 
-// WithCleanupTimeout sets the per-node deadline of background work: rollback
-// after a failed acquire and the nodes a release did not wait for.
+// WithCleanupTimeout sets the per-node deadline of deletes: the rollback of a
+// failed acquire, and each node's part of a release (Release itself waits only
+// for the node timeout; the delete goes on in the background until this
+// deadline, so that it still frees a slow node).
 func WithCleanupTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.cleanupTimeout = d })
 }

@@ -162,7 +162,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration) error 
 	if c.cfg.fencing {
 		op = acquireFencedOp(l.key, l.token, ttlMs)
 	}
-	t, err := c.pool.fanOut(ctx, l.seq, timeout, op, true)
+	t, err := c.pool.fanOut(ctx, l.seq, opWrite, timeout, timeout, op, true)
 	var fence uint64
 	if err == nil && t.ok >= t.quorum && c.cfg.fencing {
 		fence, t, err = c.commitFence(ctx, l, t, timeout)
@@ -196,7 +196,7 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, t *tally, timeout tim
 		}
 	}
 	fence := uint64(highest) + 1
-	t, err := c.pool.fanOut(ctx, l.seq, timeout, fenceCommitOp(l.key, l.token, fence), true)
+	t, err := c.pool.fanOut(ctx, l.seq, opWrite, timeout, timeout, fenceCommitOp(l.key, l.token, fence), true)
 	return fence, t, err
 }
 
@@ -205,7 +205,7 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, t *tally, timeout tim
 // cannot land after its delete, and they run whatever happened to the
 // caller's context.
 func (c *Client) rollback(l *Lock) {
-	c.pool.launch(context.Background(), l.seq, c.cfg.cleanupTimeout, releaseOp(l.key, l.token))
+	c.pool.launch(context.Background(), l.seq, opDelete, c.cfg.cleanupTimeout, c.cfg.cleanupTimeout, releaseOp(l.key, l.token))
 }
 
 // withCause adds a context's error to a failed attempt's error.
@@ -299,7 +299,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	defer c.pool.end()
 	newUntil := c.cfg.validUntil(start, ttl)
-	t, err := c.pool.fanOut(ctx, l.seq, c.cfg.nodeTimeout(ttl), extendOp(l.key, l.token, ttl.Milliseconds()), true)
+	timeout := c.cfg.nodeTimeout(ttl)
+	t, err := c.pool.fanOut(ctx, l.seq, opWrite, timeout, timeout, extendOp(l.key, l.token, ttl.Milliseconds()), true)
 	if err == nil && t.ok >= t.quorum && c.cfg.clock.Now().Before(newUntil) {
 		l.mu.Lock()
 		l.until, l.ttl = newUntil, ttl
@@ -339,7 +340,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
 	}
 	defer c.pool.end()
-	t, err := c.pool.fanOut(ctx, l.seq, c.cfg.nodeTimeout(ttl), releaseOp(l.key, l.token), false)
+	t, err := c.pool.fanOut(ctx, l.seq, opDelete, c.cfg.nodeTimeout(ttl), c.cfg.cleanupTimeout, releaseOp(l.key, l.token), false)
 	if err == nil && t.ok >= t.quorum {
 		l.mu.Lock()
 		l.released = true

@@ -234,6 +234,53 @@ func TestStalledNodeBounded(t *testing.T) {
 	e.requireNoKey(key)
 }
 
+// TestStalledNodeDoesNotPileUp retries for a while against a SIGSTOPped node
+// with go-redis's default options, where each call given up on stays blocked
+// for the client's read timeout. Queued calls that have become useless must
+// be dropped: at most one call of the lock is in flight on the node, and
+// once the node is back the background work ends within about one read
+// timeout, not one per retry.
+func TestStalledNodeDoesNotPileUp(t *testing.T) {
+	e := newEnv(t, 3, defaultClients)
+	c := e.client(redlock.WithNodeTimeout(20*time.Millisecond), redlock.WithRetry(redlock.ExponentialBackoff(time.Millisecond, 5*time.Millisecond)))
+	ctx := t.Context()
+	key := newKey(t)
+	// Another holder on node 1: no quorum is possible without node 0.
+	require.NoError(t, e.direct[1].Set(ctx, key, "other", time.Minute).Err())
+	require.NoError(t, e.servers[0].Pause())
+	t.Cleanup(func() { _ = e.servers[0].Resume() })
+
+	stop := make(chan struct{})
+	maxInFlight := make(chan int, 1)
+	go func() {
+		most := 0
+		for {
+			select {
+			case <-stop:
+				maxInFlight <- most
+				return
+			case <-time.After(time.Millisecond):
+				most = max(most, c.Nodes()[0].InFlight)
+			}
+		}
+	}()
+	attemptCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := c.Acquire(attemptCtx, key, time.Minute)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	close(stop)
+	assert.LessOrEqual(t, <-maxInFlight, 1, "calls piled up on the stalled node")
+
+	require.NoError(t, e.servers[0].Resume())
+	start := time.Now()
+	e.settle(c)
+	assert.Less(t, time.Since(start), 12*time.Second, "background work grew with the number of retries")
+	assert.Equal(t, "other", e.value(1, key))
+	assert.Empty(t, e.value(0, key))
+	assert.Empty(t, e.value(2, key))
+}
+
 // TestUntil checks the validity window against an injected clock: exactly
 // start + ttl - drift, and an acquisition that used up its TTL is refused
 // and rolled back.
