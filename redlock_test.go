@@ -534,7 +534,7 @@ func TestBadInput(t *testing.T) {
 	for _, tc := range calls {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, try := range []func(context.Context, string, time.Duration) (*redlock.Lock, error){c.Acquire, c.TryAcquire} {
-				l, err := try(tc.ctx, tc.key, tc.ttl) //nolint:staticcheck // a nil context is the input under test
+				l, err := try(tc.ctx, tc.key, tc.ttl)
 				require.Nil(t, l)
 				for _, want := range tc.want {
 					require.ErrorIs(t, err, want)
@@ -585,11 +585,13 @@ func TestBadInput(t *testing.T) {
 	l, err := c.TryAcquire(ctx, newKey(t), time.Minute)
 	require.NoError(t, err)
 	require.ErrorIs(t, l.Extend(ctx, 0), redlock.ErrInvalidArgument)
-	require.ErrorIs(t, l.Extend(nil, time.Second), redlock.ErrInvalidArgument) //nolint:staticcheck // a nil context is the input under test
+	//lint:ignore SA1012 a nil context is the input under test
+	require.ErrorIs(t, l.Extend(nil, time.Second), redlock.ErrInvalidArgument)
 	require.ErrorIs(t, l.Extend(cancelled, time.Second), context.Canceled)
 	// Release must release even with a cancelled or nil context.
 	require.NoError(t, l.Release(cancelled))
-	require.NoError(t, l.Release(nil)) //nolint:staticcheck // a nil context is the input under test
+	//lint:ignore SA1012 a nil context is the input under test
+	require.NoError(t, l.Release(nil))
 }
 
 func TestClose(t *testing.T) {
