@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -59,8 +60,10 @@ type nodePool struct {
 	nodes  []*node
 	quorum int
 
+	tasks chan task // hands work to idle workers
+
 	mu      sync.Mutex
-	active  int           // public calls in progress plus node goroutines
+	active  int           // public calls in progress plus node jobs
 	closed  bool          // set by Close: begin fails from then on
 	closing chan struct{} // closed by Close, wakes Acquire's retry wait
 	idle    chan struct{} // closed when active drops to 0 after Close
@@ -70,7 +73,7 @@ func newNodePool(clients []redis.UniversalClient) (*nodePool, error) {
 	if len(clients) == 0 {
 		return nil, invalid("no nodes")
 	}
-	p := &nodePool{quorum: len(clients)/2 + 1, closing: make(chan struct{})}
+	p := &nodePool{quorum: len(clients)/2 + 1, closing: make(chan struct{}), tasks: make(chan task)}
 	for i, c := range clients {
 		if isNil(c) {
 			return nil, invalid("node %d is nil", i)
@@ -218,4 +221,40 @@ func (n *node) call(ctx context.Context, op nodeOp) reply {
 	n.record(r.transportErr(), late)
 	r.node = n.index
 	return r
+}
+
+// workerIdle is how long an idle worker waits for more work before it exits.
+const workerIdle = time.Second
+
+// task is a lock's queue on one node, to be drained starting with j.
+type task struct {
+	s *sequencer
+	j *job
+}
+
+// work hands t to an idle worker, or starts one. Workers are reused because
+// a fresh goroutine grows its stack anew on every call into go-redis, which
+// costs more than the call's own work on a loopback node.
+func (p *nodePool) work(t task) {
+	select {
+	case p.tasks <- t:
+	default:
+		go p.worker(t)
+	}
+}
+
+func (p *nodePool) worker(t task) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		t.s.drain(p, t.j)
+		idle.Reset(workerIdle)
+		select {
+		case t = <-p.tasks:
+		case <-idle.C:
+			return
+		case <-p.closing:
+			return
+		}
+	}
 }

@@ -52,17 +52,32 @@ const (
 	opDelete
 )
 
-// job is one operation of one round, for one node.
-type job struct {
-	kind   opKind
-	op     nodeOp
-	round  context.Context // the round's deadline; writes run under it
+// round is one operation sent to the nodes: the jobs, the channel their
+// replies arrive on, and the deadline the caller waits for. One allocation
+// serves the whole round, and the last job out releases the timer.
+type round struct {
+	ctx    context.Context // the caller's deadline; writes run under it
+	cancel context.CancelFunc
 	base   context.Context // without cancel; a delete's own deadline derives from it
 	call   time.Duration   // a delete's own deadline, from when it is sent
-	waited bool            // queued behind an earlier job of the lock
-	ownCtx bool            // a delete that cannot use the round's deadline
-	out    chan<- reply
-	leave  func()
+	kind   opKind
+	op     nodeOp
+	users  atomic.Int32
+	out    chan reply
+	jobs   []job
+}
+
+func (r *round) leave() {
+	if r.users.Add(-1) == 0 {
+		r.cancel()
+	}
+}
+
+// job is one round's operation on one node.
+type job struct {
+	r      *round
+	node   int
+	waited bool // queued behind an earlier job of the lock
 }
 
 // sequencer runs one lock's operations on each node one at a time, in order.
@@ -85,26 +100,26 @@ func newSequencer(n int) *sequencer {
 	return &sequencer{queues: make([][]*job, n), running: make([]bool, n)}
 }
 
-// push queues j for node i and starts the node's worker if it is idle.
-func (s *sequencer) push(p *nodePool, i int, j *job) {
+// push queues j on its node and hands the node to a worker if it is idle.
+func (s *sequencer) push(p *nodePool, j *job) {
 	s.mu.Lock()
-	if s.running[i] {
+	if s.running[j.node] {
 		j.waited = true
-		s.queues[i] = append(s.queues[i], j)
+		s.queues[j.node] = append(s.queues[j.node], j)
 		s.mu.Unlock()
 		return
 	}
-	s.running[i] = true
+	s.running[j.node] = true
 	s.mu.Unlock()
-	go s.drain(p, i, j)
+	p.work(task{s: s, j: j})
 }
 
-// drain runs j, then whatever was queued for node i meanwhile.
-func (s *sequencer) drain(p *nodePool, i int, j *job) {
-	n := p.nodes[i]
+// drain runs j, then whatever was queued for its node meanwhile.
+func (s *sequencer) drain(p *nodePool, j *job) {
+	i := j.node
 	superseded := false
 	for {
-		j.run(n, superseded)
+		j.run(p.nodes[i], superseded)
 		p.end()
 		s.mu.Lock()
 		q := s.queues[i]
@@ -115,14 +130,14 @@ func (s *sequencer) drain(p *nodePool, i int, j *job) {
 		}
 		j, q[0] = q[0], nil
 		s.queues[i] = q[1:]
-		superseded = j.kind == opDelete && hasDelete(s.queues[i])
+		superseded = j.r.kind == opDelete && hasDelete(s.queues[i])
 		s.mu.Unlock()
 	}
 }
 
 func hasDelete(q []*job) bool {
 	for _, j := range q {
-		if j.kind == opDelete {
+		if j.r.kind == opDelete {
 			return true
 		}
 	}
@@ -131,52 +146,70 @@ func hasDelete(q []*job) bool {
 
 // run sends j to n, unless it is obsolete, and reports the reply.
 func (j *job) run(n *node, superseded bool) {
-	var r reply
+	r := j.r
+	var rep reply
 	switch {
-	case j.kind == opWrite && j.round.Err() != nil:
-		r = reply{err: errNotSent}
+	case r.kind == opWrite && r.ctx.Err() != nil:
+		rep = reply{err: errNotSent}
 	case superseded:
-		r = reply{err: errSuperseded}
-	case j.kind == opDelete && (j.waited || j.ownCtx):
-		ctx, cancel := context.WithTimeout(j.base, j.call)
-		r = n.call(ctx, j.op)
+		rep = reply{err: errSuperseded}
+	case r.kind == opDelete && j.waited:
+		ctx, cancel := context.WithTimeout(r.base, r.call)
+		rep = n.call(ctx, r.op)
 		cancel()
 	default:
-		r = n.call(j.round, j.op)
+		rep = n.call(r.ctx, r.op)
 	}
-	r.node = n.index
-	j.out <- r
-	j.leave()
+	rep.node = n.index
+	r.out <- rep
+	r.leave()
 }
 
-// launch queues op of the given kind on every node, behind the lock's
-// previous operations there, and returns the channel on which the replies
-// arrive (buffered: nobody has to read them) and the round's context, whose
-// deadline is timeout from now. Calls run under context.WithoutCancel(ctx):
-// work already sent is never abandoned because the caller went away, and a
-// reply that comes late is simply not counted by the reader. A delete's call
-// has its own deadline, call, which may outlast the round: the caller waits
-// for the round only, the delete goes on until it has reached the node.
+// launch queues op of the given kind on the nodes (every node, or those
+// for which only is true), behind the lock's previous operations there, and
+// returns the round: its replies arrive on a buffered channel (nobody has to
+// read them), and its context ends timeout from now. Calls run under
+// context.WithoutCancel(ctx): work already sent is never abandoned because
+// the caller went away, and a reply that comes late is simply not counted by
+// the reader. A delete's call has its own deadline, call, which may outlast
+// the round: the caller waits for the round only, the delete goes on until
+// it has reached the node. launch returns nil when there is no node to send
+// to.
 //
 // launch must be called between begin and end.
-func (p *nodePool) launch(ctx context.Context, seq *sequencer, kind opKind, timeout, call time.Duration, op nodeOp) (<-chan reply, context.Context) {
-	p.add(len(p.nodes))
-	base := context.WithoutCancel(ctx)
-	// One deadline serves the whole round; the last job out releases its
-	// timer.
-	round, cancel := context.WithTimeout(base, timeout)
-	var users atomic.Int32
-	users.Store(int32(len(p.nodes)))
-	leave := func() {
-		if users.Add(-1) == 0 {
-			cancel()
+func (p *nodePool) launch(ctx context.Context, seq *sequencer, kind opKind, timeout, call time.Duration, op nodeOp, only []bool) *round {
+	n := len(p.nodes)
+	if only != nil {
+		n = 0
+		for _, ok := range only {
+			if ok {
+				n++
+			}
+		}
+		if n == 0 {
+			return nil
 		}
 	}
-	out := make(chan reply, len(p.nodes))
-	for i := range p.nodes {
-		seq.push(p, i, &job{kind: kind, op: op, round: round, base: base, call: call, ownCtx: call != timeout, out: out, leave: leave})
+	base := ctx
+	if ctx.Done() != nil {
+		base = context.WithoutCancel(ctx)
 	}
-	return out, round
+	if kind == opDelete && call > timeout {
+		// The deletes live longer than the caller waits (fanOut keeps the
+		// shorter wait itself): the round's deadline is theirs.
+		timeout = call
+	}
+	r := &round{base: base, call: call, kind: kind, op: op, out: make(chan reply, n), jobs: make([]job, 0, n)}
+	r.ctx, r.cancel = context.WithTimeout(base, timeout)
+	r.users.Store(int32(n))
+	p.add(n)
+	for i := range p.nodes {
+		if only == nil || only[i] {
+			r.jobs = append(r.jobs, job{r: r, node: i})
+			seq.push(p, &r.jobs[len(r.jobs)-1])
+		}
+	}
+	return r
 }
 
 // tally is the state of one round of replies.
@@ -184,6 +217,30 @@ type tally struct {
 	replies []reply // by node index; unanswered nodes hold statusUnknown and errNotAwaited or ErrNoReply
 	ok      int
 	quorum  int
+	buf     [7]reply
+}
+
+func newTally(n, quorum int) *tally {
+	t := &tally{quorum: quorum}
+	if n <= len(t.buf) {
+		t.replies = t.buf[:n]
+	} else {
+		t.replies = make([]reply, n)
+	}
+	for i := range t.replies {
+		t.replies[i] = reply{node: i, err: errNotAwaited}
+	}
+	return t
+}
+
+// unrefused marks the nodes that did not refuse: where a write of ours may
+// have landed, and so where a rollback must go.
+func (t *tally) unrefused() []bool {
+	only := make([]bool, len(t.replies))
+	for i, r := range t.replies {
+		only[i] = r.status != statusRefused
+	}
+	return only
 }
 
 func (t *tally) nodeErrors(p *nodePool) []*NodeError {
@@ -203,12 +260,17 @@ func (t *tally) nodeErrors(p *nodePool) []*NodeError {
 // background either way. With waitCtx false, the caller's cancellation is
 // ignored while waiting (release must report its real outcome).
 func (p *nodePool) fanOut(ctx context.Context, seq *sequencer, kind opKind, timeout, call time.Duration, op nodeOp, waitCtx bool) (*tally, error) {
-	replies, round := p.launch(ctx, seq, kind, timeout, call, op)
-	n := len(p.nodes)
-	t := &tally{replies: make([]reply, n), quorum: p.quorum}
-	for i := range t.replies {
-		t.replies[i] = reply{node: i, err: errNotAwaited}
+	r := p.launch(ctx, seq, kind, timeout, call, op, nil)
+	roundOver := r.ctx.Done()
+	var waitOver <-chan time.Time
+	if kind == opDelete && call > timeout {
+		// The calls live longer than the caller waits.
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		roundOver, waitOver = nil, timer.C
 	}
+	n := len(p.nodes)
+	t := newTally(n, p.quorum)
 	var done <-chan struct{}
 	if waitCtx {
 		done = ctx.Done()
@@ -216,26 +278,34 @@ func (p *nodePool) fanOut(ctx context.Context, seq *sequencer, kind opKind, time
 	pending := n
 	for pending > 0 && t.ok < t.quorum && t.ok+pending >= t.quorum {
 		select {
-		case r := <-replies:
-			t.add(r)
+		case rep := <-r.out:
+			t.add(rep)
 			pending--
-		case <-round.Done():
-			// The deadline passed, or every call returned and the last one
-			// released the round: take what has arrived, the rest is unknown.
-			for ; pending > 0; pending-- {
-				select {
-				case r := <-replies:
-					t.add(r)
-				default:
-					t.timeOut()
-					return t, nil
-				}
-			}
+		case <-roundOver:
+			pending = t.drain(r.out, pending)
+		case <-waitOver:
+			pending = t.drain(r.out, pending)
 		case <-done:
 			return t, ctx.Err()
 		}
 	}
 	return t, nil
+}
+
+// drain takes the replies that have arrived when the wait is over; the nodes
+// still silent are unknown. The round's context also ends when its last
+// job is done, so what has arrived may be everything.
+func (t *tally) drain(out <-chan reply, pending int) int {
+	for ; pending > 0; pending-- {
+		select {
+		case rep := <-out:
+			t.add(rep)
+		default:
+			t.timeOut()
+			return 0
+		}
+	}
+	return 0
 }
 
 // timeOut marks the nodes that had not answered by the deadline.

@@ -175,7 +175,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration) error 
 		l.mu.Unlock()
 		return nil
 	}
-	c.rollback(l)
+	c.rollback(l, t)
 	qe := &QuorumError{Op: "acquire", Key: l.key, sentinel: ErrNotAcquired, cause: err,
 		OK: t.ok, Quorum: t.quorum, Nodes: t.nodeErrors(c.pool)}
 	if quorum {
@@ -200,12 +200,13 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, t *tally, timeout tim
 	return fence, t, err
 }
 
-// rollback deletes our key wherever it may be, without waiting. The deletes
-// are queued behind the attempt's own calls on each node, so a slow SET
-// cannot land after its delete, and they run whatever happened to the
-// caller's context.
-func (c *Client) rollback(l *Lock) {
-	c.pool.launch(context.Background(), l.seq, opDelete, c.cfg.cleanupTimeout, c.cfg.cleanupTimeout, releaseOp(l.key, l.token))
+// rollback deletes our key wherever it may be, without waiting: on every
+// node but those that refused outright (their reply came from the last call
+// of ours they ran, which found another token). The deletes are queued behind
+// the attempt's own calls on each node, so a slow SET cannot land after its
+// delete, and they run whatever happened to the caller's context.
+func (c *Client) rollback(l *Lock, t *tally) {
+	c.pool.launch(context.Background(), l.seq, opDelete, c.cfg.cleanupTimeout, c.cfg.cleanupTimeout, releaseOp(l.key, l.token), t.unrefused())
 }
 
 // withCause adds a context's error to a failed attempt's error.

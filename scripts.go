@@ -55,9 +55,9 @@ func fenceKey(key string) string {
 // cannot tell what the node did.
 
 func acquireOp(key, token string, ttlMs int64) nodeOp {
-	keys := []string{key}
+	keys, args := []string{key}, []any{token, ttlMs}
 	return func(ctx context.Context, n *node) reply {
-		v, err := acquireScript.Run(ctx, n.client, keys, token, ttlMs).Int64()
+		v, err := acquireScript.Run(ctx, n.client, keys, args...).Int64()
 		switch {
 		case err != nil:
 			return reply{err: err}
@@ -70,9 +70,9 @@ func acquireOp(key, token string, ttlMs int64) nodeOp {
 }
 
 func acquireFencedOp(key, token string, ttlMs int64) nodeOp {
-	keys := []string{key, fenceKey(key)}
+	keys, args := []string{key, fenceKey(key)}, []any{token, ttlMs}
 	return func(ctx context.Context, n *node) reply {
-		v, err := acquireFencedScript.Run(ctx, n.client, keys, token, ttlMs).Int64Slice()
+		v, err := acquireFencedScript.Run(ctx, n.client, keys, args...).Int64Slice()
 		switch {
 		case err != nil:
 			return reply{err: err}
@@ -87,10 +87,9 @@ func acquireFencedOp(key, token string, ttlMs int64) nodeOp {
 }
 
 func fenceCommitOp(key, token string, fence uint64) nodeOp {
-	keys := []string{key, fenceKey(key)}
-	f := strconv.FormatUint(fence, 10)
+	keys, args := []string{key, fenceKey(key)}, []any{token, strconv.FormatUint(fence, 10)}
 	return func(ctx context.Context, n *node) reply {
-		v, err := fenceCommitScript.Run(ctx, n.client, keys, token, f).Int64()
+		v, err := fenceCommitScript.Run(ctx, n.client, keys, args...).Int64()
 		switch {
 		case err != nil:
 			return reply{err: err}
@@ -103,9 +102,9 @@ func fenceCommitOp(key, token string, fence uint64) nodeOp {
 }
 
 func extendOp(key, token string, ttlMs int64) nodeOp {
-	keys := []string{key}
+	keys, args := []string{key}, []any{token, ttlMs}
 	return func(ctx context.Context, n *node) reply {
-		v, err := extendScript.Run(ctx, n.client, keys, token, ttlMs).Int64()
+		v, err := extendScript.Run(ctx, n.client, keys, args...).Int64()
 		switch {
 		case err != nil:
 			return reply{err: err}
@@ -118,9 +117,9 @@ func extendOp(key, token string, ttlMs int64) nodeOp {
 }
 
 func releaseOp(key, token string) nodeOp {
-	keys := []string{key}
+	keys, args := []string{key}, []any{token}
 	return func(ctx context.Context, n *node) reply {
-		v, err := releaseScript.Run(ctx, n.client, keys, token).Int64()
+		v, err := releaseScript.Run(ctx, n.client, keys, args...).Int64()
 		switch {
 		case err != nil:
 			return reply{err: err}
