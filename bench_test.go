@@ -1,0 +1,468 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/faultproxy"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// The benchmarks run redlock alone against real redis-server processes on
+// loopback; compare/ runs the same workloads side by side with redsync and
+// redislock. Every latency is also reported as a ratio to the floor: one
+// parallel PING fan-out that returns when a quorum has answered, twice in a
+// row (one round trip for acquire, one for release), measured in the same
+// sub-benchmark on the same nodes. On a small machine the nodes share the
+// CPU, so the floor itself grows with the number of nodes; the ratio is what
+// says how much the library adds.
+//
+// Metrics: p50-ns/op and p99-ns/op are per Acquire+Release; floor-p50-ns is
+// the floor; p50/floor and p99/floor divide by the floor's p50. The fault
+// benchmarks put the faulted nodes behind an in-process proxy (the others are
+// direct), so the floor there is the floor of the fast quorum.
+
+const (
+	benchTTL = 10 * time.Second
+	// benchFloorTimeout bounds each floor fan-out the way redlock's default
+	// per-node deadline (ttl/200, at most 50ms) bounds an operation.
+	benchFloorTimeout = 50 * time.Millisecond
+	// benchBlock is how many operations run between two stretches of floor
+	// samples taken with the timer stopped, so that drift in machine load
+	// hits the library and the floor alike.
+	benchBlock = 64
+	// benchKeys is the size of the key ring used by uncontended loops: a key
+	// is used again only long after its previous release, including the
+	// part a release leaves to the background.
+	benchKeys = 4096
+)
+
+// BenchmarkAcquireRelease is one goroutine taking and releasing uncontended
+// locks on N healthy nodes.
+func BenchmarkAcquireRelease(b *testing.B) {
+	servers := redistest.StartT(b, 7)
+	for _, n := range []int{1, 3, 5, 7} {
+		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
+			benchUncontended(b, benchAddrs(servers[:n]), nil, nil)
+		})
+	}
+}
+
+// BenchmarkAcquireReleaseFault is BenchmarkAcquireRelease on 5 nodes, some of
+// which are slow or silent. Redlock's default per-node deadline for a 10s TTL
+// is 50ms; it does not matter here as long as a quorum of fast nodes is left,
+// because an operation returns as soon as a quorum has answered and the slow
+// nodes finish in the background.
+//
+// The proxies outlive the runs: go-redis may still be redialling after its
+// clients were closed, and would log every refused dial in the middle of the
+// results.
+func BenchmarkAcquireReleaseFault(b *testing.B) {
+	servers := redistest.StartT(b, 5)
+	cases := []struct {
+		name  string
+		slow  int
+		apply func(*faultproxy.Proxy)
+	}{
+		{"delay=20ms/slow=1", 1, func(p *faultproxy.Proxy) { p.SetDelay(20 * time.Millisecond) }},
+		{"delay=20ms/slow=2", 2, func(p *faultproxy.Proxy) { p.SetDelay(20 * time.Millisecond) }},
+		{"blackhole/slow=1", 1, func(p *faultproxy.Proxy) { p.SetBlackhole(true) }},
+	}
+	for _, tc := range cases {
+		addrs := benchAddrs(servers)
+		proxies := make([]*faultproxy.Proxy, tc.slow)
+		for i := range proxies {
+			p, err := faultproxy.New(servers[i].Addr())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = p.Close() })
+			proxies[i] = p
+			addrs[i] = p.Addr()
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			benchUncontended(b, addrs, func() {
+				for _, p := range proxies {
+					tc.apply(p)
+				}
+			}, func() {
+				// Calls stuck on a blackholed node would hold the teardown
+				// until go-redis's read timeout: reset their connections,
+				// and let the retries that go-redis makes go through.
+				for _, p := range proxies {
+					p.SetRefuse(true)
+					p.Reset()
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkContention has many goroutines competing for one key on 5 nodes
+// with the default retry strategy. b.N counts acquisitions by all of them.
+// handoff is the wait from the moment a holder starts its Release to the
+// moment the next holder's Acquire returns: at best one release and one
+// acquire round trip, so its floor is the same as an uncontended operation's.
+func BenchmarkContention(b *testing.B) {
+	servers := redistest.StartT(b, 5)
+	for _, g := range []int{16, 64} {
+		b.Run("nodes=5/goroutines="+strconv.Itoa(g), func(b *testing.B) {
+			benchContention(b, benchAddrs(servers), g)
+		})
+	}
+}
+
+// BenchmarkManyKeys has 64 goroutines each taking and releasing its own key
+// on 5 nodes: the throughput of a Client shared by a busy service.
+func BenchmarkManyKeys(b *testing.B) {
+	servers := redistest.StartT(b, 5)
+	b.Run("nodes=5/goroutines=64", func(b *testing.B) {
+		benchManyKeys(b, benchAddrs(servers), 64)
+	})
+}
+
+// benchUncontended measures Acquire+Release in a loop, in blocks alternating
+// with floor samples taken with the timer stopped. fault, if not nil, is
+// applied after the warm-up, so connections exist and the scripts are loaded
+// when the nodes go bad, as in production; unfault runs first at cleanup.
+func benchUncontended(b *testing.B, addrs []string, fault, unfault func()) {
+	ctx := context.Background()
+	rl, fl := benchSetup(b, addrs)
+	if unfault != nil {
+		b.Cleanup(unfault)
+	}
+	keys := benchKeyRing("bench:uncontended:" + b.Name())
+
+	op := func(key string) error {
+		l, err := rl.Acquire(ctx, key, benchTTL)
+		if err != nil {
+			return err
+		}
+		return l.Release(ctx)
+	}
+	for i := range 32 {
+		if err := op(keys[i]); err != nil {
+			b.Fatalf("warm-up: %v", err)
+		}
+		fl.sample(ctx)
+	}
+	if fault != nil {
+		fault()
+	}
+
+	lat := make([]time.Duration, 0, b.N)
+	floors := make([]time.Duration, 0, b.N)
+	var failed int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		k := min(benchBlock, b.N-done)
+		b.StartTimer()
+		for i := range k {
+			start := time.Now()
+			if err := op(keys[(done+i)%len(keys)]); err != nil {
+				failed++
+				continue
+			}
+			lat = append(lat, time.Since(start))
+		}
+		b.StopTimer()
+		for range k {
+			floors = append(floors, fl.sample(ctx))
+		}
+		done += k
+	}
+	benchReportLatency(b, lat, floors)
+	if failed > 0 {
+		b.ReportMetric(float64(failed)/float64(b.N), "failed/op")
+	}
+}
+
+func benchContention(b *testing.B, addrs []string, goroutines int) {
+	ctx := context.Background()
+	rl, fl := benchSetup(b, addrs)
+	key := "bench:contention:" + b.Name() + ":" + strconv.Itoa(b.N)
+	if l, err := rl.Acquire(ctx, key, benchTTL); err != nil {
+		b.Fatalf("warm-up: %v", err)
+	} else if err := l.Release(ctx); err != nil {
+		b.Fatalf("warm-up: %v", err)
+	}
+
+	var (
+		remaining    atomic.Int64
+		holders      atomic.Int32
+		overlaps     atomic.Int32
+		failed       atomic.Int32
+		releasedAt   atomic.Int64 // ns since base when the last holder began to release; 0 before
+		base         = time.Now()
+		firstFailure atomic.Pointer[error]
+		wg           sync.WaitGroup
+	)
+	remaining.Store(int64(b.N))
+	handoffs := benchSampleSlices(goroutines, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for g := range goroutines {
+		wg.Go(func() {
+			for remaining.Add(-1) >= 0 {
+				l, err := rl.Acquire(ctx, key, benchTTL)
+				if err != nil {
+					failed.Add(1)
+					firstFailure.CompareAndSwap(nil, &err)
+					continue
+				}
+				now := time.Since(base)
+				if holders.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				if prev := releasedAt.Load(); prev != 0 {
+					handoffs[g] = append(handoffs[g], now-time.Duration(prev))
+				}
+				holders.Add(-1)
+				releasedAt.Store(int64(time.Since(base)))
+				if err := l.Release(ctx); err != nil {
+					failed.Add(1)
+					firstFailure.CompareAndSwap(nil, &err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+
+	// Two holders at once would be a bug, not a slow run: with healthy nodes
+	// and a 10s TTL nothing excuses it.
+	if n := overlaps.Load(); n > 0 {
+		b.Errorf("%d acquisitions overlapped another holder", n)
+	}
+	if n := failed.Load(); n > 0 {
+		b.ReportMetric(float64(n)/float64(b.N), "failed/op")
+		b.Logf("first failure: %v", *firstFailure.Load())
+	}
+	floors := make([]time.Duration, 0, 64)
+	for range cap(floors) {
+		floors = append(floors, fl.sample(ctx))
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "locks/s")
+	if all := slices.Concat(handoffs...); len(all) > 0 {
+		f := benchPercentile(floors, 50)
+		p50, p99 := benchPercentile(all, 50), benchPercentile(all, 99)
+		b.ReportMetric(float64(p50.Nanoseconds()), "handoff-p50-ns")
+		b.ReportMetric(float64(p99.Nanoseconds()), "handoff-p99-ns")
+		b.ReportMetric(float64(f.Nanoseconds()), "floor-p50-ns")
+		b.ReportMetric(float64(p50)/float64(f), "handoff-p50/floor")
+	}
+}
+
+func benchManyKeys(b *testing.B, addrs []string, goroutines int) {
+	ctx := context.Background()
+	rl, fl := benchSetup(b, addrs)
+	prefix := "bench:manykeys:" + b.Name() + ":" + strconv.Itoa(b.N) + ":"
+	for i := range goroutines {
+		l, err := rl.Acquire(ctx, prefix+strconv.Itoa(i), benchTTL)
+		if err != nil {
+			b.Fatalf("warm-up: %v", err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatalf("warm-up: %v", err)
+		}
+	}
+
+	var (
+		remaining atomic.Int64
+		failed    atomic.Int32
+		wg        sync.WaitGroup
+	)
+	remaining.Store(int64(b.N))
+	lat := benchSampleSlices(goroutines, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for g := range goroutines {
+		key := prefix + strconv.Itoa(g)
+		wg.Go(func() {
+			for remaining.Add(-1) >= 0 {
+				t0 := time.Now()
+				l, err := rl.Acquire(ctx, key, benchTTL)
+				if err == nil {
+					err = l.Release(ctx)
+				}
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				lat[g] = append(lat[g], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+
+	if n := failed.Load(); n > 0 {
+		b.ReportMetric(float64(n)/float64(b.N), "failed/op")
+	}
+	floors := make([]time.Duration, 0, 64)
+	for range cap(floors) {
+		floors = append(floors, fl.sample(ctx))
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "locks/s")
+	benchReportLatency(b, slices.Concat(lat...), floors)
+}
+
+// benchSetup makes a redlock Client and a floor over addrs, each with its own
+// go-redis clients in default options (as users make them), and registers
+// their cleanup: the lock client is closed first so that its background work
+// ends before the connections go.
+func benchSetup(b *testing.B, addrs []string) (*redlock.Client, *benchFloor) {
+	b.Helper()
+	lockNodes := make([]redis.UniversalClient, len(addrs))
+	floorNodes := make([]*redis.Client, len(addrs))
+	for i, a := range addrs {
+		lc := redis.NewClient(&redis.Options{Addr: a})
+		fc := redis.NewClient(&redis.Options{Addr: a})
+		b.Cleanup(func() {
+			_ = lc.Close()
+			_ = fc.Close()
+		})
+		lockNodes[i], floorNodes[i] = lc, fc
+	}
+	rl, err := redlock.New(lockNodes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fl := &benchFloor{nodes: floorNodes, quorum: len(addrs)/2 + 1}
+	// Registered after the clients' cleanup, so it runs before it.
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := rl.Close(ctx); err != nil {
+			b.Errorf("closing the lock client: %v", err)
+		}
+		fl.wg.Wait()
+	})
+	return rl, fl
+}
+
+// benchFloor is the least any Redlock implementation can do per
+// Acquire+Release: two parallel PING fan-outs, each returning once a quorum
+// has answered.
+type benchFloor struct {
+	nodes  []*redis.Client
+	quorum int
+	wg     sync.WaitGroup // PINGs still running after their fan-out returned
+}
+
+var errBenchNoQuorum = errors.New("bench: no quorum of PINGs")
+
+// sample times two fan-outs; a fan-out without a quorum counts its full wait.
+func (f *benchFloor) sample(ctx context.Context) time.Duration {
+	start := time.Now()
+	_ = f.fanOut(ctx)
+	_ = f.fanOut(ctx)
+	return time.Since(start)
+}
+
+func (f *benchFloor) fanOut(ctx context.Context) error {
+	n := len(f.nodes)
+	round, cancel := context.WithTimeout(context.WithoutCancel(ctx), benchFloorTimeout)
+	// The last PING out releases the round's timer, as redlock does.
+	var users atomic.Int32
+	users.Store(int32(n))
+	leave := func() {
+		if users.Add(-1) == 0 {
+			cancel()
+		}
+	}
+	out := make(chan error, n)
+	for _, c := range f.nodes {
+		f.wg.Go(func() {
+			out <- c.Ping(round).Err()
+			leave()
+		})
+	}
+	ok, pending := 0, n
+wait:
+	for pending > 0 && ok < f.quorum && ok+pending >= f.quorum {
+		select {
+		case err := <-out:
+			pending--
+			if err == nil {
+				ok++
+			}
+		case <-round.Done():
+			// The deadline passed, or every PING returned and the last one
+			// released the round: count what has arrived.
+			for len(out) > 0 {
+				if <-out == nil {
+					ok++
+				}
+			}
+			break wait
+		}
+	}
+	if ok < f.quorum {
+		return errBenchNoQuorum
+	}
+	return nil
+}
+
+func benchReportLatency(b *testing.B, lat, floors []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	p50, p99 := benchPercentile(lat, 50), benchPercentile(lat, 99)
+	b.ReportMetric(float64(p50.Nanoseconds()), "p50-ns/op")
+	b.ReportMetric(float64(p99.Nanoseconds()), "p99-ns/op")
+	if len(floors) > 0 {
+		f := benchPercentile(floors, 50)
+		b.ReportMetric(float64(f.Nanoseconds()), "floor-p50-ns")
+		b.ReportMetric(float64(p50)/float64(f), "p50/floor")
+		b.ReportMetric(float64(p99)/float64(f), "p99/floor")
+	}
+}
+
+// benchPercentile is the nearest-rank percentile; it sorts d in place.
+func benchPercentile(d []time.Duration, p int) time.Duration {
+	slices.Sort(d)
+	i := (len(d)*p+99)/100 - 1
+	return d[max(i, 0)]
+}
+
+// benchSampleSlices preallocates one sample slice per goroutine, so that
+// recording a sample allocates nothing inside the timed region.
+func benchSampleSlices(goroutines, n int) [][]time.Duration {
+	s := make([][]time.Duration, goroutines)
+	for i := range s {
+		s[i] = make([]time.Duration, 0, n/goroutines+1)
+	}
+	return s
+}
+
+func benchAddrs(servers []*redistest.Server) []string {
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
+func benchKeyRing(prefix string) []string {
+	keys := make([]string, benchKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s:%d", prefix, i)
+	}
+	return keys
+}

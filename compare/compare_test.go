@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHarness runs every scenario with tiny counts, so that a change in one
+// of the libraries or in the test infrastructure that breaks the harness
+// shows up in CI. The figures themselves are meaningless at this size.
+func TestHarness(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "results.md")
+	var stdout, stderr bytes.Buffer
+	args := []string{
+		"-nodes", "1,3", "-rounds", "2", "-ops", "3", "-warmup", "2",
+		"-round-time", "20ms", "-slice", "50ms", "-budget", "1s", "-q", "-out", out,
+	}
+	start := time.Now()
+	if err := mainErr(args, &stdout, &stderr); err != nil {
+		t.Fatalf("compare %v: %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	t.Logf("harness took %v", time.Since(start))
+	md := stdout.String()
+	written, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(written) != md {
+		t.Errorf("-out file differs from stdout")
+	}
+	for _, want := range []string{
+		"## Uncontended Acquire+Release",
+		"## Contention: many goroutines, one key",
+		"## Many keys: 64 goroutines, a key each",
+		"| N=1 | floor |", "| N=1 | redlock |", "| N=1 | redsync |", "| N=1 | redsync-failfast |", "| N=1 | redislock |",
+		"| N=3 | redlock |",
+		"| N=5, 1 node +20ms | redlock |", "| N=5, 2 nodes +20ms | redsync |", "| N=5, 1 node blackholed | redsync-failfast |",
+		"| N=5, 64 goroutines, 1 key | redlock |", "| N=1, 16 goroutines, 1 key | redislock |",
+		"| N=5, 64 goroutines, 64 keys | floor |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	// redislock locks on one node only; the floor has no place in contention.
+	for _, bad := range []string{"| N=3 | redislock |", "1 key | floor |"} {
+		if strings.Contains(md, bad) {
+			t.Errorf("output has %q", bad)
+		}
+	}
+	// Uncontended operations on healthy nodes must not fail, however small the
+	// run: a failure there means a library is wired up wrong.
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "- N=1, ") || strings.HasPrefix(line, "- N=3, ") {
+			if !strings.Contains(line, "goroutines") {
+				t.Errorf("healthy uncontended run failed: %s", line)
+			}
+		}
+		if strings.Contains(line, "| failed: ") {
+			t.Errorf("a library produced no sample: %s", line)
+		}
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", md)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-nodes", "0"},
+		{"-scenarios", "bogus"},
+		{"-rounds", "0"},
+		{"extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if err := mainErr(args, &stdout, &stderr); err == nil {
+			t.Errorf("%q: no error", args)
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	d := make([]time.Duration, 100)
+	for i := range d {
+		d[i] = time.Duration(i + 1)
+	}
+	for _, tc := range []struct {
+		p    int
+		want time.Duration
+	}{{50, 50}, {99, 99}, {100, 100}, {1, 1}} {
+		if got := percentile(d, tc.p); got != tc.want {
+			t.Errorf("percentile(1..100, %d) = %d, want %d", tc.p, got, tc.want)
+		}
+	}
+	if got := percentile([]time.Duration{7}, 99); got != 7 {
+		t.Errorf("percentile of one sample = %d, want 7", got)
+	}
+}

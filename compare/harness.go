@@ -1,0 +1,467 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/faultproxy"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// ttl is the lock TTL for every library.
+const ttl = 10 * time.Second
+
+type kind int
+
+const (
+	uncontended kind = iota // one goroutine, Acquire+Release in a loop
+	contention              // many goroutines, one key
+	manyKeys                // many goroutines, a key each
+)
+
+// scenario is one configuration that every eligible contender runs, in
+// interleaved rounds, on the same nodes.
+type scenario struct {
+	name       string
+	kind       kind
+	nodes      int
+	goroutines int
+	// The first slow nodes are reached through a proxy that applies fault
+	// once every contender has warmed up; the other nodes are direct.
+	slow  int
+	fault func(*faultproxy.Proxy)
+	// target states the goal for redlock's row, "" for none.
+	target string
+}
+
+func (s *scenario) runs(c contender) bool {
+	if c.singleNode && s.nodes != 1 {
+		return false
+	}
+	return !c.floor || s.kind != contention
+}
+
+// config is what the flags set.
+type config struct {
+	nodes      []int         // node counts for the uncontended scenarios
+	kinds      []string      // which groups of scenarios to run
+	rounds     int           // interleaved rounds per scenario
+	ops        int           // most operations per contender and round, uncontended
+	roundTime  time.Duration // most time per contender and round, uncontended
+	sliceTime  time.Duration // time per contender and round, contention and many keys
+	budget     time.Duration // most time per contender and scenario
+	warmup     int           // uncontended operations per contender before measuring
+	ctxTimeout bool          // go-redis ContextTimeoutEnabled for every client
+	progress   io.Writer     // progress lines; nil for none
+}
+
+const (
+	groupUncontended = "uncontended"
+	groupFaults      = "faults"
+	groupContention  = "contention"
+	groupManyKeys    = "manykeys"
+)
+
+func defaultConfig() config {
+	return config{
+		nodes:     []int{1, 3, 5, 7},
+		kinds:     []string{groupUncontended, groupFaults, groupContention, groupManyKeys},
+		rounds:    20,
+		ops:       100,
+		roundTime: 200 * time.Millisecond,
+		sliceTime: 250 * time.Millisecond,
+		budget:    15 * time.Second,
+		warmup:    50,
+	}
+}
+
+func (cfg *config) scenarios() []*scenario {
+	const delay = 20 * time.Millisecond
+	setDelay := func(p *faultproxy.Proxy) { p.SetDelay(delay) }
+	blackhole := func(p *faultproxy.Proxy) { p.SetBlackhole(true) }
+	var out []*scenario
+	for _, g := range cfg.kinds {
+		switch g {
+		case groupUncontended:
+			for _, n := range cfg.nodes {
+				out = append(out, &scenario{
+					name: fmt.Sprintf("N=%d", n), kind: uncontended, nodes: n,
+					target: "p50 ≤ 1.15×floor, ≤ redsync; allocs ≤ redsync",
+				})
+			}
+		case groupFaults:
+			out = append(out,
+				&scenario{name: "N=5, 1 node +20ms", kind: uncontended, nodes: 5, slow: 1, fault: setDelay,
+					target: "p50 ≤ 1.5×floor of the fast quorum"},
+				&scenario{name: "N=5, 2 nodes +20ms", kind: uncontended, nodes: 5, slow: 2, fault: setDelay},
+				&scenario{name: "N=5, 1 node blackholed", kind: uncontended, nodes: 5, slow: 1, fault: blackhole},
+			)
+		case groupContention:
+			for _, n := range []int{1, 5} {
+				for _, g := range []int{16, 64} {
+					out = append(out, &scenario{name: fmt.Sprintf("N=%d, %d goroutines, 1 key", n, g),
+						kind: contention, nodes: n, goroutines: g})
+				}
+			}
+		case groupManyKeys:
+			for _, n := range []int{1, 5} {
+				out = append(out, &scenario{name: fmt.Sprintf("N=%d, 64 goroutines, 64 keys", n),
+					kind: manyKeys, nodes: n, goroutines: 64})
+			}
+		}
+	}
+	return out
+}
+
+// sample is what one contender measured in one scenario.
+type sample struct {
+	lib string
+	// lat: per Acquire+Release when uncontended or on many keys; the
+	// handoff wait (a release starting to the next acquire returning) under
+	// contention.
+	lat      []time.Duration
+	ops      int           // completed Acquire+Release
+	busy     time.Duration // wall time spent in the measured batches
+	mallocs  uint64        // heap allocations during uncontended batches
+	failures int           // acquires or releases that failed
+	overlaps int           // acquisitions while another holder held the lock
+	firstErr error
+	stopped  bool // the time budget ended its rounds early
+}
+
+type result struct {
+	sc      *scenario
+	samples []*sample // in contender order
+}
+
+func (r *result) get(lib string) *sample {
+	for _, s := range r.samples {
+		if s.lib == lib {
+			return s
+		}
+	}
+	return nil
+}
+
+// run starts the nodes, runs every scenario and stops the nodes.
+func run(ctx context.Context, cfg config) ([]*result, error) {
+	maxNodes := 0
+	scs := cfg.scenarios()
+	for _, sc := range scs {
+		maxNodes = max(maxNodes, sc.nodes)
+	}
+	if len(scs) == 0 {
+		return nil, errors.New("no scenario selected")
+	}
+	servers, err := redistest.Start(maxNodes)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	}()
+	var results []*result
+	for _, sc := range scs {
+		if err := ctx.Err(); err != nil {
+			return results, err
+		}
+		cfg.logf("scenario %s", sc.name)
+		r, err := runScenario(ctx, cfg, servers, sc)
+		if err != nil {
+			return results, fmt.Errorf("%s: %w", sc.name, err)
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+func (cfg *config) logf(format string, args ...any) {
+	if cfg.progress != nil {
+		fmt.Fprintf(cfg.progress, format+"\n", args...)
+	}
+}
+
+// entrant is one contender set up for one scenario.
+type entrant struct {
+	c       contender
+	clients []*redis.Client
+	l       locker
+	s       *sample
+	keys    []string // uncontended key ring
+	next    int      // next key in the ring
+	spent   time.Duration
+}
+
+// keyRing is long enough that a key is used again only seconds after its
+// release, when any part of it left to the background is long done.
+const keyRing = 1 << 14
+
+func runScenario(ctx context.Context, cfg config, servers []*redistest.Server, sc *scenario) (res *result, err error) {
+	addrs := make([]string, sc.nodes)
+	var proxies []*faultproxy.Proxy
+	for i := range addrs {
+		addrs[i] = servers[i].Addr()
+		if i < sc.slow {
+			p, err := faultproxy.New(addrs[i])
+			if err != nil {
+				return nil, err
+			}
+			proxies = append(proxies, p)
+			addrs[i] = p.Addr()
+		}
+	}
+	var entrants []*entrant
+	defer func() {
+		// Proxies first: closing them ends the calls stuck on a blackholed
+		// node, so the libraries' own shutdown does not wait for go-redis's
+		// read timeout.
+		for _, p := range proxies {
+			_ = p.Close()
+		}
+		for _, e := range entrants {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			if cerr := e.l.close(cctx); cerr != nil && err == nil {
+				err = fmt.Errorf("closing %s: %w", e.c.name, cerr)
+			}
+			cancel()
+			for _, c := range e.clients {
+				_ = c.Close()
+			}
+		}
+	}()
+
+	res = &result{sc: sc}
+	for _, c := range contenders() {
+		if !sc.runs(c) {
+			continue
+		}
+		e := &entrant{c: c, s: &sample{lib: c.name}}
+		for _, a := range addrs {
+			e.clients = append(e.clients, newClient(a, cfg.ctxTimeout))
+		}
+		if e.l, err = c.open(e.clients, sc.kind == contention); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		e.keys = make([]string, keyRing)
+		for i := range e.keys {
+			e.keys[i] = "cmp:" + sc.name + ":" + c.name + ":" + strconv.Itoa(i)
+		}
+		entrants = append(entrants, e)
+		res.samples = append(res.samples, e.s)
+	}
+
+	// Warm up: connections made, scripts cached, code paths hot.
+	for _, e := range entrants {
+		for range cfg.warmup {
+			if err := e.once(ctx); err != nil {
+				return nil, fmt.Errorf("%s: warm-up: %w", e.c.name, err)
+			}
+		}
+	}
+	for _, p := range proxies {
+		sc.fault(p)
+	}
+	runtime.GC()
+
+	for round := range cfg.rounds {
+		// Rotate who goes first, so that no contender always follows the
+		// same neighbour or always meets the same phase of the machine's load.
+		for i := range entrants {
+			e := entrants[(round+i)%len(entrants)]
+			if e.spent >= cfg.budget {
+				e.s.stopped = true
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			start := time.Now()
+			switch sc.kind {
+			case uncontended:
+				e.uncontended(ctx, cfg)
+			case contention:
+				e.contention(ctx, cfg, sc, round)
+			case manyKeys:
+				e.manyKeys(ctx, cfg, sc, round)
+			}
+			e.spent += time.Since(start)
+		}
+	}
+	for _, e := range entrants {
+		cfg.logf("  %-16s ops=%d failures=%d spent=%v", e.c.name, e.s.ops, e.s.failures, e.spent.Round(time.Millisecond))
+	}
+	return res, nil
+}
+
+// newClient is the one go-redis configuration used for every library: the
+// defaults users get, apart from the address and, by flag, context deadlines.
+func newClient(addr string, ctxTimeout bool) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: ctxTimeout})
+}
+
+// once takes and releases the next key of the ring.
+func (e *entrant) once(ctx context.Context) error {
+	key := e.keys[e.next%len(e.keys)]
+	e.next++
+	h, err := e.l.lock(ctx, key)
+	if err != nil {
+		return err
+	}
+	return e.l.unlock(ctx, h)
+}
+
+// uncontended runs Acquire+Release in a loop until cfg.ops are done or
+// cfg.roundTime has passed, at least once.
+func (e *entrant) uncontended(ctx context.Context, cfg config) {
+	s := e.s
+	s.lat = slices.Grow(s.lat, cfg.ops)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	begin := time.Now()
+	deadline := begin.Add(cfg.roundTime)
+	ops := 0
+	for ops < cfg.ops {
+		start := time.Now()
+		if err := e.once(ctx); err != nil {
+			s.failures++
+			if s.firstErr == nil {
+				s.firstErr = err
+			}
+		} else {
+			s.lat = append(s.lat, time.Since(start))
+			ops++
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	s.busy += time.Since(begin)
+	runtime.ReadMemStats(&after)
+	s.mallocs += after.Mallocs - before.Mallocs
+	s.ops += ops
+}
+
+// contention has sc.goroutines compete for one key for cfg.sliceTime, each
+// retrying the library's way. It records the wait from the moment a holder
+// starts to release to the moment the next holder's acquire returns.
+func (e *entrant) contention(ctx context.Context, cfg config, sc *scenario, round int) {
+	s := e.s
+	key := "cmp:" + sc.name + ":" + e.c.name + ":round" + strconv.Itoa(round)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		base       = time.Now()
+		end        = base.Add(cfg.sliceTime)
+		holders    atomic.Int32
+		releasedAt atomic.Int64 // since base; 0 before the first release
+		mu         sync.Mutex
+		wg         sync.WaitGroup
+	)
+	stop := time.AfterFunc(cfg.sliceTime, cancel)
+	defer stop.Stop()
+	for range sc.goroutines {
+		wg.Go(func() {
+			var lat []time.Duration
+			var ops, failures, overlaps int
+			var firstErr error
+			for rctx.Err() == nil {
+				h, err := e.l.lock(rctx, key)
+				if err != nil {
+					if rctx.Err() == nil {
+						failures++
+						firstErr = firstNonNil(firstErr, err)
+					}
+					continue
+				}
+				now := time.Since(base)
+				if holders.Add(1) != 1 {
+					overlaps++
+				}
+				if prev := releasedAt.Load(); prev != 0 && base.Add(now).Before(end) {
+					lat = append(lat, now-time.Duration(prev))
+				}
+				if base.Add(now).Before(end) {
+					ops++
+				}
+				holders.Add(-1)
+				releasedAt.Store(int64(time.Since(base)))
+				// Released whatever happened to rctx: a lock left behind
+				// would stall the next round for a whole TTL.
+				if err := e.l.unlock(context.WithoutCancel(rctx), h); err != nil {
+					failures++
+					firstErr = firstNonNil(firstErr, err)
+				}
+			}
+			mu.Lock()
+			s.lat = append(s.lat, lat...)
+			s.ops += ops
+			s.failures += failures
+			s.overlaps += overlaps
+			s.firstErr = firstNonNil(s.firstErr, firstErr)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	s.busy += cfg.sliceTime
+}
+
+// manyKeys has sc.goroutines take and release a key each, over and over,
+// for cfg.sliceTime.
+func (e *entrant) manyKeys(ctx context.Context, cfg config, sc *scenario, round int) {
+	s := e.s
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	begin := time.Now()
+	deadline := begin.Add(cfg.sliceTime)
+	for g := range sc.goroutines {
+		key := "cmp:" + sc.name + ":" + e.c.name + ":round" + strconv.Itoa(round) + ":" + strconv.Itoa(g)
+		wg.Go(func() {
+			lat := make([]time.Duration, 0, 256)
+			var failures int
+			var firstErr error
+			for time.Now().Before(deadline) {
+				start := time.Now()
+				h, err := e.l.lock(ctx, key)
+				if err == nil {
+					err = e.l.unlock(ctx, h)
+				}
+				if err != nil {
+					failures++
+					firstErr = firstNonNil(firstErr, err)
+					continue
+				}
+				lat = append(lat, time.Since(start))
+			}
+			mu.Lock()
+			s.lat = append(s.lat, lat...)
+			s.ops += len(lat)
+			s.failures += failures
+			s.firstErr = firstNonNil(s.firstErr, firstErr)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	s.busy += time.Since(begin)
+}
+
+// firstNonNil returns the first non-nil error.
+func firstNonNil(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+)
+
+// A contender is one library (or the floor) under test. Each gets its own
+// go-redis clients, built with the same options, so one library's stranded
+// connections never starve another's pool.
+type contender struct {
+	name string
+	// singleNode: the library locks on one Redis only; it runs in the
+	// scenarios with one node.
+	singleNode bool
+	// floor: not a lock at all but the round-trip floor; it takes part in the
+	// uncontended and many-keys scenarios only.
+	floor bool
+	open  func(clients []*redis.Client, contended bool) (locker, error)
+}
+
+// locker is what a workload needs from a library. Handles are pointers, so
+// boxing them in an interface allocates nothing that the library itself does
+// not.
+type locker interface {
+	// lock takes key. When contended it waits and retries the library's
+	// default way; otherwise one attempt is expected to succeed.
+	lock(ctx context.Context, key string) (any, error)
+	unlock(ctx context.Context, h any) error
+	// close ends the library's background work; the clients are closed by
+	// the caller afterwards.
+	close(ctx context.Context) error
+}
+
+const (
+	nameFloor      = "floor"
+	nameRedlock    = "redlock"
+	nameRedsync    = "redsync"
+	nameRedsyncFF  = "redsync-failfast"
+	nameRedislock  = "redislock"
+	floorTimeout   = 50 * time.Millisecond // as redlock's default per-node deadline for a 10s TTL
+	contendedRetry = 5 * time.Millisecond  // redislock's backoff bounds when contended: redlock's defaults
+	contendedMax   = 200 * time.Millisecond
+)
+
+func contenders() []contender {
+	return []contender{
+		{name: nameFloor, floor: true, open: openFloor},
+		{name: nameRedlock, open: openRedlock},
+		{name: nameRedsync, open: openRedsync(false)},
+		{name: nameRedsyncFF, open: openRedsync(true)},
+		{name: nameRedislock, singleNode: true, open: openRedislock},
+	}
+}
+
+// ---- redlock: its defaults (per-node deadline 50ms for a 10s TTL; jittered
+// exponential backoff 5ms..200ms when contended).
+
+type redlockLocker struct{ c *redlock.Client }
+
+func openRedlock(clients []*redis.Client, _ bool) (locker, error) {
+	nodes := make([]redis.UniversalClient, len(clients))
+	for i, c := range clients {
+		nodes[i] = c
+	}
+	c, err := redlock.New(nodes)
+	if err != nil {
+		return nil, err
+	}
+	return redlockLocker{c}, nil
+}
+
+func (r redlockLocker) lock(ctx context.Context, key string) (any, error) {
+	return r.c.Acquire(ctx, key, ttl)
+}
+
+func (r redlockLocker) unlock(ctx context.Context, h any) error {
+	return h.(*redlock.Lock).Release(ctx)
+}
+
+func (r redlockLocker) close(ctx context.Context) error { return r.c.Close(ctx) }
+
+// ---- redsync: its defaults (32 tries 50..250ms apart, a per-attempt deadline
+// of 5% of the expiry, waiting for every node), with the same expiry as the
+// others, optionally with WithFailFast(true). A Mutex is made per lock, as
+// redsync's README does; it cannot be shared by goroutines.
+
+type redsyncLocker struct {
+	rs   *redsync.Redsync
+	opts []redsync.Option
+}
+
+func openRedsync(failFast bool) func([]*redis.Client, bool) (locker, error) {
+	return func(clients []*redis.Client, _ bool) (locker, error) {
+		pools := make([]redsyncredis.Pool, len(clients))
+		for i, c := range clients {
+			pools[i] = goredis.NewPool(c)
+		}
+		opts := []redsync.Option{redsync.WithExpiry(ttl)}
+		if failFast {
+			opts = append(opts, redsync.WithFailFast(true))
+		}
+		return redsyncLocker{rs: redsync.New(pools...), opts: opts}, nil
+	}
+}
+
+func (r redsyncLocker) lock(ctx context.Context, key string) (any, error) {
+	m := r.rs.NewMutex(key, r.opts...)
+	if err := m.LockContext(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (r redsyncLocker) unlock(ctx context.Context, h any) error {
+	ok, err := h.(*redsync.Mutex).UnlockContext(ctx)
+	if err == nil && !ok {
+		err = errNotReleased
+	}
+	return err
+}
+
+func (redsyncLocker) close(context.Context) error { return nil }
+
+// ---- redislock: single node; no retry by default, redlock's backoff bounds
+// when contended (its ExponentialBackoff keeps state, so one per call).
+
+type redislockLocker struct {
+	c         *redislock.Client
+	contended bool
+}
+
+func openRedislock(clients []*redis.Client, contended bool) (locker, error) {
+	if len(clients) != 1 {
+		return nil, fmt.Errorf("redislock runs on one node, not %d", len(clients))
+	}
+	return redislockLocker{c: redislock.New(clients[0]), contended: contended}, nil
+}
+
+func (r redislockLocker) lock(ctx context.Context, key string) (any, error) {
+	var opt *redislock.Options
+	if r.contended {
+		opt = &redislock.Options{RetryStrategy: redislock.ExponentialBackoff(contendedRetry, contendedMax)}
+		// Without a deadline Obtain would give up after one TTL; the others
+		// wait until ctx ends.
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Hour)
+			defer cancel()
+		}
+	}
+	return r.c.Obtain(ctx, key, ttl, opt)
+}
+
+func (r redislockLocker) unlock(ctx context.Context, h any) error {
+	return h.(*redislock.Lock).Release(ctx)
+}
+
+func (redislockLocker) close(context.Context) error { return nil }
+
+// ---- the floor: the least any Redlock implementation can do per
+// Acquire+Release: two parallel PING fan-outs (one for acquire, one for
+// release), each returning once a quorum has answered. The per-node deadline
+// and the background completion of late nodes mirror redlock's defaults.
+
+type floorLocker struct {
+	clients []*redis.Client
+	quorum  int
+	wg      *sync.WaitGroup // PINGs still running after their fan-out returned
+}
+
+func openFloor(clients []*redis.Client, _ bool) (locker, error) {
+	return floorLocker{clients: clients, quorum: len(clients)/2 + 1, wg: new(sync.WaitGroup)}, nil
+}
+
+func (f floorLocker) lock(ctx context.Context, _ string) (any, error) {
+	return nil, f.fanOut(ctx)
+}
+
+func (f floorLocker) unlock(ctx context.Context, _ any) error { return f.fanOut(ctx) }
+
+func (f floorLocker) close(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		f.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (f floorLocker) fanOut(ctx context.Context) error {
+	n := len(f.clients)
+	round, cancel := context.WithTimeout(context.WithoutCancel(ctx), floorTimeout)
+	// The last PING out releases the round's timer, as redlock does.
+	var users atomic.Int32
+	users.Store(int32(n))
+	leave := func() {
+		if users.Add(-1) == 0 {
+			cancel()
+		}
+	}
+	out := make(chan error, n)
+	for _, c := range f.clients {
+		f.wg.Go(func() {
+			out <- c.Ping(round).Err()
+			leave()
+		})
+	}
+	ok, pending := 0, n
+wait:
+	for pending > 0 && ok < f.quorum && ok+pending >= f.quorum {
+		select {
+		case err := <-out:
+			pending--
+			if err == nil {
+				ok++
+			}
+		case <-round.Done():
+			// The deadline passed, or every PING returned and the last one
+			// released the round: count what has arrived.
+			for len(out) > 0 {
+				if <-out == nil {
+					ok++
+				}
+			}
+			break wait
+		}
+	}
+	if ok < f.quorum {
+		return errNoQuorum
+	}
+	return nil
+}
+
+var (
+	errNotReleased = errors.New("unlock reported no quorum")
+	errNoQuorum    = errors.New("floor: no quorum of PINGs")
+)
