@@ -87,7 +87,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			return l, nil
 		}
 		if ctx.Err() != nil {
-			return nil, err
+			return nil, withCause(err, ctx.Err())
 		}
 		wait, ok := c.cfg.retry.Backoff(failed)
 		if !ok {
@@ -209,15 +209,19 @@ func (c *Client) rollback(l *Lock, t *tally) {
 	c.pool.launch(context.Background(), l.seq, opDelete, c.cfg.cleanupTimeout, c.cfg.cleanupTimeout, releaseOp(l.key, l.token), t.unrefused())
 }
 
-// withCause adds a context's error to a failed attempt's error.
+// withCause adds a context's error to a failed attempt's error, unless the
+// attempt already carries one.
 func withCause(err, cause error) error {
 	var qe *QuorumError
-	if errors.As(err, &qe) && qe.cause == nil {
-		cp := *qe
-		cp.cause = cause
-		return &cp
+	if !errors.As(err, &qe) {
+		return fmt.Errorf("%w: %w", err, cause)
 	}
-	return fmt.Errorf("%w: %w", err, cause)
+	if qe.cause != nil {
+		return err
+	}
+	cp := *qe
+	cp.cause = cause
+	return &cp
 }
 
 // Lock is a held lock: a handle with its own state, safe for concurrent use.
