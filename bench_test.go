@@ -2,7 +2,6 @@ package redlock_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/faultproxy"
+	"github.com/redlock-go/redlock/internal/pingfloor"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -154,7 +154,7 @@ func benchUncontended(b *testing.B, addrs []string, fault, unfault func()) {
 		if err := op(keys[i]); err != nil {
 			b.Fatalf("warm-up: %v", err)
 		}
-		fl.sample(ctx)
+		fl.Pair(ctx)
 	}
 	if fault != nil {
 		fault()
@@ -178,7 +178,7 @@ func benchUncontended(b *testing.B, addrs []string, fault, unfault func()) {
 		}
 		b.StopTimer()
 		for range k {
-			floors = append(floors, fl.sample(ctx))
+			floors = append(floors, fl.Pair(ctx))
 		}
 		done += k
 	}
@@ -253,7 +253,7 @@ func benchContention(b *testing.B, addrs []string, goroutines int) {
 	}
 	floors := make([]time.Duration, 0, 64)
 	for range cap(floors) {
-		floors = append(floors, fl.sample(ctx))
+		floors = append(floors, fl.Pair(ctx))
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "locks/s")
 	if all := slices.Concat(handoffs...); len(all) > 0 {
@@ -316,7 +316,7 @@ func benchManyKeys(b *testing.B, addrs []string, goroutines int) {
 	}
 	floors := make([]time.Duration, 0, 64)
 	for range cap(floors) {
-		floors = append(floors, fl.sample(ctx))
+		floors = append(floors, fl.Pair(ctx))
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "locks/s")
 	benchReportLatency(b, slices.Concat(lat...), floors)
@@ -326,7 +326,7 @@ func benchManyKeys(b *testing.B, addrs []string, goroutines int) {
 // go-redis clients in default options (as users make them), and registers
 // their cleanup: the lock client is closed first so that its background work
 // ends before the connections go.
-func benchSetup(b *testing.B, addrs []string) (*redlock.Client, *benchFloor) {
+func benchSetup(b *testing.B, addrs []string) (*redlock.Client, *pingfloor.Floor) {
 	b.Helper()
 	lockNodes := make([]redis.UniversalClient, len(addrs))
 	floorNodes := make([]*redis.Client, len(addrs))
@@ -343,7 +343,7 @@ func benchSetup(b *testing.B, addrs []string) (*redlock.Client, *benchFloor) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	fl := &benchFloor{nodes: floorNodes, quorum: len(addrs)/2 + 1}
+	fl := pingfloor.New(floorNodes, benchFloorTimeout)
 	// Registered after the clients' cleanup, so it runs before it.
 	b.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -351,72 +351,9 @@ func benchSetup(b *testing.B, addrs []string) (*redlock.Client, *benchFloor) {
 		if err := rl.Close(ctx); err != nil {
 			b.Errorf("closing the lock client: %v", err)
 		}
-		fl.wg.Wait()
+		fl.Wait()
 	})
 	return rl, fl
-}
-
-// benchFloor is the least any Redlock implementation can do per
-// Acquire+Release: two parallel PING fan-outs, each returning once a quorum
-// has answered.
-type benchFloor struct {
-	nodes  []*redis.Client
-	quorum int
-	wg     sync.WaitGroup // PINGs still running after their fan-out returned
-}
-
-var errBenchNoQuorum = errors.New("bench: no quorum of PINGs")
-
-// sample times two fan-outs; a fan-out without a quorum counts its full wait.
-func (f *benchFloor) sample(ctx context.Context) time.Duration {
-	start := time.Now()
-	_ = f.fanOut(ctx)
-	_ = f.fanOut(ctx)
-	return time.Since(start)
-}
-
-func (f *benchFloor) fanOut(ctx context.Context) error {
-	n := len(f.nodes)
-	round, cancel := context.WithTimeout(context.WithoutCancel(ctx), benchFloorTimeout)
-	// The last PING out releases the round's timer, as redlock does.
-	var users atomic.Int32
-	users.Store(int32(n))
-	leave := func() {
-		if users.Add(-1) == 0 {
-			cancel()
-		}
-	}
-	out := make(chan error, n)
-	for _, c := range f.nodes {
-		f.wg.Go(func() {
-			out <- c.Ping(round).Err()
-			leave()
-		})
-	}
-	ok, pending := 0, n
-wait:
-	for pending > 0 && ok < f.quorum && ok+pending >= f.quorum {
-		select {
-		case err := <-out:
-			pending--
-			if err == nil {
-				ok++
-			}
-		case <-round.Done():
-			// The deadline passed, or every PING returned and the last one
-			// released the round: count what has arrived.
-			for len(out) > 0 {
-				if <-out == nil {
-					ok++
-				}
-			}
-			break wait
-		}
-	}
-	if ok < f.quorum {
-		return errBenchNoQuorum
-	}
-	return nil
 }
 
 func benchReportLatency(b *testing.B, lat, floors []time.Duration) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -15,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/pingfloor"
 )
 
 // A contender is one library (or the floor) under test. Each gets its own
@@ -175,26 +174,23 @@ func (redislockLocker) close(context.Context) error { return nil }
 // release), each returning once a quorum has answered. The per-node deadline
 // and the background completion of late nodes mirror redlock's defaults.
 
-type floorLocker struct {
-	clients []*redis.Client
-	quorum  int
-	wg      *sync.WaitGroup // PINGs still running after their fan-out returned
-}
+type floorLocker struct{ f *pingfloor.Floor }
 
 func openFloor(clients []*redis.Client, _ bool) (locker, error) {
-	return floorLocker{clients: clients, quorum: len(clients)/2 + 1, wg: new(sync.WaitGroup)}, nil
+	return floorLocker{pingfloor.New(clients, floorTimeout)}, nil
 }
 
 func (f floorLocker) lock(ctx context.Context, _ string) (any, error) {
-	return nil, f.fanOut(ctx)
+	return nil, f.f.FanOut(ctx)
 }
 
-func (f floorLocker) unlock(ctx context.Context, _ any) error { return f.fanOut(ctx) }
+func (f floorLocker) unlock(ctx context.Context, _ any) error { return f.f.FanOut(ctx) }
 
+// close waits for the PINGs still running after their fan-out returned.
 func (f floorLocker) close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
-		f.wg.Wait()
+		f.f.Wait()
 		close(done)
 	}()
 	select {
@@ -205,51 +201,6 @@ func (f floorLocker) close(ctx context.Context) error {
 	}
 }
 
-func (f floorLocker) fanOut(ctx context.Context) error {
-	n := len(f.clients)
-	round, cancel := context.WithTimeout(context.WithoutCancel(ctx), floorTimeout)
-	// The last PING out releases the round's timer, as redlock does.
-	var users atomic.Int32
-	users.Store(int32(n))
-	leave := func() {
-		if users.Add(-1) == 0 {
-			cancel()
-		}
-	}
-	out := make(chan error, n)
-	for _, c := range f.clients {
-		f.wg.Go(func() {
-			out <- c.Ping(round).Err()
-			leave()
-		})
-	}
-	ok, pending := 0, n
-wait:
-	for pending > 0 && ok < f.quorum && ok+pending >= f.quorum {
-		select {
-		case err := <-out:
-			pending--
-			if err == nil {
-				ok++
-			}
-		case <-round.Done():
-			// The deadline passed, or every PING returned and the last one
-			// released the round: count what has arrived.
-			for len(out) > 0 {
-				if <-out == nil {
-					ok++
-				}
-			}
-			break wait
-		}
-	}
-	if ok < f.quorum {
-		return errNoQuorum
-	}
-	return nil
-}
-
 var (
 	errNotReleased = errors.New("unlock reported no quorum")
-	errNoQuorum    = errors.New("floor: no quorum of PINGs")
 )
