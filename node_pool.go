@@ -215,8 +215,11 @@ func (n *node) call(ctx context.Context, op nodeOp) reply {
 	late := ctx.Err() != nil
 	if late && r.status == statusUnknown {
 		// A client with ContextTimeoutEnabled gives up at our deadline
-		// itself: the same unknown outcome as our waiter giving up.
-		r.err = fmt.Errorf("%w: %w", ErrNoReply, r.err)
+		// itself: the same unknown outcome as our waiter giving up. The
+		// client's context error is not wrapped: errors.Is(err,
+		// context.DeadlineExceeded) on a returned error must mean that the
+		// caller's context ended, not a node's deadline.
+		r.err = fmt.Errorf("%w (%v)", ErrNoReply, r.err)
 	}
 	n.record(r.transportErr(), late)
 	r.node = n.index

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -622,4 +623,44 @@ func TestClose(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	require.ErrorIs(t, l.Release(ctx), redlock.ErrClosed)
 	assert.Equal(t, 3, e.holders(key, l.Token()), "nothing is sent after Close")
+}
+
+// cancelClock cancels the caller's context on its second reading and jumps
+// an hour ahead: the attempt fails for want of validity at the very moment
+// the context ends.
+type cancelClock struct {
+	n      atomic.Int32
+	cancel context.CancelFunc
+}
+
+func (c *cancelClock) Now() time.Time {
+	if c.n.Add(1) == 2 {
+		c.cancel()
+		return time.Now().Add(time.Hour)
+	}
+	return time.Now()
+}
+
+// TestAcquireErrorsTellWhoseDeadline: an error matches the caller's context
+// error exactly when the caller's context ended, never because a node's own
+// deadline passed.
+func TestAcquireErrorsTellWhoseDeadline(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	c := e.client(redlock.WithClock(&cancelClock{cancel: cancel}))
+	_, err := c.Acquire(ctx, newKey(t), time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorIs(t, err, context.Canceled, "the context ended while an attempt failed for another reason")
+
+	// Nodes that miss their deadline, with clients that give up at it
+	// themselves: the caller's context is fine.
+	c = e.client(redlock.WithNodeTimeout(50 * time.Millisecond))
+	e.proxies[0].SetBlackhole(true)
+	e.proxies[1].SetBlackhole(true)
+	_, err = c.TryAcquire(t.Context(), newKey(t), time.Minute)
+	require.ErrorIs(t, err, redlock.ErrNoReply)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "a node's deadline is not the caller's")
+	e.resetFaults()
 }
