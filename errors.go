@@ -35,7 +35,9 @@ var (
 	ErrKeyAbsent = errors.New("redlock: key absent on node")
 	// ErrNoReply means the node did not answer within the per-node timeout.
 	// The command may still have run there: the outcome is unknown, which is
-	// why every failed acquire is rolled back on every node.
+	// why every failed acquire is rolled back on every node. A node's deadline
+	// is never reported as context.DeadlineExceeded: that error in a returned
+	// error's chain means the caller's own context ended.
 	ErrNoReply = errors.New("redlock: no reply within node timeout")
 
 	// errNotAwaited marks a node whose reply was still on its way when the
