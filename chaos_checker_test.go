@@ -492,6 +492,13 @@ type chaosTable struct {
 	rows []summary
 }
 
+// record logs a scenario's summary line and adds it to the table.
+func (t *chaosTable) record(tb testing.TB, s summary) {
+	tb.Helper()
+	tb.Log(s.line())
+	t.add(s)
+}
+
 func (t *chaosTable) add(s summary) {
 	t.mu.Lock()
 	t.rows = append(t.rows, s)
