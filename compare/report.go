@@ -130,13 +130,19 @@ func mark(s *sample) string {
 	return ""
 }
 
-func writeUncontended(w io.Writer, results []*result) {
+// ofKind returns the results of the scenarios of one kind, in order.
+func ofKind(results []*result, k kind) []*result {
 	var rows []*result
 	for _, r := range results {
-		if r.sc.kind == uncontended {
+		if r.sc.kind == k {
 			rows = append(rows, r)
 		}
 	}
+	return rows
+}
+
+func writeUncontended(w io.Writer, results []*result) {
+	rows := ofKind(results, uncontended)
 	if len(rows) == 0 {
 		return
 	}
@@ -207,12 +213,7 @@ func uncontendedFloor(results []*result, n int) (time.Duration, bool) {
 }
 
 func writeContention(w io.Writer, results []*result) {
-	var rows []*result
-	for _, r := range results {
-		if r.sc.kind == contention {
-			rows = append(rows, r)
-		}
-	}
+	rows := ofKind(results, contention)
 	if len(rows) == 0 {
 		return
 	}
@@ -248,12 +249,7 @@ func writeContention(w io.Writer, results []*result) {
 }
 
 func writeManyKeys(w io.Writer, results []*result) {
-	var rows []*result
-	for _, r := range results {
-		if r.sc.kind == manyKeys {
-			rows = append(rows, r)
-		}
-	}
+	rows := ofKind(results, manyKeys)
 	if len(rows) == 0 {
 		return
 	}
