@@ -208,9 +208,9 @@ func (p *nodePool) status() []NodeStatus {
 
 // call runs one operation on one node and records its health. late means the
 // reply came after the deadline the caller waited for.
-func (n *node) call(ctx context.Context, op nodeOp) reply {
+func (n *node) call(ctx context.Context, op *nodeOp) reply {
 	n.inFlight.Add(1)
-	r := op(ctx, n)
+	r := op.run(ctx, n)
 	n.inFlight.Add(-1)
 	late := ctx.Err() != nil
 	if late && r.status == statusUnknown {

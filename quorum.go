@@ -33,10 +33,6 @@ func (r reply) transportErr() error {
 	return nil
 }
 
-// nodeOp runs one script on one node. It must honour ctx where go-redis does;
-// the fan-out never relies on it to return on time.
-type nodeOp func(ctx context.Context, n *node) reply
-
 // opKind tells the per-node queue what an operation is for, and so when it
 // may be dropped.
 type opKind uint8
@@ -155,10 +151,10 @@ func (j *job) run(n *node, superseded bool) {
 		rep = reply{err: errSuperseded}
 	case r.kind == opDelete && j.waited:
 		ctx, cancel := context.WithTimeout(r.base, r.call)
-		rep = n.call(ctx, r.op)
+		rep = n.call(ctx, &r.op)
 		cancel()
 	default:
-		rep = n.call(r.ctx, r.op)
+		rep = n.call(r.ctx, &r.op)
 	}
 	rep.node = n.index
 	r.out <- rep

@@ -81,8 +81,9 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		return nil, err
 	}
 	defer c.pool.end()
+	ttlArg := any(ttl.Milliseconds())
 	for failed := 1; ; failed++ {
-		err := c.attempt(ctx, l, ttl)
+		err := c.attempt(ctx, l, ttl, ttlArg)
 		if err == nil {
 			return l, nil
 		}
@@ -115,7 +116,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 		return nil, err
 	}
 	defer c.pool.end()
-	if err := c.attempt(ctx, l, ttl); err != nil {
+	if err := c.attempt(ctx, l, ttl, ttl.Milliseconds()); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -141,26 +142,29 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration) (*L
 	if err := c.pool.begin(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, err)
 	}
+	token := rand.Text()
 	return &Lock{
-		c:     c,
-		key:   key,
-		token: rand.Text(),
-		seq:   newSequencer(len(c.pool.nodes)),
+		c:        c,
+		key:      key,
+		token:    token,
+		tokenArg: token,
+		seq:      newSequencer(len(c.pool.nodes)),
 	}, ttl, nil
 }
 
 // attempt is one round of the Redlock algorithm: write the key on every node
 // in parallel, count the confirmations, and keep the lock only with a quorum
 // and validity left. Otherwise delete what we may have written, everywhere.
-func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration) error {
-	ttlMs := ttl.Milliseconds()
+func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg any) error {
 	timeout := c.cfg.nodeTimeout(ttl)
 	start := c.cfg.clock.Now()
 	until := c.cfg.validUntil(start, ttl)
 
-	op := acquireOp(l.key, l.token, ttlMs)
+	var op nodeOp
 	if c.cfg.fencing {
-		op = acquireFencedOp(l.key, l.token, ttlMs)
+		op = acquireFencedOp(l.key, l.tokenArg, ttlArg)
+	} else {
+		op = acquireOp(l.key, l.tokenArg, ttlArg)
 	}
 	t, err := c.pool.fanOut(ctx, l.seq, opWrite, timeout, timeout, op, true)
 	var fence uint64
@@ -196,7 +200,7 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, t *tally, timeout tim
 		}
 	}
 	fence := uint64(highest) + 1
-	t, err := c.pool.fanOut(ctx, l.seq, opWrite, timeout, timeout, fenceCommitOp(l.key, l.token, fence), true)
+	t, err := c.pool.fanOut(ctx, l.seq, opWrite, timeout, timeout, fenceCommitOp(l.key, l.tokenArg, fence), true)
 	return fence, t, err
 }
 
@@ -206,7 +210,7 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, t *tally, timeout tim
 // the attempt's own calls on each node, so a slow SET cannot land after its
 // delete, and they run whatever happened to the caller's context.
 func (c *Client) rollback(l *Lock, t *tally) {
-	c.pool.launch(context.Background(), l.seq, opDelete, c.cfg.cleanupTimeout, c.cfg.cleanupTimeout, releaseOp(l.key, l.token), t.unrefused())
+	c.pool.launch(context.Background(), l.seq, opDelete, c.cfg.cleanupTimeout, c.cfg.cleanupTimeout, releaseOp(l.key, l.tokenArg), t.unrefused())
 }
 
 // withCause adds a context's error to a failed attempt's error, unless the
@@ -226,10 +230,11 @@ func withCause(err, cause error) error {
 
 // Lock is a held lock: a handle with its own state, safe for concurrent use.
 type Lock struct {
-	c     *Client
-	key   string
-	token string
-	seq   *sequencer
+	c        *Client
+	key      string
+	token    string
+	tokenArg any // token boxed once for every script call
+	seq      *sequencer
 
 	mu       sync.Mutex
 	ttl      time.Duration
@@ -305,7 +310,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	defer c.pool.end()
 	newUntil := c.cfg.validUntil(start, ttl)
 	timeout := c.cfg.nodeTimeout(ttl)
-	t, err := c.pool.fanOut(ctx, l.seq, opWrite, timeout, timeout, extendOp(l.key, l.token, ttl.Milliseconds()), true)
+	t, err := c.pool.fanOut(ctx, l.seq, opWrite, timeout, timeout, extendOp(l.key, l.tokenArg, ttl.Milliseconds()), true)
 	if err == nil && t.ok >= t.quorum && c.cfg.clock.Now().Before(newUntil) {
 		l.mu.Lock()
 		l.until, l.ttl = newUntil, ttl
@@ -345,7 +350,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
 	}
 	defer c.pool.end()
-	t, err := c.pool.fanOut(ctx, l.seq, opDelete, c.cfg.nodeTimeout(ttl), c.cfg.cleanupTimeout, releaseOp(l.key, l.token), false)
+	t, err := c.pool.fanOut(ctx, l.seq, opDelete, c.cfg.nodeTimeout(ttl), c.cfg.cleanupTimeout, releaseOp(l.key, l.tokenArg), false)
 	if err == nil && t.ok >= t.quorum {
 		l.mu.Lock()
 		l.released = true

@@ -85,86 +85,114 @@ func crc16(crc uint16, s string) uint16 {
 	return crc
 }
 
-// The node operations below turn one script's reply into a reply status.
-// Anything unexpected, including a Redis error reply, is statusUnknown: we
-// cannot tell what the node did.
+// nodeOp is one script with its keys and arguments, run on each node of a
+// round. It is built once per round and kept by value inside the round, its
+// keys and arguments in its own arrays, so that a round costs no allocation
+// per node. read turns a node's reply into a status; anything unexpected,
+// including a Redis error reply, is statusUnknown: we cannot tell what the
+// node did.
+type nodeOp struct {
+	script *redis.Script
+	read   func(*redis.Cmd) reply
+	keyBuf [2]string
+	argBuf [2]any
+	nkeys  int
+	nargs  int
+}
 
-func acquireOp(key, token string, ttlMs int64) nodeOp {
-	keys, args := []string{key}, []any{token, ttlMs}
-	return func(ctx context.Context, n *node) reply {
-		v, err := acquireScript.Run(ctx, n.client, keys, args...).Int64()
-		switch {
-		case err != nil:
-			return reply{err: err}
-		case v == 1:
-			return reply{status: statusOK}
-		default:
-			return reply{status: statusRefused, err: ErrHeldByOther}
-		}
+func (o *nodeOp) run(ctx context.Context, n *node) reply {
+	return o.read(o.script.Run(ctx, n.client, o.keyBuf[:o.nkeys], o.argBuf[:o.nargs]...))
+}
+
+// token and ttl arrive boxed (as any): the Lock boxes its token once, not
+// once per node call.
+
+func acquireOp(key string, token, ttlMs any) nodeOp {
+	return nodeOp{script: acquireScript, read: readAcquire,
+		keyBuf: [2]string{key}, nkeys: 1, argBuf: [2]any{token, ttlMs}, nargs: 2}
+}
+
+func readAcquire(cmd *redis.Cmd) reply {
+	v, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return reply{err: err}
+	case v == 1:
+		return reply{status: statusOK}
+	default:
+		return reply{status: statusRefused, err: ErrHeldByOther}
 	}
 }
 
-func acquireFencedOp(key, token string, ttlMs int64) nodeOp {
-	keys, args := []string{key, fenceKey(key)}, []any{token, ttlMs}
-	return func(ctx context.Context, n *node) reply {
-		v, err := acquireFencedScript.Run(ctx, n.client, keys, args...).Int64Slice()
-		switch {
-		case err != nil:
-			return reply{err: err}
-		case len(v) != 2 || v[1] < 0:
-			return reply{err: errUnexpected(v)}
-		case v[0] == 1:
-			return reply{status: statusOK, val: v[1]}
-		default:
-			return reply{status: statusRefused, val: v[1], err: ErrHeldByOther}
-		}
+func acquireFencedOp(key string, token, ttlMs any) nodeOp {
+	return nodeOp{script: acquireFencedScript, read: readAcquireFenced,
+		keyBuf: [2]string{key, fenceKey(key)}, nkeys: 2, argBuf: [2]any{token, ttlMs}, nargs: 2}
+}
+
+func readAcquireFenced(cmd *redis.Cmd) reply {
+	v, err := cmd.Int64Slice()
+	switch {
+	case err != nil:
+		return reply{err: err}
+	case len(v) != 2 || v[1] < 0:
+		return reply{err: errUnexpected(v)}
+	case v[0] == 1:
+		return reply{status: statusOK, val: v[1]}
+	default:
+		return reply{status: statusRefused, val: v[1], err: ErrHeldByOther}
 	}
 }
 
-func fenceCommitOp(key, token string, fence uint64) nodeOp {
-	keys, args := []string{key, fenceKey(key)}, []any{token, strconv.FormatUint(fence, 10)}
-	return func(ctx context.Context, n *node) reply {
-		v, err := fenceCommitScript.Run(ctx, n.client, keys, args...).Int64()
-		switch {
-		case err != nil:
-			return reply{err: err}
-		case v == 1:
-			return reply{status: statusOK}
-		default:
-			return reply{status: statusRefused, err: ErrNotHeld}
-		}
+func fenceCommitOp(key string, token any, fence uint64) nodeOp {
+	return nodeOp{script: fenceCommitScript, read: readFenceCommit,
+		keyBuf: [2]string{key, fenceKey(key)}, nkeys: 2, argBuf: [2]any{token, strconv.FormatUint(fence, 10)}, nargs: 2}
+}
+
+func readFenceCommit(cmd *redis.Cmd) reply {
+	v, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return reply{err: err}
+	case v == 1:
+		return reply{status: statusOK}
+	default:
+		return reply{status: statusRefused, err: ErrNotHeld}
 	}
 }
 
-func extendOp(key, token string, ttlMs int64) nodeOp {
-	keys, args := []string{key}, []any{token, ttlMs}
-	return func(ctx context.Context, n *node) reply {
-		v, err := extendScript.Run(ctx, n.client, keys, args...).Int64()
-		switch {
-		case err != nil:
-			return reply{err: err}
-		case v == 1 || v == 2:
-			return reply{status: statusOK}
-		default:
-			return reply{status: statusRefused, err: ErrHeldByOther}
-		}
+func extendOp(key string, token, ttlMs any) nodeOp {
+	return nodeOp{script: extendScript, read: readExtend,
+		keyBuf: [2]string{key}, nkeys: 1, argBuf: [2]any{token, ttlMs}, nargs: 2}
+}
+
+func readExtend(cmd *redis.Cmd) reply {
+	v, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return reply{err: err}
+	case v == 1 || v == 2:
+		return reply{status: statusOK}
+	default:
+		return reply{status: statusRefused, err: ErrHeldByOther}
 	}
 }
 
-func releaseOp(key, token string) nodeOp {
-	keys, args := []string{key}, []any{token}
-	return func(ctx context.Context, n *node) reply {
-		v, err := releaseScript.Run(ctx, n.client, keys, args...).Int64()
-		switch {
-		case err != nil:
-			return reply{err: err}
-		case v == 1:
-			return reply{status: statusOK}
-		case v == 0:
-			return reply{status: statusRefused, err: ErrKeyAbsent}
-		default:
-			return reply{status: statusRefused, err: ErrHeldByOther}
-		}
+func releaseOp(key string, token any) nodeOp {
+	return nodeOp{script: releaseScript, read: readRelease,
+		keyBuf: [2]string{key}, nkeys: 1, argBuf: [2]any{token}, nargs: 1}
+}
+
+func readRelease(cmd *redis.Cmd) reply {
+	v, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return reply{err: err}
+	case v == 1:
+		return reply{status: statusOK}
+	case v == 0:
+		return reply{status: statusRefused, err: ErrKeyAbsent}
+	default:
+		return reply{status: statusRefused, err: ErrHeldByOther}
 	}
 }
 
