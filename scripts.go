@@ -113,15 +113,21 @@ func acquireOp(key string, token, ttlMs any) nodeOp {
 }
 
 func readAcquire(cmd *redis.Cmd) reply {
-	v, err := cmd.Int64()
-	switch {
-	case err != nil:
-		return reply{err: err}
-	case v == 1:
-		return reply{status: statusOK}
-	default:
+	return readCode(cmd, func(v int64) reply {
+		if v == 1 {
+			return reply{status: statusOK}
+		}
 		return reply{status: statusRefused, err: ErrHeldByOther}
+	})
+}
+
+// readCode reads a script's integer reply; an error is an unknown outcome.
+func readCode(cmd *redis.Cmd, classify func(int64) reply) reply {
+	v, err := cmd.Int64()
+	if err != nil {
+		return reply{err: err}
 	}
+	return classify(v)
 }
 
 func acquireFencedOp(key string, token, ttlMs any) nodeOp {
@@ -149,15 +155,12 @@ func fenceCommitOp(key string, token any, fence uint64) nodeOp {
 }
 
 func readFenceCommit(cmd *redis.Cmd) reply {
-	v, err := cmd.Int64()
-	switch {
-	case err != nil:
-		return reply{err: err}
-	case v == 1:
-		return reply{status: statusOK}
-	default:
+	return readCode(cmd, func(v int64) reply {
+		if v == 1 {
+			return reply{status: statusOK}
+		}
 		return reply{status: statusRefused, err: ErrNotHeld}
-	}
+	})
 }
 
 func extendOp(key string, token, ttlMs any) nodeOp {
@@ -166,15 +169,12 @@ func extendOp(key string, token, ttlMs any) nodeOp {
 }
 
 func readExtend(cmd *redis.Cmd) reply {
-	v, err := cmd.Int64()
-	switch {
-	case err != nil:
-		return reply{err: err}
-	case v == 1 || v == 2:
-		return reply{status: statusOK}
-	default:
+	return readCode(cmd, func(v int64) reply {
+		if v == 1 || v == 2 { // extended, or re-seeded where the key was lost
+			return reply{status: statusOK}
+		}
 		return reply{status: statusRefused, err: ErrHeldByOther}
-	}
+	})
 }
 
 func releaseOp(key string, token any) nodeOp {
@@ -183,17 +183,16 @@ func releaseOp(key string, token any) nodeOp {
 }
 
 func readRelease(cmd *redis.Cmd) reply {
-	v, err := cmd.Int64()
-	switch {
-	case err != nil:
-		return reply{err: err}
-	case v == 1:
-		return reply{status: statusOK}
-	case v == 0:
-		return reply{status: statusRefused, err: ErrKeyAbsent}
-	default:
-		return reply{status: statusRefused, err: ErrHeldByOther}
-	}
+	return readCode(cmd, func(v int64) reply {
+		switch v {
+		case 1:
+			return reply{status: statusOK}
+		case 0:
+			return reply{status: statusRefused, err: ErrKeyAbsent}
+		default:
+			return reply{status: statusRefused, err: ErrHeldByOther}
+		}
+	})
 }
 
 func errUnexpected(v any) error {
