@@ -860,7 +860,7 @@ func nodeValue(t *testing.T, addr, key string) string {
 		}
 		require.NoError(t, err)
 	})
-	return v
+	return holderOf(v)
 }
 
 // values returns what each node holds under key.

@@ -41,14 +41,18 @@ var (
 	ErrNoReply = errors.New("redlock: no reply within node timeout")
 
 	// errNotAwaited marks a node whose reply was still on its way when the
-	// outcome was already decided, or when the caller's context ended.
-	errNotAwaited = errors.New("redlock: reply not awaited")
+	// outcome was already decided, or when the caller's context ended: its
+	// outcome is unknown, as for ErrNoReply.
+	errNotAwaited = fmt.Errorf("%w: reply not awaited", ErrNoReply)
 	// errNotSent marks a write dropped because its round was over before the
 	// node was free (a stalled node still held an earlier call of the lock).
 	errNotSent = fmt.Errorf("%w: not sent, node busy with an earlier call", ErrNoReply)
-	// errSuperseded marks a delete dropped because a later delete of the same
-	// lock was queued behind it on the node.
-	errSuperseded = errors.New("redlock: delete superseded by a later one")
+	// errSuperseded marks a delete not sent because a later delete of the
+	// same lock, which covers it, was queued behind it on the node.
+	errSuperseded = fmt.Errorf("%w: delete superseded by a later one", ErrNoReply)
+	// errLaterAttempt marks a rollback that found a later attempt's value of
+	// the same lock, which it must not delete.
+	errLaterAttempt = errors.New("key holds a later attempt of the same lock")
 )
 
 // NodeError is the outcome of one operation on one node that did not confirm
@@ -62,10 +66,12 @@ type NodeError struct {
 
 // Error implements error.
 func (e *NodeError) Error() string {
+	// The package prefix is said once, by the error around the node's.
+	cause := strings.TrimPrefix(fmt.Sprint(e.Err), "redlock: ")
 	if e.Addr != "" {
-		return fmt.Sprintf("node %d (%s): %v", e.Node, e.Addr, e.Err)
+		return fmt.Sprintf("node %d (%s): %s", e.Node, e.Addr, cause)
 	}
-	return fmt.Sprintf("node %d: %v", e.Node, e.Err)
+	return fmt.Sprintf("node %d: %s", e.Node, cause)
 }
 
 // Unwrap returns the node's cause.
@@ -91,7 +97,11 @@ type QuorumError struct {
 // Error implements error.
 func (e *QuorumError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%v: %s %q: %d confirmed, %d needed", e.sentinel, e.Op, e.Key, e.OK, e.Quorum)
+	if e.Op == "acquire" { // the sentinel says it: "not acquired"
+		fmt.Fprintf(&b, "%v: %q: %d of %d needed confirmed", e.sentinel, e.Key, e.OK, e.Quorum)
+	} else {
+		fmt.Fprintf(&b, "%v: %s of %q: %d of %d needed confirmed", e.sentinel, e.Op, e.Key, e.OK, e.Quorum)
+	}
 	if e.cause != nil {
 		fmt.Fprintf(&b, ": %v", e.cause)
 	}

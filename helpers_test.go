@@ -120,14 +120,32 @@ func (e *env) settle(c *redlock.Client) {
 	require.NoError(e.t, c.Close(ctx), "background work did not finish")
 }
 
-// value returns what server i holds under key ("" when absent).
+// value returns the holder's token that server i holds under key ("" when
+// absent): the lock writes its token, a dot and a generation.
 func (e *env) value(i int, key string) string {
+	e.t.Helper()
+	return holderOf(e.rawValue(i, key))
+}
+
+// rawValue returns what server i holds under key ("" when absent).
+func (e *env) rawValue(i int, key string) string {
 	e.t.Helper()
 	v, err := e.direct[i].Get(context.Background(), key).Result()
 	if err == redis.Nil {
 		return ""
 	}
 	require.NoError(e.t, err)
+	return v
+}
+
+// holderOf is the token in a lock's value (token "." generation); a value
+// of another form is returned whole.
+func holderOf(v string) string {
+	if i := strings.LastIndexByte(v, '.'); i > 0 {
+		if _, err := strconv.ParseUint(v[i+1:], 10, 64); err == nil {
+			return v[:i]
+		}
+	}
 	return v
 }
 

@@ -2,9 +2,12 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,18 +15,34 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// node is one independent Redis master and what we have seen of its health.
+// node is one independent Redis master and what we have seen of it.
 type node struct {
 	index  int
 	client redis.UniversalClient
-	addr   string
+	addr   atomic.Pointer[string] // the configured address; a Sentinel master's once resolved
 
-	inFlight atomic.Int64 // calls started and not yet returned by go-redis
-	failures atomic.Int64 // consecutive calls with no timely, valid reply
-	lastErr  atomic.Pointer[errBox]
+	inFlight        atomic.Int64 // calls started and not yet returned by go-redis
+	failures        atomic.Int64 // consecutive calls with no timely, valid reply
+	pendingCleanups atomic.Int64 // deletes waiting to be tried again
+	lastErr         atomic.Pointer[errBox]
+
+	identifying atomic.Bool // an identify call is under way
+	identMu     sync.Mutex
+	identTried  time.Time
+	ident       []string // the run_ids of the server(s) behind the client; nil until known
+	// identUnknowable is set when the server does not let us ask (an ACL
+	// without INFO): the node is then trusted as configured.
+	identUnknowable bool
 }
 
 type errBox struct{ err error }
+
+func (n *node) address() string {
+	if a := n.addr.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
 
 // record notes the outcome of one call for NodeStatus.
 func (n *node) record(err error, late bool) {
@@ -38,50 +57,79 @@ func (n *node) record(err error, late bool) {
 	n.lastErr.Store(&errBox{err})
 }
 
+// call runs one operation on one node and records its health. late means the
+// reply came after the call's deadline.
+func (n *node) call(ctx context.Context, op *nodeOp) reply {
+	n.inFlight.Add(1)
+	r := op.run(ctx, n)
+	n.inFlight.Add(-1)
+	late := ctx.Err() != nil
+	if late && r.status == statusUnknown {
+		// A client with ContextTimeoutEnabled gives up at our deadline
+		// itself: the same unknown outcome as our waiter giving up. The
+		// client's context error is not wrapped: errors.Is(err,
+		// context.DeadlineExceeded) on a returned error must mean that the
+		// caller's context ended, not a node's deadline.
+		r.err = fmt.Errorf("%w (%v)", ErrNoReply, r.err)
+	}
+	n.record(r.transportErr(), late)
+	r.node = n.index
+	return r
+}
+
 // NodeStatus is a snapshot of one node's health as this Client has seen it.
 type NodeStatus struct {
 	Index int    // position in the slice given to New
-	Addr  string // address, when the client exposes one
+	Addr  string // address, when the client exposes one; a Sentinel master's once resolved
 	// InFlight counts calls still running. Calls given up on at their deadline
 	// keep their connection until go-redis's own timeout; a node with many
 	// such calls is stalled, and its pool may be exhausted for a while after
 	// it recovers.
 	InFlight int
+	// PendingCleanups counts deletes (rollbacks and releases) that got no
+	// definite answer from this node and wait to be tried again: at most one
+	// per lock. Close waits for them.
+	PendingCleanups int
 	// ConsecutiveFailures counts the latest calls in a row that failed or
 	// answered after their deadline; 0 means the last call was on time.
 	ConsecutiveFailures int
 	LastError           error // the latest failure, nil if none yet
 }
 
-// nodePool holds the masters and counts the work in progress on them, so
-// that Close can wait for every public call and every background call
-// (rollbacks, late replies) to end.
-type nodePool struct {
+// nodeSet holds the masters, the quorum they need, the workers that call
+// them and the lifecycle of the work in progress.
+type nodeSet struct {
 	nodes  []*node
 	quorum int
+	life   lifecycle
 
 	tasks chan task // hands work to idle workers
 
-	mu      sync.Mutex
-	active  int           // public calls in progress plus node jobs
-	closed  bool          // set by Close: begin fails from then on
-	closing chan struct{} // closed by Close, wakes Acquire's retry wait
-	idle    chan struct{} // closed when active drops to 0 after Close
+	// verified is set once every node's server is known and no two nodes
+	// share one; until then each operation checks (see checkServers).
+	verified  atomic.Bool
+	contacted atomic.Bool // the first operation has identified the nodes
 }
 
-func newNodePool(clients []redis.UniversalClient) (*nodePool, error) {
+// newNodeSet validates the clients given to New, without any I/O: nil
+// clients and the same client or server address twice are refused here;
+// two addresses of one server are found at first contact.
+func newNodeSet(clients []redis.UniversalClient) (*nodeSet, error) {
 	if len(clients) == 0 {
 		return nil, invalid("no nodes")
 	}
-	p := &nodePool{quorum: len(clients)/2 + 1, closing: make(chan struct{}), tasks: make(chan task)}
+	p := &nodeSet{quorum: len(clients)/2 + 1, tasks: make(chan task)}
+	p.life.init()
 	for i, c := range clients {
 		if isNil(c) {
 			return nil, invalid("node %d is nil", i)
 		}
-		n := &node{index: i, client: c, addr: addrOf(c)}
+		n := &node{index: i, client: c}
+		addr := addrOf(c)
+		n.addr.Store(&addr)
 		for _, o := range p.nodes {
-			if sameNode(o, n) {
-				return nil, invalid("nodes %d and %d are the same Redis (%s): Redlock needs independent masters", o.index, i, n.addr)
+			if sameClient(o, n) {
+				return nil, invalid("nodes %d and %d are the same Redis (%s): Redlock needs independent masters", o.index, i, addr)
 			}
 		}
 		p.nodes = append(p.nodes, n)
@@ -103,10 +151,9 @@ func isNil(c redis.UniversalClient) bool {
 	return false
 }
 
-// sameNode catches the same client passed twice, and two plain clients for
-// the same server and database: both would let one server count twice toward
-// the quorum.
-func sameNode(a, b *node) bool {
+// sameClient catches, without I/O, the same client passed twice and two
+// plain clients for the same address and database.
+func sameClient(a, b *node) bool {
 	if reflect.TypeOf(a.client) == reflect.TypeOf(b.client) && reflect.TypeOf(a.client).Comparable() && a.client == b.client {
 		return true
 	}
@@ -119,7 +166,8 @@ func sameNode(a, b *node) bool {
 	if oa.Network != ob.Network || oa.Addr != ob.Addr || oa.DB != ob.DB {
 		return false
 	}
-	// A Sentinel failover client reports a placeholder address, not a server.
+	// A Sentinel failover client reports a placeholder address, not a
+	// server; checkServers identifies it at first contact.
 	if oa.Network == "tcp" || oa.Network == "" {
 		if _, _, err := net.SplitHostPort(oa.Addr); err != nil {
 			return false
@@ -133,70 +181,166 @@ func addrOf(c redis.UniversalClient) string {
 	case *redis.Client:
 		return c.Options().Addr
 	case *redis.ClusterClient:
-		if a := c.Options().Addrs; len(a) > 0 {
-			return a[0]
-		}
+		return strings.Join(c.Options().Addrs, ",")
 	}
 	return ""
 }
 
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// begin registers a public call, or reports ErrClosed. Everything the call
-// starts, including a rollback after it failed, is covered by it, so Close
-// cannot return between a failed attempt and its rollback.
-func (p *nodePool) begin() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return ErrClosed
+// checkServers makes sure that no two nodes are one server, so that no
+// server votes twice. Each node's server is identified at first contact by
+// its run_id (for a cluster, those of all its masters; a Sentinel client
+// asks the master it resolves to). The first operation waits for that up to
+// wait, its own per-node deadline; a node not identified by then counts as
+// configured and is asked again in the background, at most once a second,
+// until it answers. A node whose server refuses INFO (an ACL without it) is
+// trusted as configured. Once every node is known and distinct, the check
+// costs one atomic load.
+func (p *nodeSet) checkServers(wait time.Duration) error {
+	if p.verified.Load() {
+		return nil
 	}
-	p.active++
+	if p.contacted.CompareAndSwap(false, true) {
+		p.identify(wait, func(*node) bool { return true })
+	} else {
+		p.identify(0, (*node).due)
+	}
+	return p.compareServers()
+}
+
+// identify asks the nodes that pick selects for their identity, each in the
+// background under its own deadline, and waits up to wait for the answers.
+func (p *nodeSet) identify(wait time.Duration, pick func(*node) bool) {
+	var started []chan struct{}
+	for _, n := range p.nodes {
+		if pick(n) && n.identifying.CompareAndSwap(false, true) {
+			done := make(chan struct{})
+			started = append(started, done)
+			p.life.add(1)
+			go func() {
+				defer p.life.end()
+				defer close(done)
+				n.identify()
+			}()
+		}
+	}
+	if wait <= 0 || len(started) == 0 {
+		return
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for _, done := range started {
+		select {
+		case <-done:
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// compareServers reports two nodes that share a server.
+func (p *nodeSet) compareServers() error {
+	known := true
+	for i, a := range p.nodes {
+		ia, ua := a.identity()
+		known = known && (ia != nil || ua)
+		for _, b := range p.nodes[i+1:] {
+			ib, _ := b.identity()
+			for _, id := range ia {
+				if slices.Contains(ib, id) {
+					return invalid("nodes %d (%s) and %d (%s) are one Redis server (run_id %s): Redlock needs independent masters",
+						a.index, a.address(), b.index, b.address(), id)
+				}
+			}
+		}
+	}
+	if known {
+		p.verified.Store(true)
+	}
 	return nil
 }
 
-// add registers k node goroutines; only called inside begin/end.
-func (p *nodePool) add(k int) {
-	p.mu.Lock()
-	p.active += k
-	p.mu.Unlock()
+// due reports whether n is still unknown and was last asked over a second ago.
+func (n *node) due() bool {
+	n.identMu.Lock()
+	defer n.identMu.Unlock()
+	return n.ident == nil && !n.identUnknowable && time.Since(n.identTried) > time.Second
 }
 
-// end unregisters one public call or goroutine.
-func (p *nodePool) end() {
-	p.mu.Lock()
-	p.active--
-	if p.active == 0 && p.idle != nil {
-		close(p.idle)
-		p.idle = nil
-	}
-	p.mu.Unlock()
+func (n *node) identity() ([]string, bool) {
+	n.identMu.Lock()
+	defer n.identMu.Unlock()
+	return n.ident, n.identUnknowable
 }
 
-// close refuses new calls and returns a channel closed once nothing runs.
-func (p *nodePool) close() <-chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.closed {
-		p.closed = true
-		close(p.closing)
+// identify learns the run_ids behind n, within identifyTimeout (a client
+// without ContextTimeoutEnabled may hold the call longer: the waiting side
+// in nodeSet.identify does not wait for it).
+func (n *node) identify() {
+	defer n.identifying.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), identifyTimeout)
+	defer cancel()
+	if c, ok := n.client.(*redis.Client); ok && c.Options().Addr == "FailoverClient" && c.Options().Dialer != nil {
+		// A Sentinel client: show the master it resolves to.
+		if conn, err := c.Options().Dialer(ctx, "tcp", c.Options().Addr); err == nil {
+			addr := conn.RemoteAddr().String()
+			n.addr.Store(&addr)
+			_ = conn.Close()
+		}
 	}
-	if p.active == 0 {
-		return closedChan
+	ids, err := runIDs(ctx, n.client)
+	n.identMu.Lock()
+	defer n.identMu.Unlock()
+	n.identTried = time.Now()
+	switch {
+	case err == nil && len(ids) > 0:
+		n.ident = ids
+	case err != nil && isNoPerm(err):
+		n.identUnknowable = true
 	}
-	if p.idle == nil {
-		p.idle = make(chan struct{})
-	}
-	return p.idle
 }
 
-func (p *nodePool) status() []NodeStatus {
+func runIDs(ctx context.Context, c redis.UniversalClient) ([]string, error) {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		var ids []string
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			id, err := runID(ctx, m)
+			mu.Lock()
+			ids = append(ids, id)
+			mu.Unlock()
+			return err
+		})
+		return ids, err
+	}
+	id, err := runID(ctx, c)
+	return []string{id}, err
+}
+
+func runID(ctx context.Context, c redis.Cmdable) (string, error) {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok && id != "" {
+			return id, nil
+		}
+	}
+	return "", errors.New("INFO server has no run_id")
+}
+
+func isNoPerm(err error) bool {
+	return strings.HasPrefix(err.Error(), "NOPERM")
+}
+
+func (p *nodeSet) status() []NodeStatus {
 	out := make([]NodeStatus, len(p.nodes))
 	for i, n := range p.nodes {
 		out[i] = NodeStatus{
 			Index:               i,
-			Addr:                n.addr,
+			Addr:                n.address(),
 			InFlight:            int(n.inFlight.Load()),
+			PendingCleanups:     int(n.pendingCleanups.Load()),
 			ConsecutiveFailures: int(n.failures.Load()),
 		}
 		if b := n.lastErr.Load(); b != nil {
@@ -206,30 +350,51 @@ func (p *nodePool) status() []NodeStatus {
 	return out
 }
 
-// call runs one operation on one node and records its health. late means the
-// reply came after the deadline the caller waited for.
-func (n *node) call(ctx context.Context, op *nodeOp) reply {
-	n.inFlight.Add(1)
-	r := op.run(ctx, n)
-	n.inFlight.Add(-1)
-	late := ctx.Err() != nil
-	if late && r.status == statusUnknown {
-		// A client with ContextTimeoutEnabled gives up at our deadline
-		// itself: the same unknown outcome as our waiter giving up. The
-		// client's context error is not wrapped: errors.Is(err,
-		// context.DeadlineExceeded) on a returned error must mean that the
-		// caller's context ended, not a node's deadline.
-		r.err = fmt.Errorf("%w (%v)", ErrNoReply, r.err)
+// warm opens a connection to every node, loads the scripts and identifies
+// the servers, so that the first lock operation pays no handshake.
+func (p *nodeSet) warm(ctx context.Context) error {
+	errs := make([]error, len(p.nodes))
+	var wg sync.WaitGroup
+	for i, n := range p.nodes {
+		wg.Go(func() {
+			for _, s := range allScripts {
+				if err := s.Load(ctx, n.client).Err(); err != nil && !isNoPerm(err) {
+					errs[i] = &NodeError{Node: i, Addr: n.address(), Err: err}
+					return
+				}
+			}
+			if err := n.client.Ping(ctx).Err(); err != nil {
+				errs[i] = &NodeError{Node: i, Addr: n.address(), Err: err}
+			}
+		})
 	}
-	n.record(r.transportErr(), late)
-	r.node = n.index
-	return r
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	p.contacted.Store(true)
+	p.identify(time.Until(deadlineOr(ctx, identifyTimeout)), func(n *node) bool {
+		ids, unknowable := n.identity()
+		return ids == nil && !unknowable
+	})
+	return p.compareServers()
 }
+
+func deadlineOr(ctx context.Context, d time.Duration) time.Time {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return dl
+	}
+	return time.Now().Add(d)
+}
+
+// identifyTimeout bounds the first contact with a node: dial, handshake
+// (TLS included) and INFO.
+const identifyTimeout = time.Second
 
 // workerIdle is how long an idle worker waits for more work before it exits.
 const workerIdle = time.Second
 
-// task is a lock's queue on one node, to be drained starting with j.
+// task is a lock's lane on one node, to be drained starting with j.
 type task struct {
 	s *sequencer
 	j *job
@@ -238,7 +403,7 @@ type task struct {
 // work hands t to an idle worker, or starts one. Workers are reused because
 // a fresh goroutine grows its stack anew on every call into go-redis, which
 // costs more than the call's own work on a loopback node.
-func (p *nodePool) work(t task) {
+func (p *nodeSet) work(t task) {
 	select {
 	case p.tasks <- t:
 	default:
@@ -246,7 +411,7 @@ func (p *nodePool) work(t task) {
 	}
 }
 
-func (p *nodePool) worker(t task) {
+func (p *nodeSet) worker(t task) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
@@ -256,8 +421,97 @@ func (p *nodePool) worker(t task) {
 		case t = <-p.tasks:
 		case <-idle.C:
 			return
-		case <-p.closing:
+		case <-p.life.closing:
 			return
 		}
+	}
+}
+
+// lifecycle counts the work in progress — public calls, node calls, parked
+// delete retries — so that Close can wait for all of it.
+type lifecycle struct {
+	mu      sync.Mutex
+	active  int           // public calls in progress plus node jobs and their retries
+	closed  bool          // set by Close: begin fails from then on
+	closing chan struct{} // closed by Close, wakes Acquire's retry wait and idle workers
+	idle    chan struct{} // closed when active drops to 0 after Close
+	// abandon is closed when Close's context ended before the work did:
+	// parked deletes then give up at their next try.
+	abandon chan struct{}
+}
+
+func (l *lifecycle) init() {
+	l.closing = make(chan struct{})
+	l.abandon = make(chan struct{})
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// begin registers a public call, or reports ErrClosed. Everything the call
+// starts, including a rollback after it failed, is covered by it, so Close
+// cannot return between a failed attempt and its rollback.
+func (l *lifecycle) begin() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	l.active++
+	return nil
+}
+
+// add registers k node jobs; only called while a public call is registered
+// or by a job that is still registered.
+func (l *lifecycle) add(k int) {
+	l.mu.Lock()
+	l.active += k
+	l.mu.Unlock()
+}
+
+// end unregisters one public call or node job.
+func (l *lifecycle) end() {
+	l.mu.Lock()
+	l.active--
+	if l.active == 0 && l.idle != nil {
+		close(l.idle)
+		l.idle = nil
+	}
+	l.mu.Unlock()
+}
+
+// close refuses new calls and returns a channel closed once nothing runs.
+func (l *lifecycle) close() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.closed = true
+		close(l.closing)
+	}
+	if l.active == 0 {
+		return closedChan
+	}
+	if l.idle == nil {
+		l.idle = make(chan struct{})
+	}
+	return l.idle
+}
+
+// giveUp makes parked deletes stop at their next try.
+func (l *lifecycle) giveUp() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.abandon:
+	default:
+		close(l.abandon)
+	}
+}
+
+func (l *lifecycle) abandoned() bool {
+	select {
+	case <-l.abandon:
+		return true
+	default:
+		return false
 	}
 }

@@ -70,6 +70,8 @@ func (c *config) validate() error {
 		return invalid("WithRetry: nil strategy")
 	case isNilLimit(c.retry):
 		return invalid("LimitRetry: nil strategy")
+	case badBackoff(c.retry):
+		return invalid("ExponentialBackoff: min must be positive and max at least min")
 	case c.clock == nil:
 		return invalid("WithClock: nil clock")
 	case c.nodeTimeoutFixed < 0:
@@ -85,9 +87,12 @@ func (c *config) validate() error {
 }
 
 // WithFencing makes every acquisition also issue a fencing token (Lock.Fence)
-// that strictly increases across successive holders of a key. It costs a
-// second round trip per acquisition and one counter key per lock key that
-// outlives the lock (see docs/fencing.md).
+// that strictly increases across successive holders of a key, provided no
+// node of the previous holder's quorum lost its data: the nodes must persist
+// their keys (appendonly with appendfsync always) and never evict them
+// (maxmemory-policy noeviction: an allkeys-* policy evicts the counters). It
+// costs a second round trip per acquisition and one counter key per lock key
+// that outlives the lock (see docs/fencing.md).
 func WithFencing() Option {
 	return optionFunc(func(c *config) { c.fencing = true })
 }
@@ -135,7 +140,8 @@ type RetryStrategy interface {
 type expBackoff struct{ min, max time.Duration }
 
 // ExponentialBackoff waits min·2^(failed-1), capped at max, with full jitter
-// in its upper half, so contenders that collided once spread out.
+// in its upper half, so contenders that collided once spread out. min must
+// be positive and max at least min: New refuses it otherwise.
 func ExponentialBackoff(min, max time.Duration) RetryStrategy {
 	return expBackoff{min: min, max: max}
 }
@@ -179,4 +185,14 @@ func (noRetry) Backoff(int) (time.Duration, bool) { return 0, false }
 func isNilLimit(s RetryStrategy) bool {
 	l, ok := s.(limitRetry)
 	return ok && l.s == nil
+}
+
+// badBackoff catches an ExponentialBackoff that would retry with no wait, a
+// busy loop against the nodes.
+func badBackoff(s RetryStrategy) bool {
+	if l, ok := s.(limitRetry); ok {
+		s = l.s
+	}
+	e, ok := s.(expBackoff)
+	return ok && (e.min <= 0 || e.max < e.min)
 }

@@ -15,8 +15,8 @@ import (
 // for concurrent use. It does not own the Redis clients given to New: closing
 // them stays the caller's job, after Close.
 type Client struct {
-	cfg  config
-	pool *nodePool
+	cfg   config
+	nodes *nodeSet
 }
 
 // New returns a Client over nodes, one go-redis client per independent
@@ -24,9 +24,13 @@ type Client struct {
 // standing for one cluster). A lock needs len(nodes)/2+1 of them. An odd
 // number, 3 or 5, makes the most of each node.
 //
-// New fails with an error matching ErrInvalidArgument when nodes is empty,
-// holds a nil client, holds the same client (or two clients of the same
-// server and database) twice, or an option is invalid.
+// New sends nothing. It fails with an error matching ErrInvalidArgument when
+// nodes is empty, holds a nil client, holds the same client (or two clients
+// of the same address and database) twice, or an option is invalid. Two
+// nodes that turn out to be one server under two addresses (or two clients
+// of one cluster, or of one Sentinel master) are found at first contact:
+// from then on every operation fails with an error matching
+// ErrInvalidArgument that names both nodes.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -38,31 +42,56 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	pool, err := newNodePool(nodes)
+	set, err := newNodeSet(nodes)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, pool: pool}, nil
+	return &Client{cfg: cfg, nodes: set}, nil
 }
 
 // Quorum is the number of nodes that must agree for a lock to be held.
-func (c *Client) Quorum() int { return c.pool.quorum }
+func (c *Client) Quorum() int { return c.nodes.quorum }
 
 // Nodes reports each node's health as this Client has seen it.
-func (c *Client) Nodes() []NodeStatus { return c.pool.status() }
+func (c *Client) Nodes() []NodeStatus { return c.nodes.status() }
+
+// Warm opens a connection to every node, loads the scripts there and
+// identifies the servers behind the nodes, so that the first lock operation
+// pays no dial or handshake inside its per-node deadline. Call it once at
+// start-up when the nodes use TLS, or when the first TryAcquire must not
+// fail on a cold connection; without it the first operation identifies the
+// servers itself, waiting at most its per-node deadline. It returns the nodes it
+// could not reach (as *NodeError), or an error matching ErrInvalidArgument
+// when two nodes are one server.
+func (c *Client) Warm(ctx context.Context) error {
+	if ctx == nil {
+		return invalid("nil context")
+	}
+	if err := c.nodes.life.begin(); err != nil {
+		return err
+	}
+	defer c.nodes.life.end()
+	return c.nodes.warm(ctx)
+}
 
 // Close makes later calls fail with ErrClosed, stops Acquire calls that are
 // waiting to retry, and waits until the work already started has ended:
 // calls in progress, rollbacks of failed acquires, the nodes a release did
-// not wait for, calls whose replies were late. Release held locks first: a
-// Release after Close fails and the lock stays until its TTL. Each of those has
-// its own deadline, but go-redis may hold a call given up on until its
-// ReadTimeout. Close returns ctx.Err() if ctx ends first.
+// not wait for, deletes waiting to be tried again, calls whose replies were
+// late. Release held locks first: a Release after Close fails and the lock
+// stays until its TTL. go-redis may hold a call given up on until its
+// ReadTimeout. When ctx ends first, Close returns ctx.Err() and the deletes
+// still waiting to be tried again give up at their next try (their keys
+// expire with their TTL).
 func (c *Client) Close(ctx context.Context) error {
+	if ctx == nil {
+		return invalid("nil context")
+	}
 	select {
-	case <-c.pool.close():
+	case <-c.nodes.life.close():
 		return nil
 	case <-ctx.Done():
+		c.nodes.life.giveUp()
 		return ctx.Err()
 	}
 }
@@ -80,12 +109,14 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	if err != nil {
 		return nil, err
 	}
-	defer c.pool.end()
-	ttlArg := any(ttl.Milliseconds())
+	defer c.nodes.life.end()
 	for failed := 1; ; failed++ {
-		err := c.attempt(ctx, l, ttl, ttlArg)
+		err := c.attempt(ctx, l, ttl)
 		if err == nil {
 			return l, nil
+		}
+		if errors.Is(err, ErrInvalidArgument) {
+			return nil, err
 		}
 		if ctx.Err() != nil {
 			return nil, withCause(err, ctx.Err())
@@ -100,7 +131,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		case <-ctx.Done():
 			timer.Stop()
 			return nil, withCause(err, ctx.Err())
-		case <-c.pool.closing:
+		case <-c.nodes.life.closing:
 			timer.Stop()
 			return nil, withCause(err, ErrClosed)
 		}
@@ -115,8 +146,8 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	defer c.pool.end()
-	if err := c.attempt(ctx, l, ttl, ttl.Milliseconds()); err != nil {
+	defer c.nodes.life.end()
+	if err := c.attempt(ctx, l, ttl); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -124,7 +155,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 
 // prepare validates a lock request before anything is sent and makes the
 // handle that carries the token across attempts. On success the caller must
-// call c.pool.end when done.
+// call c.nodes.life.end when done.
 func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration) (*Lock, time.Duration, error) {
 	if ctx == nil {
 		return nil, 0, invalid("nil context")
@@ -139,39 +170,48 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration) (*L
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, err)
 	}
-	if err := c.pool.begin(); err != nil {
+	if err := c.nodes.life.begin(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, err)
 	}
 	token := rand.Text()
-	return &Lock{
-		c:        c,
-		key:      key,
-		token:    token,
-		tokenArg: token,
-		seq:      newSequencer(len(c.pool.nodes)),
-	}, ttl, nil
+	l := &Lock{
+		client:    c,
+		key:       key,
+		token:     token,
+		prefix:    token + ".",
+		seq:       newSequencer(len(c.nodes.nodes)),
+		extending: make(chan struct{}, 1),
+	}
+	if c.cfg.fencing {
+		l.fenceKey = fenceKeyFor(key)
+	}
+	return l, ttl, nil
 }
 
 // attempt is one round of the Redlock algorithm: write the key on every node
 // in parallel, count the confirmations, and keep the lock only with a quorum
 // and validity left. Otherwise delete what we may have written, everywhere.
-func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg any) error {
+// Each attempt writes its own generation, so the rollback of a failed attempt
+// can never delete what a later attempt wrote.
+func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration) error {
 	timeout := c.cfg.nodeTimeout(ttl)
+	if err := c.nodes.checkServers(timeout); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, l.key, err)
+	}
 	start := c.cfg.clock.Now()
 	until := c.cfg.validUntil(start, ttl)
+	v := l.nextValue()
 
-	var op nodeOp
+	op := acquireOp(l.key, v, ttl.Milliseconds())
 	if c.cfg.fencing {
-		op = acquireFencedOp(l.key, l.tokenArg, ttlArg)
-	} else {
-		op = acquireOp(l.key, l.tokenArg, ttlArg)
+		op = acquireFencedOp(l.key, l.fenceKey, v, ttl.Milliseconds())
 	}
-	t, err := c.pool.fanOut(ctx, l.seq, opWrite, timeout, timeout, op, true)
+	t, err := c.nodes.run(ctx, l.seq, writeRound(op, timeout, ttl))
 	var fence uint64
-	if err == nil && t.ok >= t.quorum && c.cfg.fencing {
-		fence, t, err = c.commitFence(ctx, l, t, timeout)
+	if err == nil && t.reached() && c.cfg.fencing {
+		fence, t, err = c.commitFence(ctx, l, v, t, timeout, ttl)
 	}
-	quorum := err == nil && t.ok >= t.quorum
+	quorum := err == nil && t.reached()
 	now := c.cfg.clock.Now()
 	if quorum && now.Before(until) {
 		l.mu.Lock()
@@ -179,20 +219,26 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 		l.mu.Unlock()
 		return nil
 	}
-	c.rollback(l, t)
-	qe := &QuorumError{Op: "acquire", Key: l.key, sentinel: ErrNotAcquired, cause: err,
-		OK: t.ok, Quorum: t.quorum, Nodes: t.nodeErrors(c.pool)}
+	c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, v, v.gen),
+		wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: t.unrefused()})
+	qe := newQuorumError("acquire", l.key, ErrNotAcquired, err, t, c.nodes)
 	if quorum {
 		qe.Elapsed = now.Sub(start)
 	}
 	return qe
 }
 
+// writeRound is a round of writes that set the key for ttl: the caller waits
+// up to timeout, and no write is sent after it.
+func writeRound(op nodeOp, timeout, ttl time.Duration) roundSpec {
+	return roundSpec{kind: opWrite, op: op, wait: timeout, ttl: ttl, cancellable: true}
+}
+
 // commitFence is the second round of a fenced acquire. The fence is one more
 // than the highest counter the quorum reported, and it is recorded on a quorum
 // of nodes that still hold our key before anyone may use it; docs/fencing.md
 // argues why that makes fences strictly increase across holders.
-func (c *Client) commitFence(ctx context.Context, l *Lock, t *tally, timeout time.Duration) (uint64, *tally, error) {
+func (c *Client) commitFence(ctx context.Context, l *Lock, v value, t *tally, timeout, ttl time.Duration) (uint64, *tally, error) {
 	var highest int64
 	for _, r := range t.replies {
 		if r.status == statusOK && r.val > highest {
@@ -200,17 +246,8 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, t *tally, timeout tim
 		}
 	}
 	fence := uint64(highest) + 1
-	t, err := c.pool.fanOut(ctx, l.seq, opWrite, timeout, timeout, fenceCommitOp(l.key, l.tokenArg, fence), true)
+	t, err := c.nodes.run(ctx, l.seq, writeRound(fenceCommitOp(l.key, l.fenceKey, v, fence), timeout, ttl))
 	return fence, t, err
-}
-
-// rollback deletes our key wherever it may be, without waiting: on every
-// node but those that refused outright (their reply came from the last call
-// of ours they ran, which found another token). The deletes are queued behind
-// the attempt's own calls on each node, so a slow SET cannot land after its
-// delete, and they run whatever happened to the caller's context.
-func (c *Client) rollback(l *Lock, t *tally) {
-	c.pool.launch(context.Background(), l.seq, opDelete, c.cfg.cleanupTimeout, c.cfg.cleanupTimeout, releaseOp(l.key, l.tokenArg), t.unrefused())
 }
 
 // withCause adds a context's error to a failed attempt's error, unless the
@@ -230,31 +267,68 @@ func withCause(err, cause error) error {
 
 // Lock is a held lock: a handle with its own state, safe for concurrent use.
 type Lock struct {
-	c        *Client
+	client   *Client
 	key      string
 	token    string
-	tokenArg any // token boxed once for every script call
+	prefix   string // token + "."; the values we write are prefix + generation
+	fenceKey string // the fence counter's key, with WithFencing
 	seq      *sequencer
+	// extending admits one Extend at a time, so that Until always belongs
+	// to the latest extension that reached the nodes.
+	extending chan struct{}
 
-	mu       sync.Mutex
-	ttl      time.Duration
-	until    time.Time
-	fence    uint64
-	released bool
+	mu          sync.Mutex
+	gen         uint64 // the generation of the latest value written
+	ttl         time.Duration
+	until       time.Time
+	fence       uint64
+	releasing   bool          // Release has started: nothing is written any more
+	releaseDone chan struct{} // closed when the first Release has its outcome
+	releaseErr  error
+	deleted     []bool // nodes that confirmed our key's deletion, after Release
 }
 
-// Key returns the locked key.
-func (l *Lock) Key() string { return l.key }
+// nextValue returns the value of the lock's next write.
+func (l *Lock) nextValue() value {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gen++
+	return newValue(l.prefix, l.gen)
+}
 
-// Token returns this holder's value stored under the key: 130 bits from
-// crypto/rand, unique to this Acquire call.
-func (l *Lock) Token() string { return l.token }
+// Key returns the locked key, or "" for a nil Lock.
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.key
+}
+
+// Token returns this holder's token, 130 bits from crypto/rand, unique to
+// the Acquire call and stable for the lock's life. The nodes store it,
+// followed by a dot and a generation that grows with each attempt and
+// extension, under the key. It returns "" for a nil Lock.
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
 
 // Fence returns the fencing token issued with the lock, or 0 without
-// WithFencing. Fences strictly increase across successive holders of a key.
-// Pass it to the storage the lock protects and have the storage reject
-// writes carrying a fence lower than one it has seen.
+// WithFencing (or for a nil Lock). Pass it to the storage the lock protects
+// and have the storage reject a write whose fence is lower than the highest
+// it has seen (an equal one is the same holder's next write).
+//
+// Fences strictly increase across successive holders of a key as long as
+// the nodes in the previous holder's quorum keep their counters: no node of
+// that quorum loses its data (a restart without persistence, FLUSHALL,
+// eviction under an allkeys-* policy, failover to a replica that lacked the
+// counter). docs/fencing.md states the argument and its limits.
 func (l *Lock) Fence() uint64 {
+	if l == nil {
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.fence
@@ -262,101 +336,186 @@ func (l *Lock) Fence() uint64 {
 
 // Until returns the end of the validity window: the lock is held until then,
 // provided the nodes' clocks drift no more than allowed. It is computed at
-// acquire and at each Extend as start + ttl - drift, with start taken before
-// the first command was sent.
+// acquire and at each successful Extend as start + ttl - drift, with start
+// taken before the first command was sent; a failed Extend can only move it
+// earlier. It returns the zero time for a nil Lock.
 func (l *Lock) Until() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.until
 }
 
-// Extend resets the lock's expiry to ttl from now on every node that still
-// holds our token, and re-sets it on nodes that lost the key, never taking it
-// from another holder. It succeeds only with a quorum and validity left, and
-// then moves Until. On failure Until is unchanged: the lock is still held
-// until then at most, and Extend may be tried again before that.
-//
-// Extend fails with an error matching ErrNotHeld when the lock was released,
-// has expired, or a quorum did not confirm; that error also matches
-// ctx.Err() when ctx ended first.
-func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	if l == nil || l.c == nil {
-		return invalid("extend of a nil lock")
+// prologue is the common start of Extend and Release: the lock and the
+// context must be usable.
+func (l *Lock) prologue(op string, ctx context.Context) (*Client, error) {
+	if l == nil || l.client == nil {
+		return nil, invalid("%s of a nil lock", op)
 	}
 	if ctx == nil {
-		return invalid("nil context")
+		return l.client, invalid("%s of %q: nil context", op, l.key)
 	}
-	c := l.c
-	ttl, err := c.cfg.checkTTL(ttl)
+	return l.client, nil
+}
+
+// Extend resets the lock's expiry to ttl from now on every node that still
+// holds our value. It never creates the key where it is absent, unless a
+// quorum of other nodes confirmed our value in the same Extend (then it puts
+// the key back on the nodes that lost it, never taking it from another
+// holder), and never once Release has started. It succeeds only with a
+// quorum and validity left, and then moves Until to start + ttl - drift.
+// Extensions of one Lock run one at a time.
+//
+// A failed Extend may still have reached some nodes with the new TTL: it
+// moves Until to the earlier of its old value and what the new TTL allows,
+// so Until is never later than any expiry our calls may have set. It fails
+// with an error matching ErrNotHeld when the lock was released, has expired,
+// or a quorum did not confirm our value; that error also matches ctx.Err()
+// when ctx ended first.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	c, err := l.prologue("extend", ctx)
+	if err != nil {
+		return err
+	}
+	ttl, err = c.cfg.checkTTL(ttl)
 	if err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
 	}
+	select {
+	case l.extending <- struct{}{}:
+		defer func() { <-l.extending }()
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, ctx.Err())
+	}
+	if err := c.nodes.life.begin(); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
+	}
+	defer c.nodes.life.end()
+
 	start := c.cfg.clock.Now()
 	l.mu.Lock()
-	released, until := l.released, l.until
+	releasing, until := l.releasing, l.until
 	l.mu.Unlock()
-	if released {
-		return fmt.Errorf("%w: %q: already released", ErrNotHeld, l.key)
+	if releasing {
+		return fmt.Errorf("%w: %q: released", ErrNotHeld, l.key)
 	}
 	if !start.Before(until) {
 		return fmt.Errorf("%w: %q: expired at %v", ErrNotHeld, l.key, until)
 	}
-	if err := c.pool.begin(); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
-	}
-	defer c.pool.end()
+	v := l.nextValue()
 	newUntil := c.cfg.validUntil(start, ttl)
 	timeout := c.cfg.nodeTimeout(ttl)
-	t, err := c.pool.fanOut(ctx, l.seq, opWrite, timeout, timeout, extendOp(l.key, l.tokenArg, ttl.Milliseconds()), true)
-	if err == nil && t.ok >= t.quorum && c.cfg.clock.Now().Before(newUntil) {
-		l.mu.Lock()
+	t, err := c.nodes.run(ctx, l.seq, writeRound(extendOp(l.key, v, ttl.Milliseconds()), timeout, ttl))
+	ok := err == nil && t.reached() && c.cfg.clock.Now().Before(newUntil)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ok && !l.releasing {
 		l.until, l.ttl = newUntil, ttl
-		l.mu.Unlock()
+		// The launch happens under l.mu, before any Release can queue its
+		// deletes: on each node the restore runs first and is deleted.
+		absent := t.where(func(r reply) bool { return errors.Is(r.err, ErrKeyAbsent) })
+		c.nodes.launch(ctx, l.seq, roundSpec{kind: opWrite, op: restoreOp(l.key, v, ttl.Milliseconds()),
+			wait: timeout, ttl: ttl, only: absent})
 		return nil
 	}
-	return &QuorumError{Op: "extend", Key: l.key, sentinel: ErrNotHeld, cause: err,
-		OK: t.ok, Quorum: t.quorum, Nodes: t.nodeErrors(c.pool)}
+	if newUntil.Before(l.until) {
+		l.until = newUntil
+	}
+	if l.releasing {
+		return fmt.Errorf("%w: %q: released during the extension", ErrNotHeld, l.key)
+	}
+	return newQuorumError("extend", l.key, ErrNotHeld, err, t, c.nodes)
 }
 
-// Release deletes the key on every node where it still holds our token, and
-// never where another holder's token is. It returns once a quorum has
-// answered; the other nodes are cleaned up in the background. It releases
-// even when ctx is nil or already cancelled (a deferred Release after a
-// timeout must still free the lock), and waits at most the per-node deadline.
+// Release deletes the key on every node where it still holds our value, and
+// never where another holder's value is. It returns once a quorum has
+// answered; the other nodes are cleaned up in the background, and a node
+// that gives no definite answer is asked again, with backoff, until it does
+// or the key would have expired. Release ignores the cancellation of ctx (a
+// deferred Release after a timeout must still free the lock) and waits at
+// most the per-node deadline.
 //
 // Release returns nil when a quorum confirmed the delete. Otherwise the error
 // matches ErrNotHeld, and its *NodeError entries tell per node whether the
 // key had expired (ErrKeyAbsent), belonged to another holder
-// (ErrHeldByOther), or did not answer (ErrNoReply). Releasing again after a
-// successful Release returns nil and sends nothing.
+// (ErrHeldByOther), or did not answer (ErrNoReply). Release stops the lock
+// for good: no Extend succeeds after it, and only the first call sends;
+// later (and concurrent) calls wait for it and return nil once a quorum has
+// confirmed the delete, by then or in the background since, and the first
+// call's error otherwise. With a nil ctx the lock is released all the same
+// and the error matches ErrInvalidArgument.
 func (l *Lock) Release(ctx context.Context) error {
-	if l == nil || l.c == nil {
-		return invalid("release of a nil lock")
+	c, err := l.prologue("release", ctx)
+	if c == nil {
+		return err
 	}
-	if ctx == nil {
+	if err != nil {
 		ctx = context.Background()
 	}
 	l.mu.Lock()
-	released, ttl := l.released, l.ttl
-	l.mu.Unlock()
-	if released {
-		return nil
+	if done := l.releaseDone; done != nil {
+		l.mu.Unlock()
+		<-done
+		return errors.Join(err, l.releaseOutcome())
 	}
-	c := l.c
-	if err := c.pool.begin(); err != nil {
+	l.releaseDone = make(chan struct{})
+	l.releasing = true
+	l.deleted = make([]bool, len(c.nodes.nodes))
+	ttl := l.ttl
+	l.mu.Unlock()
+
+	outcome := l.release(ctx, c, ttl)
+	l.mu.Lock()
+	l.releaseErr = outcome
+	l.mu.Unlock()
+	close(l.releaseDone)
+	return errors.Join(err, outcome)
+}
+
+func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error {
+	if err := c.nodes.life.begin(); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
 	}
-	defer c.pool.end()
-	t, err := c.pool.fanOut(ctx, l.seq, opDelete, c.cfg.nodeTimeout(ttl), c.cfg.cleanupTimeout, releaseOp(l.key, l.tokenArg), false)
-	if err == nil && t.ok >= t.quorum {
-		l.mu.Lock()
-		l.released = true
-		l.mu.Unlock()
+	defer c.nodes.life.end()
+	t, _ := c.nodes.run(ctx, l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, newValue(l.prefix, 0), 0),
+		wait: c.cfg.nodeTimeout(ttl), callTimeout: c.cfg.cleanupTimeout, note: l.noteDeleted})
+	if t.reached() {
 		return nil
 	}
-	return &QuorumError{Op: "release", Key: l.key, sentinel: ErrNotHeld, cause: err,
-		OK: t.ok, Quorum: t.quorum, Nodes: t.nodeErrors(c.pool)}
+	return newQuorumError("release", l.key, ErrNotHeld, nil, t, c.nodes)
+}
+
+// noteDeleted records a node's confirmed delete, whenever it comes.
+func (l *Lock) noteDeleted(r reply) {
+	if r.status != statusOK {
+		return
+	}
+	l.mu.Lock()
+	l.deleted[r.node] = true
+	l.mu.Unlock()
+}
+
+// releaseOutcome is what a later Release reports.
+func (l *Lock) releaseOutcome() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.releaseErr == nil {
+		return nil
+	}
+	n := 0
+	for _, d := range l.deleted {
+		if d {
+			n++
+		}
+	}
+	if n >= l.client.nodes.quorum {
+		return nil
+	}
+	return l.releaseErr
 }

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -13,6 +12,12 @@ import (
 // The scripts run atomically on each node. redis.Script.Run sends EVALSHA and
 // falls back to EVAL when the node does not know the script yet (NOSCRIPT, as
 // after a restart). User input only ever travels as KEYS and ARGV.
+//
+// The value a lock writes under its key is its token, a dot, and a
+// generation: each acquire attempt and each extension of one Lock writes a
+// higher one. The scripts recognise the holder by the prefix (token and dot)
+// and order its own calls by the generation, so a call that reaches a node
+// late cannot undo a later one.
 var (
 	//go:embed scripts/acquire.lua
 	acquireSrc string
@@ -22,6 +27,8 @@ var (
 	fenceCommitSrc string
 	//go:embed scripts/extend.lua
 	extendSrc string
+	//go:embed scripts/restore.lua
+	restoreSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
 
@@ -29,73 +36,23 @@ var (
 	acquireFencedScript = redis.NewScript(acquireFencedSrc)
 	fenceCommitScript   = redis.NewScript(fenceCommitSrc)
 	extendScript        = redis.NewScript(extendSrc)
+	restoreScript       = redis.NewScript(restoreSrc)
 	releaseScript       = redis.NewScript(releaseSrc)
+
+	allScripts = []*redis.Script{acquireScript, acquireFencedScript, fenceCommitScript, extendScript, restoreScript, releaseScript}
 )
-
-// fenceKey names the counter kept beside key. It must hash to the same Redis
-// Cluster slot as key, because both are touched by one script. Appending to a
-// key that has a hash tag keeps the tag; a key without one becomes the tag.
-// A key with a '}' but no valid tag is hashed whole and cannot be a tag: its
-// counter gets a short suffix chosen to land in the same slot.
-func fenceKey(key string) string {
-	if open := strings.IndexByte(key, '{'); open >= 0 {
-		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
-			return key + ":redlock:fence"
-		}
-	}
-	if strings.IndexByte(key, '}') < 0 {
-		return "{" + key + "}:redlock:fence"
-	}
-	return slotSuffix(key, key+":redlock:fence:")
-}
-
-// slotSuffix returns prefix plus four characters from [0-9a-z] such that the
-// whole hashes to key's slot, key having no valid hash tag (nor can the
-// suffix make one: it has no braces). 36^4 candidates cover the 16384 slots
-// many times over; the search is deterministic, so every client names the
-// same counter.
-func slotSuffix(key, prefix string) string {
-	const alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
-	want := crc16(0, key) % 16384
-	base := crc16(0, prefix)
-	var b [4]byte
-	for i := range len(alphabet) * len(alphabet) * len(alphabet) * len(alphabet) {
-		for j, n := 0, i; j < len(b); j, n = j+1, n/len(alphabet) {
-			b[j] = alphabet[n%len(alphabet)]
-		}
-		if crc16(base, string(b[:]))%16384 == want {
-			return prefix + string(b[:])
-		}
-	}
-	return prefix // not reached in practice; a cluster node would answer CROSSSLOT
-}
-
-// crc16 continues the CRC-16/XMODEM of Redis Cluster's key slots from crc.
-func crc16(crc uint16, s string) uint16 {
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
 
 // nodeOp is one script with its keys and arguments, run on each node of a
 // round. It is built once per round and kept by value inside the round, its
 // keys and arguments in its own arrays, so that a round costs no allocation
 // per node. read turns a node's reply into a status; anything unexpected,
-// including a Redis error reply, is statusUnknown: we cannot tell what the
-// node did.
+// including a Redis error reply or a code the script does not return, is
+// statusUnknown: we cannot tell what the node did.
 type nodeOp struct {
 	script *redis.Script
 	read   func(*redis.Cmd) reply
 	keyBuf [2]string
-	argBuf [2]any
+	argBuf [4]any
 	nkeys  int
 	nargs  int
 }
@@ -104,20 +61,26 @@ func (o *nodeOp) run(ctx context.Context, n *node) reply {
 	return o.read(o.script.Run(ctx, n.client, o.keyBuf[:o.nkeys], o.argBuf[:o.nargs]...))
 }
 
-// token and ttl arrive boxed (as any): the Lock boxes its token once, not
-// once per node call.
+// writeArgs are the arguments every writing script takes: the value, the
+// TTL in milliseconds, the holder's prefix and the generation.
+func writeArgs(v value, ttlMs int64) [4]any {
+	return [4]any{v.s, ttlMs, v.prefix, v.gen}
+}
 
-func acquireOp(key string, token, ttlMs any) nodeOp {
+func acquireOp(key string, v value, ttlMs int64) nodeOp {
 	return nodeOp{script: acquireScript, read: readAcquire,
-		keyBuf: [2]string{key}, nkeys: 1, argBuf: [2]any{token, ttlMs}, nargs: 2}
+		keyBuf: [2]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
 }
 
 func readAcquire(cmd *redis.Cmd) reply {
 	return readCode(cmd, func(v int64) reply {
-		if v == 1 {
+		switch v {
+		case 1:
 			return reply{status: statusOK}
+		case 0:
+			return reply{status: statusRefused, err: ErrHeldByOther}
 		}
-		return reply{status: statusRefused, err: ErrHeldByOther}
+		return reply{err: errUnexpected(v)} // 2: a stale call; never expected in its own round
 	})
 }
 
@@ -130,9 +93,9 @@ func readCode(cmd *redis.Cmd, classify func(int64) reply) reply {
 	return classify(v)
 }
 
-func acquireFencedOp(key string, token, ttlMs any) nodeOp {
+func acquireFencedOp(key, fenceKey string, v value, ttlMs int64) nodeOp {
 	return nodeOp{script: acquireFencedScript, read: readAcquireFenced,
-		keyBuf: [2]string{key, fenceKey(key)}, nkeys: 2, argBuf: [2]any{token, ttlMs}, nargs: 2}
+		keyBuf: [2]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs), nargs: 4}
 }
 
 func readAcquireFenced(cmd *redis.Cmd) reply {
@@ -144,57 +107,100 @@ func readAcquireFenced(cmd *redis.Cmd) reply {
 		return reply{err: errUnexpected(v)}
 	case v[0] == 1:
 		return reply{status: statusOK, val: v[1]}
-	default:
+	case v[0] == 0:
 		return reply{status: statusRefused, val: v[1], err: ErrHeldByOther}
+	default:
+		return reply{err: errUnexpected(v)}
 	}
 }
 
-func fenceCommitOp(key string, token any, fence uint64) nodeOp {
+func fenceCommitOp(key, fenceKey string, v value, fence uint64) nodeOp {
 	return nodeOp{script: fenceCommitScript, read: readFenceCommit,
-		keyBuf: [2]string{key, fenceKey(key)}, nkeys: 2, argBuf: [2]any{token, strconv.FormatUint(fence, 10)}, nargs: 2}
+		keyBuf: [2]string{key, fenceKey}, nkeys: 2, argBuf: [4]any{v.prefix, strconv.FormatUint(fence, 10)}, nargs: 2}
 }
 
 func readFenceCommit(cmd *redis.Cmd) reply {
 	return readCode(cmd, func(v int64) reply {
-		if v == 1 {
+		switch v {
+		case 1:
 			return reply{status: statusOK}
+		case 0:
+			return reply{status: statusRefused, err: ErrNotHeld}
 		}
-		return reply{status: statusRefused, err: ErrNotHeld}
+		return reply{err: errUnexpected(v)}
 	})
 }
 
-func extendOp(key string, token, ttlMs any) nodeOp {
+func extendOp(key string, v value, ttlMs int64) nodeOp {
 	return nodeOp{script: extendScript, read: readExtend,
-		keyBuf: [2]string{key}, nkeys: 1, argBuf: [2]any{token, ttlMs}, nargs: 2}
+		keyBuf: [2]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
 }
 
 func readExtend(cmd *redis.Cmd) reply {
-	return readCode(cmd, func(v int64) reply {
-		if v == 1 || v == 2 { // extended, or re-seeded where the key was lost
-			return reply{status: statusOK}
-		}
-		return reply{status: statusRefused, err: ErrHeldByOther}
-	})
-}
-
-func releaseOp(key string, token any) nodeOp {
-	return nodeOp{script: releaseScript, read: readRelease,
-		keyBuf: [2]string{key}, nkeys: 1, argBuf: [2]any{token}, nargs: 1}
-}
-
-func readRelease(cmd *redis.Cmd) reply {
 	return readCode(cmd, func(v int64) reply {
 		switch v {
 		case 1:
 			return reply{status: statusOK}
 		case 0:
 			return reply{status: statusRefused, err: ErrKeyAbsent}
-		default:
+		case -1:
 			return reply{status: statusRefused, err: ErrHeldByOther}
 		}
+		return reply{err: errUnexpected(v)} // 2: stale; extensions of a lock run one at a time
+	})
+}
+
+func restoreOp(key string, v value, ttlMs int64) nodeOp {
+	return nodeOp{script: restoreScript, read: readRestore,
+		keyBuf: [2]string{key}, nkeys: 1, argBuf: [4]any{v.s, ttlMs}, nargs: 2}
+}
+
+func readRestore(cmd *redis.Cmd) reply {
+	return readCode(cmd, func(v int64) reply {
+		switch v {
+		case 1:
+			return reply{status: statusOK}
+		case 0:
+			return reply{status: statusRefused, err: ErrHeldByOther}
+		}
+		return reply{err: errUnexpected(v)}
+	})
+}
+
+// deleteOp deletes our key up to generation upTo (0: any of ours).
+func deleteOp(key string, v value, upTo uint64) nodeOp {
+	return nodeOp{script: releaseScript, read: readDelete,
+		keyBuf: [2]string{key}, nkeys: 1, argBuf: [4]any{v.prefix, upTo}, nargs: 2}
+}
+
+func readDelete(cmd *redis.Cmd) reply {
+	return readCode(cmd, func(v int64) reply {
+		switch v {
+		case 1:
+			return reply{status: statusOK}
+		case 0:
+			return reply{status: statusRefused, err: ErrKeyAbsent}
+		case -1:
+			return reply{status: statusRefused, err: ErrHeldByOther}
+		case 2:
+			return reply{status: statusRefused, err: errLaterAttempt}
+		}
+		return reply{err: errUnexpected(v)}
 	})
 }
 
 func errUnexpected(v any) error {
-	return fmt.Errorf("redlock: unexpected script reply %v", v)
+	return fmt.Errorf("unexpected script reply %v", v)
+}
+
+// value is what one call writes under the key: the holder's prefix and a
+// generation.
+type value struct {
+	prefix string // token + "."
+	gen    uint64
+	s      string // prefix + gen
+}
+
+func newValue(prefix string, gen uint64) value {
+	return value{prefix: prefix, gen: gen, s: prefix + strconv.FormatUint(gen, 10)}
 }

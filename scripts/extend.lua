@@ -1,18 +1,30 @@
--- extend: push back the expiry of our key; re-seed the key where the node has
--- lost it (restart, eviction, expiry), but never take it from another owner.
+-- extend: push back the expiry of our key, only where our value is still
+-- there. It never creates the key: a node that lost it (restart, eviction,
+-- FLUSHALL) may since have served another holder, and a key deleted by our
+-- own Release must stay deleted.
 -- KEYS[1]  the lock key
--- ARGV[1]  the holder's token
+-- ARGV[1]  this extension's value: the holder's prefix followed by ARGV[4]
 -- ARGV[2]  new time to live in milliseconds
--- Returns  1 when our key's expiry was reset,
---          2 when the key was absent and is now set to our token,
---         -1 when another token holds it (nothing is changed).
+-- ARGV[3]  the holder's prefix (its token and a dot)
+-- ARGV[4]  this extension's generation
+-- Returns  1 when our key now holds ARGV[1] with the new expiry,
+--          0 when the key is absent (nothing is changed),
+--         -1 when another holder's value is there (nothing is changed),
+--          2 when a later generation of ours is there: this call is stale
+--            (it landed after a later extension) and changes nothing.
+-- Writing the generation into the value orders our own calls on the node:
+-- a call that lands late, on a connection given up on, cannot undo a later
+-- one's expiry.
 local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
+if not v then
+  return 0
 end
-if v == false then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then
+  return -1
+end
+local gen = tonumber(string.sub(v, #ARGV[3] + 1))
+if gen and gen > tonumber(ARGV[4]) then
   return 2
 end
-return -1
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1

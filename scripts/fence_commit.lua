@@ -3,11 +3,12 @@
 -- (which needs the key gone) reads a counter at least this high.
 -- KEYS[1]  the lock key
 -- KEYS[2]  the key's fencing counter (same hash slot as KEYS[1])
--- ARGV[1]  the holder's token
+-- ARGV[1]  the holder's prefix (its token and a dot)
 -- ARGV[2]  the fence being issued
 -- Returns  1 when the counter is now at least ARGV[2] under our key,
---          0 when the key is absent or held by another token (nothing changed).
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+--          0 when the key is absent or held by another holder (nothing changed).
+local v = redis.call('GET', KEYS[1])
+if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
   return 0
 end
 local c = tonumber(redis.call('GET', KEYS[2]) or '0')

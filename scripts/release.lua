@@ -1,15 +1,26 @@
--- release: delete the key only if it still holds our token.
+-- release: delete our key, whichever of our generations it holds, up to a
+-- limit: a rollback deletes only its own attempt's value or an earlier one,
+-- never the value of a later attempt that may since have been counted.
 -- KEYS[1]  the lock key
--- ARGV[1]  the holder's token
+-- ARGV[1]  the holder's prefix (its token and a dot)
+-- ARGV[2]  the highest generation to delete; 0 deletes any of ours
 -- Returns  1 when our key was deleted,
 --          0 when the key was absent (expired, or never set on this node),
---         -1 when another token holds it (nothing is changed).
+--         -1 when another holder's value is there (nothing is changed),
+--          2 when a later generation of ours is there (nothing is changed).
 local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  return 1
-end
-if v == false then
+if not v then
   return 0
 end
-return -1
+if string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
+  return -1
+end
+local limit = tonumber(ARGV[2])
+if limit > 0 then
+  local gen = tonumber(string.sub(v, #ARGV[1] + 1))
+  if gen and gen > limit then
+    return 2
+  end
+end
+redis.call('DEL', KEYS[1])
+return 1

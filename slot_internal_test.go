@@ -32,15 +32,15 @@ func TestFenceKeySameSlot(t *testing.T) {
 		"ünïcödé", strings.Repeat("k", 1000), "{}", "{}{a}", "a}b", "}", "a}{b", "}{}{",
 	}
 	for _, k := range keys {
-		fk := fenceKey(k)
+		fk := fenceKeyFor(k)
 		if fk == k {
-			t.Errorf("fenceKey(%q) is the key itself", k)
+			t.Errorf("fenceKeyFor(%q) is the key itself", k)
 		}
 		if slot(fk) != slot(k) {
-			t.Errorf("fenceKey(%q) = %q: slot %d, key's slot %d", k, fk, slot(fk), slot(k))
+			t.Errorf("fenceKeyFor(%q) = %q: slot %d, key's slot %d", k, fk, slot(fk), slot(k))
 		}
-		if fenceKey(k) != fk {
-			t.Errorf("fenceKey(%q) is not deterministic", k)
+		if fenceKeyFor(k) != fk {
+			t.Errorf("fenceKeyFor(%q) is not deterministic", k)
 		}
 	}
 }
@@ -53,8 +53,8 @@ func FuzzFenceKeySameSlot(f *testing.F) {
 		if k == "" {
 			return
 		}
-		if fk := fenceKey(k); slot(fk) != slot(k) {
-			t.Errorf("fenceKey(%q) = %q: slot %d, key's slot %d", k, fk, slot(fk), slot(k))
+		if fk := fenceKeyFor(k); slot(fk) != slot(k) {
+			t.Errorf("fenceKeyFor(%q) = %q: slot %d, key's slot %d", k, fk, slot(fk), slot(k))
 		}
 	})
 }

@@ -1,0 +1,304 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// opKind tells a node's lane what a call is for, and so when it may be
+// dropped, retried or overtaken.
+type opKind uint8
+
+const (
+	// opWrite sets or refreshes our key (acquire, extend, restore, fence
+	// commit). Its only use is to be counted by its round: once the round's
+	// deadline has passed it is not sent, since it could only leave a key
+	// behind, and the lane stops waiting for it.
+	opWrite opKind = iota
+	// opDelete removes our key (release, rollback). It must reach the node:
+	// without a definite answer it is tried again, with backoff, until the
+	// key would have expired anyway. A later delete of the same lock queued
+	// behind it covers it (it deletes the same generations or more), so only
+	// the last of several queued deletes is sent.
+	opDelete
+)
+
+// Delete retries back off from cleanupRetryMin to cleanupRetryMax, so a key
+// left on a node that was unreachable is gone within about a second of the
+// node answering again.
+const (
+	cleanupRetryMin = 20 * time.Millisecond
+	cleanupRetryMax = 400 * time.Millisecond
+)
+
+// sequencer runs one lock's calls on each node one at a time, in order: its
+// lanes. Without it a rollback or release could overtake a slow SET of the
+// same lock on the same node, and the late SET would leave our key for a
+// whole TTL.
+//
+// A lane never waits for a write whose round is over. A node that stalls
+// holds such a call until go-redis gives up (its ReadTimeout unless the
+// client bounds reads by the context); the lane goes on without it, and if
+// a delete ran meanwhile and the write may have landed, the delete is sent
+// again once the write returns. Values carry a generation, so a stale write
+// that lands after a later one of ours changes nothing.
+//
+// A stalled node costs each lock one call at a time, not one per retry:
+// writes whose round is over are dropped, of several queued deletes only the
+// last one runs, and a delete waiting for its next try is parked on a timer,
+// not on a goroutine.
+type sequencer struct {
+	mu    sync.Mutex
+	lanes []lane
+}
+
+// lane is one lock's calls to one node.
+type lane struct {
+	queue   []*job
+	busy    bool // a job is on a worker, or a delete is parked for its next try
+	current *job // the job on a worker that the lane waits for; nil while parked
+	// expireBy is the latest time a key written by one of our writes here
+	// may live to: past it a delete has nothing left to remove.
+	expireBy   time.Time
+	lastDelete *round // the newest delete queued here, sent again by a redo
+	deletes    uint64 // deletes started here
+}
+
+func newSequencer(n int) *sequencer {
+	return &sequencer{lanes: make([]lane, n)}
+}
+
+// job is one round's call on one node, and for a delete its retries.
+type job struct {
+	r    *round
+	node int
+	// reported is set once the reply went to the round; retries and redos
+	// report only to the round's note.
+	reported bool
+	skip     error  // set when dequeued: the job is obsolete and not sent
+	watched  bool   // a write whose round's end will stop the lane waiting
+	detached bool   // a write the lane no longer waits for
+	mark     uint64 // the lane's delete count when it was detached
+	tries    int    // deletes: sends so far
+}
+
+// push queues j on its node's lane and starts it if the lane is idle.
+func (s *sequencer) push(p *nodeSet, j *job) {
+	s.mu.Lock()
+	start := s.enqueue(p, j)
+	s.mu.Unlock()
+	if start != nil {
+		p.work(task{s: s, j: start})
+	}
+}
+
+// enqueue adds j to its lane and returns the job to start now, if any.
+// Called with s.mu held.
+func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
+	i := j.node
+	l := &s.lanes[i]
+	if j.r.spec.kind == opWrite {
+		// A write is never sent after its round's deadline; the key it sets
+		// lives ttl from when it lands, plus the nodes' clock drift.
+		if exp := j.r.deadline.Add(j.r.spec.ttl + j.r.spec.ttl/50 + DefaultDriftConst); exp.After(l.expireBy) {
+			l.expireBy = exp
+		}
+	} else {
+		l.lastDelete = j.r
+	}
+	if !l.busy {
+		l.busy = true
+		s.begin(l, j)
+		return j
+	}
+	if cur := l.current; cur != nil && cur.r.spec.kind == opWrite {
+		if cur.r.ctx.Err() != nil {
+			s.detach(l, cur)
+			s.begin(l, j)
+			return j
+		}
+		if !cur.watched {
+			cur.watched = true
+			context.AfterFunc(cur.r.ctx, func() { s.unstick(p, i, cur) })
+		}
+	}
+	l.queue = append(l.queue, j)
+	return nil
+}
+
+// begin makes j the lane's current job.
+func (s *sequencer) begin(l *lane, j *job) {
+	l.current = j
+	if j.r.spec.kind == opDelete {
+		l.deletes++
+	}
+}
+
+// detach stops the lane waiting for a write whose round is over.
+func (s *sequencer) detach(l *lane, w *job) {
+	w.detached = true
+	w.mark = l.deletes
+	l.current = nil
+}
+
+// unstick runs when the round of a write that others wait behind is over:
+// the lane moves on without it.
+func (s *sequencer) unstick(p *nodeSet, i int, w *job) {
+	s.mu.Lock()
+	l := &s.lanes[i]
+	if l.current != w || len(l.queue) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.detach(l, w)
+	next := s.dequeue(l)
+	s.mu.Unlock()
+	p.work(task{s: s, j: next})
+}
+
+// dequeue takes the lane's next job, marks it obsolete where it is, and
+// makes it current. Called with s.mu held and a non-empty queue.
+func (s *sequencer) dequeue(l *lane) *job {
+	j := l.queue[0]
+	l.queue[0] = nil
+	l.queue = l.queue[1:]
+	if j.r.spec.kind == opDelete && hasDelete(l.queue) {
+		j.skip = errSuperseded
+	}
+	s.begin(l, j)
+	return j
+}
+
+func hasDelete(q []*job) bool {
+	for _, j := range q {
+		if j.r.spec.kind == opDelete {
+			return true
+		}
+	}
+	return false
+}
+
+// drain runs j, then the lane's next jobs, for as long as this worker owns
+// the lane.
+func (s *sequencer) drain(p *nodeSet, j *job) {
+	for j != nil {
+		rep := j.run(p.nodes[j.node])
+		j = s.done(p, j, rep)
+	}
+}
+
+// done settles j after its call and returns the lane's next job for this
+// worker to run, if any.
+func (s *sequencer) done(p *nodeSet, j *job, rep reply) *job {
+	n := p.nodes[j.node]
+	s.mu.Lock()
+	l := &s.lanes[j.node]
+	if j.detached {
+		// The lane went on without this write. If a delete ran since and
+		// the write may have landed after it, delete again.
+		var redo *job
+		if l.deletes > j.mark && rep.status != statusRefused && l.lastDelete != nil {
+			redo = &job{r: l.lastDelete, node: j.node, reported: true}
+			p.life.add(1)
+			redo = s.enqueue(p, redo)
+		}
+		s.mu.Unlock()
+		p.life.end()
+		if redo != nil {
+			p.work(task{s: s, j: redo})
+		}
+		return nil
+	}
+	if j.r.spec.kind == opDelete && j.skip == nil && rep.status == statusUnknown && s.retry(p, l, j) {
+		s.mu.Unlock()
+		return nil
+	}
+	if j.tries > 1 {
+		n.pendingCleanups.Add(-1)
+	}
+	p.life.end()
+	var next *job
+	if len(l.queue) == 0 {
+		l.busy, l.current = false, nil
+	} else {
+		next = s.dequeue(l)
+	}
+	s.mu.Unlock()
+	return next
+}
+
+// retry parks delete j for another try, unless the key it targets would
+// have expired by then or the client gave up on its background work.
+// Called with s.mu held.
+func (s *sequencer) retry(p *nodeSet, l *lane, j *job) bool {
+	wait := cleanupRetryMin << min(j.tries-1, 5)
+	wait = min(wait, cleanupRetryMax)
+	if p.life.abandoned() || time.Now().Add(wait).After(l.expireBy) {
+		return false
+	}
+	if j.tries == 1 {
+		p.nodes[j.node].pendingCleanups.Add(1)
+	}
+	l.current = nil
+	time.AfterFunc(wait, func() { s.resume(p, j) })
+	return true
+}
+
+// resume sends a parked delete again, unless a later delete now covers it
+// or its time is up.
+func (s *sequencer) resume(p *nodeSet, j *job) {
+	s.mu.Lock()
+	l := &s.lanes[j.node]
+	if !p.life.abandoned() && !hasDelete(l.queue) && time.Now().Before(l.expireBy) {
+		s.begin(l, j)
+		s.mu.Unlock()
+		p.work(task{s: s, j: j})
+		return
+	}
+	p.nodes[j.node].pendingCleanups.Add(-1)
+	p.life.end()
+	var next *job
+	if len(l.queue) == 0 {
+		l.busy = false
+	} else {
+		next = s.dequeue(l)
+	}
+	s.mu.Unlock()
+	if next != nil {
+		p.work(task{s: s, j: next})
+	}
+}
+
+// run sends j to n, unless it is obsolete, and reports the reply.
+func (j *job) run(n *node) reply {
+	r := j.r
+	var rep reply
+	switch {
+	case j.skip != nil:
+		rep = reply{err: j.skip}
+	case r.spec.kind == opWrite:
+		if r.ctx.Err() != nil {
+			rep = reply{err: errNotSent}
+		} else {
+			rep = n.call(r.ctx, &r.spec.op)
+		}
+	default:
+		// A delete's deadline runs from when it is sent, however long it
+		// waited in the lane.
+		j.tries++
+		ctx, cancel := context.WithTimeout(r.base, r.spec.callTimeout)
+		rep = n.call(ctx, &r.spec.op)
+		cancel()
+	}
+	rep.node = n.index
+	if r.spec.note != nil {
+		r.spec.note(rep)
+	}
+	if !j.reported {
+		j.reported = true
+		r.out <- rep
+		r.leave()
+	}
+	return rep
+}
