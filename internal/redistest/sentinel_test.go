@@ -2,6 +2,8 @@ package redistest
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +46,7 @@ func TestSentinelWithReplica(t *testing.T) {
 	if s.MasterName() != DefaultMasterName || s.Replica() == nil {
 		t.Fatalf("MasterName() = %q, Replica() = %v", s.MasterName(), s.Replica())
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
 
 	fc := s.FailoverClient()
@@ -59,5 +61,32 @@ func TestSentinelWithReplica(t *testing.T) {
 	ro := s.FailoverClient(func(o *redis.FailoverOptions) { o.ReplicaOnly = true })
 	if got, err := ro.Get(ctx, "k").Result(); err != nil || got != "v" {
 		t.Fatalf("GET through a replica-only failover client = %q, %v", got, err)
+	}
+
+	// The master dies: the sentinel promotes the replica on its own, and
+	// the failover client follows.
+	if err := s.Master().Kill(); err != nil {
+		t.Fatalf("Kill master: %v", err)
+	}
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.SentinelAddrs()[0]})
+	defer sc.Close()
+	err = waitUntil(ctx, func() error {
+		addr, err := sc.GetMasterAddrByName(ctx, s.MasterName()).Result()
+		if err != nil {
+			return err
+		}
+		if got := strings.Join(addr, ":"); got != s.Replica().Addr() {
+			return fmt.Errorf("master is %s", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("no failover to the replica %s: %v", s.Replica().Addr(), err)
+	}
+	if err := fc.Set(ctx, "k", "after", 0).Err(); err != nil {
+		t.Fatalf("SET through the failover client after the failover: %v", err)
+	}
+	if got, err := replica.Get(ctx, "k").Result(); err != nil || got != "after" {
+		t.Fatalf("GET on the promoted replica = %q, %v", got, err)
 	}
 }
