@@ -11,6 +11,7 @@
 package faultproxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -41,6 +42,12 @@ type Proxy struct {
 	refuse      bool
 	closed      bool
 	links       map[*link]struct{}
+	// The hold fault: one armed catch at most, and the chunks caught and
+	// not yet released.
+	holdArmed   bool
+	holdPattern []byte
+	holdCaught  chan struct{} // closed when the armed catch catches a chunk
+	holds       []*hold
 	// changed is closed and replaced whenever a fault setting changes, so
 	// goroutines waiting on the old settings (a pending delay) re-evaluate.
 	changed chan struct{}
@@ -134,11 +141,74 @@ func (p *Proxy) SetRefuse(on bool) {
 	}
 }
 
-// Reset turns every fault off. Connections reset by SetRefuse stay closed.
+// HoldNext holds back the next client->server chunk, on any connection open
+// now or later, whose bytes contain pattern (an empty pattern catches the
+// next chunk), together with everything the client sends after it on that
+// connection, until ReleaseHeld. Other connections keep flowing, so the
+// hold models one request stuck in the network while the client, having
+// given up on it, carries on over a new connection. The returned channel is
+// closed once a chunk has been caught. HoldNext catches one chunk; calling
+// it again before that replaces the pattern.
+//
+// Matching is per chunk, as read from the client's socket: a pattern split
+// across two reads is not seen, and a chunk holding several pipelined
+// commands is held whole. A go-redis command is written in one piece, so a
+// pattern inside a small command (its key, or a value such as a lock token)
+// matches reliably. go-redis writes command names in lower case ("evalsha",
+// "del"), and Script.Run sends EVAL only after EVALSHA got NOSCRIPT: load
+// the script first, or pick a pattern found in both, such as a key. Chunks
+// that arrive while the node is blackholed are discarded before matching.
+func (p *Proxy) HoldNext(pattern []byte) <-chan struct{} {
+	caught := make(chan struct{})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holdArmed = true
+	p.holdPattern = bytes.Clone(pattern)
+	p.holdCaught = caught
+	return caught
+}
+
+// HeldCount returns how many chunks have been caught by HoldNext and not yet
+// released.
+func (p *Proxy) HeldCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.holds)
+}
+
+// ReleaseHeld forwards every held chunk, and what queued behind it, and
+// disarms a HoldNext that has caught nothing yet. It returns once each held
+// chunk has been written to the server's socket (which does not mean the
+// server has executed it yet) or was lost because its connection was torn
+// down (SetRefuse, the server closing, Close). A client that closed its
+// connection meanwhile does not stop the delivery: the held bytes reach the
+// server before the proxy closes the server side, which is how a request
+// given up on can still land late. Released chunks are subject to the
+// delay (ReleaseHeld then waits it out) and the blackhole as usual.
+func (p *Proxy) ReleaseHeld() {
+	p.mu.Lock()
+	holds := p.holds
+	p.holds = nil
+	p.holdArmed = false
+	p.mu.Unlock()
+	for _, h := range holds {
+		close(h.release)
+	}
+	for _, h := range holds {
+		select {
+		case <-h.forwarded:
+		case <-h.link.done:
+		}
+	}
+}
+
+// Reset turns every fault off, releasing held chunks as ReleaseHeld does.
+// Connections reset by SetRefuse stay closed.
 func (p *Proxy) Reset() {
 	p.update(func() {
 		p.delay, p.blackhole, p.dropReplies, p.refuse = 0, false, false, false
 	})
+	p.ReleaseHeld()
 }
 
 // Close stops listening, closes every connection, and waits until all
@@ -173,6 +243,24 @@ func (p *Proxy) update(change func()) {
 	change()
 	close(p.changed)
 	p.changed = make(chan struct{})
+}
+
+// intake decides what happens to a chunk the client sent on l: dropped in a
+// blackhole (keep is false), caught by an armed HoldNext (h is not nil), or
+// queued as usual.
+func (p *Proxy) intake(l *link, data []byte) (keep bool, h *hold) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.blackhole {
+		return false, nil
+	}
+	if p.holdArmed && bytes.Contains(data, p.holdPattern) {
+		h = &hold{link: l, release: make(chan struct{}), forwarded: make(chan struct{})}
+		p.holds = append(p.holds, h)
+		p.holdArmed = false
+		close(p.holdCaught)
+	}
+	return true, h
 }
 
 func (p *Proxy) snapshot() faults {
@@ -261,6 +349,23 @@ func resetConn(c net.Conn) {
 type chunk struct {
 	data []byte
 	at   time.Time
+	hold *hold // set if HoldNext caught this chunk
+}
+
+// hold is a chunk caught by HoldNext. The link's writer waits for release
+// before forwarding it; the chunks behind it wait because they are queued
+// in order.
+type hold struct {
+	link      *link
+	release   chan struct{} // closed by ReleaseHeld
+	forwarded chan struct{} // closed once the chunk was written or dropped
+}
+
+// done marks the held chunk as handled; it may be called on a nil hold.
+func (h *hold) done() {
+	if h != nil {
+		close(h.forwarded)
+	}
 }
 
 // link is one proxied client connection and its server connection.
@@ -337,8 +442,10 @@ func (p *Proxy) readClient(l *link) {
 	buf := make([]byte, readBufSize)
 	for {
 		n, err := l.client.Read(buf)
-		if n > 0 && !p.snapshot().blackhole {
-			l.push(chunk{data: append([]byte(nil), buf[:n]...), at: time.Now()}, false)
+		if n > 0 {
+			if keep, h := p.intake(l, buf[:n]); keep {
+				l.push(chunk{data: append([]byte(nil), buf[:n]...), at: time.Now(), hold: h}, false)
+			}
 		}
 		if err != nil {
 			l.push(chunk{}, true)
@@ -347,11 +454,12 @@ func (p *Proxy) readClient(l *link) {
 	}
 }
 
-// writeServer forwards queued chunks once they are due. The delay is re-read
-// whenever settings change, so SetDelay affects chunks already waiting. When
-// the client has finished sending and the queue is drained it half-closes the
-// server side, as a plain TCP proxy would; the server then closes, and
-// copyReplies tears the link down.
+// writeServer forwards queued chunks once they are due; a held chunk is not
+// due before its release. The delay is re-read whenever settings change, so
+// SetDelay affects chunks already waiting. When the client has finished
+// sending and the queue is drained it half-closes the server side, as a
+// plain TCP proxy would; the server then closes, and copyReplies tears the
+// link down.
 func (p *Proxy) writeServer(l *link) {
 	defer p.wg.Done()
 	for {
@@ -362,6 +470,13 @@ func (p *Proxy) writeServer(l *link) {
 			}
 			l.close(false)
 			return
+		}
+		if c.hold != nil {
+			select {
+			case <-c.hold.release:
+			case <-l.done:
+				return
+			}
 		}
 		f := p.snapshot()
 		for wait := time.Until(c.at.Add(f.delay)); wait > 0; wait = time.Until(c.at.Add(f.delay)) {
@@ -377,9 +492,12 @@ func (p *Proxy) writeServer(l *link) {
 			f = p.snapshot()
 		}
 		if f.blackhole {
+			c.hold.done()
 			continue // partitioned when due: the bytes are lost
 		}
-		if _, err := l.server.Write(c.data); err != nil {
+		_, err := l.server.Write(c.data)
+		c.hold.done()
+		if err != nil {
 			l.close(false)
 			return
 		}

@@ -304,3 +304,163 @@ func TestTargetDown(t *testing.T) {
 		t.Fatalf("PING to a dead target: err=%v, want an immediate non-timeout error", err)
 	}
 }
+
+// waitCaught fails the test unless the hold catches a chunk within 5 s.
+func waitCaught(t *testing.T, caught <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-caught:
+	case <-time.After(5 * time.Second):
+		t.Fatal("HoldNext caught nothing within 5 s")
+	}
+}
+
+// TestHoldDeleteLandsAfterLaterWrite is the scenario HoldNext exists for: a
+// DEL is held on its connection, the client gives up on it at its deadline,
+// the next command goes out on a new connection and executes, and then the
+// released DEL lands late and removes what that command wrote.
+func TestHoldDeleteLandsAfterLaterWrite(t *testing.T) {
+	p, direct := setup(t)
+	c := proxied(t, p)
+	mustPing(t, c)
+	ctx := ctxFor(t, 10*time.Second)
+
+	caught := p.HoldNext([]byte("held-key"))
+	if err := c.Del(ctxFor(t, 200*time.Millisecond), "held-key").Err(); !isTimeout(err) {
+		t.Fatalf("held DEL: err=%v, want a timeout", err)
+	}
+	waitCaught(t, caught)
+	if n := p.HeldCount(); n != 1 {
+		t.Fatalf("HeldCount() = %d, want 1", n)
+	}
+	// The hold caught one chunk only: the SET, on a new connection because
+	// go-redis closed the one whose deadline passed, goes through.
+	if err := c.Set(ctx, "held-key", "later", 0).Err(); err != nil {
+		t.Fatalf("SET after the held DEL: %v", err)
+	}
+	if got, err := direct.Get(ctx, "held-key").Result(); err != nil || got != "later" {
+		t.Fatalf("direct GET before release = %q, %v; want later", got, err)
+	}
+
+	p.ReleaseHeld()
+	if n := p.HeldCount(); n != 0 {
+		t.Fatalf("HeldCount() after ReleaseHeld = %d, want 0", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := direct.Get(ctx, "held-key").Err()
+		if errors.Is(err, redis.Nil) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("direct GET after release: err=%v, want redis.Nil (the DEL must land)", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mustPing(t, c)
+}
+
+// TestHoldKeepsItsConnectionInOrder holds a chunk on a connection opened
+// after HoldNext, sends more on that connection, closes it, and checks
+// that another connection, opened before, flowed meanwhile, and that the
+// held bytes and those behind them reached the server, in order, after the
+// client had gone.
+func TestHoldKeepsItsConnectionInOrder(t *testing.T) {
+	p, direct := setup(t)
+	c := proxied(t, p)
+	mustPing(t, c) // opened before HoldNext
+	ctx := ctxFor(t, 10*time.Second)
+
+	caught := p.HoldNext([]byte("RPUSH held"))
+	if err := c.RPush(ctx, "other", "x").Err(); err != nil {
+		t.Fatalf("non-matching RPUSH while armed: %v", err)
+	}
+	raw, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial proxy: %v", err)
+	}
+	defer raw.Close()
+	if _, err := raw.Write([]byte("RPUSH held a\r\n")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	waitCaught(t, caught)
+	if _, err := raw.Write([]byte("RPUSH held b\r\n")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	// Other connections flow, even with a command that matches the pattern:
+	// the hold caught its one chunk already.
+	if err := c.RPush(ctx, "held", "c").Err(); err != nil {
+		t.Fatalf("RPUSH on another connection during the hold: %v", err)
+	}
+	time.Sleep(50 * time.Millisecond) // let the proxy read b and the close
+	if err := raw.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if got, err := direct.LRange(ctx, "held", 0, -1).Result(); err != nil || len(got) != 1 {
+		t.Fatalf("direct LRANGE before release = %v, %v; want [c]", got, err)
+	}
+
+	p.ReleaseHeld()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := direct.LRange(ctx, "held", 0, -1).Result()
+		if err != nil {
+			t.Fatalf("LRANGE: %v", err)
+		}
+		if fmt.Sprint(got) == "[c a b]" {
+			break
+		}
+		if len(got) > 2 || time.Now().After(deadline) {
+			t.Fatalf("server saw %v, want [c a b]", got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestReleaseHeldDisarms checks that ReleaseHeld with nothing caught
+// returns at once and cancels the armed catch, and that Reset does the same.
+func TestReleaseHeldDisarms(t *testing.T) {
+	p, _ := setup(t)
+	c := proxied(t, p)
+	mustPing(t, c)
+	p.ReleaseHeld()
+
+	for _, end := range []struct {
+		name string
+		fn   func()
+	}{{"ReleaseHeld", p.ReleaseHeld}, {"Reset", p.Reset}} {
+		caught := p.HoldNext(nil) // would catch anything
+		end.fn()
+		mustPing(t, c)
+		select {
+		case <-caught:
+			t.Fatalf("a hold cancelled by %s caught a chunk", end.name)
+		default:
+		}
+		if n := p.HeldCount(); n != 0 {
+			t.Fatalf("HeldCount() after %s = %d, want 0", end.name, n)
+		}
+	}
+}
+
+// TestCloseWhileHolding closes the proxy with a chunk held: Close must not
+// wait for a release, ReleaseHeld afterwards must return, and goleak in
+// TestMain checks that every goroutine exited.
+func TestCloseWhileHolding(t *testing.T) {
+	p, _ := setup(t)
+	c := proxied(t, p)
+	mustPing(t, c)
+	caught := p.HoldNext([]byte("ping")) // go-redis writes command names in lower case
+	errc := make(chan error, 1)
+	ctx := ctxFor(t, 30*time.Second)
+	go func() { errc <- c.Ping(ctx).Err() }()
+	waitCaught(t, caught)
+
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := <-errc; err == nil || isTimeout(err) {
+		t.Fatalf("held PING during Close: err=%v, want a connection error", err)
+	}
+	p.ReleaseHeld()
+}

@@ -57,6 +57,7 @@ type Option func(*config)
 
 type config struct {
 	args []string
+	conf string // config file given as the first argument; see withConfigFile
 }
 
 // WithArgs appends extra redis-server command-line arguments, e.g.
@@ -78,6 +79,7 @@ type Server struct {
 	addr string   // "127.0.0.1:port"
 	dir  string   // private temp dir: working dir and log; removed by Close
 	args []string // extra args from WithArgs
+	conf string   // config file path, "" for none
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd     // current process, nil before the first start
@@ -137,7 +139,7 @@ func Start(n int, opts ...Option) ([]*Server, error) {
 	}
 	servers := make([]*Server, 0, n)
 	for range n {
-		s, err := startNew(bin, cfg.args)
+		s, err := startNew(bin, cfg)
 		if err != nil {
 			for _, started := range servers {
 				_ = started.Close()
@@ -162,6 +164,13 @@ func StartT(t testing.TB, n int, opts ...Option) []*Server {
 	if err != nil {
 		t.Fatalf("redistest: starting %d redis-server(s): %v", n, err)
 	}
+	closeAtCleanup(t, servers)
+	return servers
+}
+
+// closeAtCleanup closes servers when the test ends, logging each log's tail
+// first if the test failed, because Close deletes the log.
+func closeAtCleanup(t testing.TB, servers []*Server) {
 	t.Cleanup(func() {
 		for _, s := range servers {
 			if t.Failed() {
@@ -172,13 +181,12 @@ func StartT(t testing.TB, n int, opts ...Option) []*Server {
 			}
 		}
 	})
-	return servers
 }
 
 // startNew creates a Server on a fresh port, retrying with a new port when
 // redis fails to bind: probing a free port and handing it to redis is
 // inherently racy with other processes picking ephemeral ports.
-func startNew(bin string, args []string) (*Server, error) {
+func startNew(bin string, cfg config) (*Server, error) {
 	var lastErr error
 	for range startAttempts {
 		port, err := freePort()
@@ -194,7 +202,8 @@ func startNew(bin string, args []string) (*Server, error) {
 			port: port,
 			addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 			dir:  dir,
-			args: args,
+			args: cfg.args,
+			conf: cfg.conf,
 		}
 		s.mu.Lock()
 		err = s.startLocked()
@@ -439,6 +448,10 @@ func (s *Server) startLocked() error {
 		"--enable-debug-command", "yes",
 	}
 	args = append(args, s.args...)
+	if s.conf != "" {
+		// redis only reads a config file named as the first argument.
+		args = append([]string{s.conf}, args...)
+	}
 	cmd := exec.Command(s.bin, args...)
 	// Pass the file itself (not an io.Writer) so os/exec starts no copying
 	// goroutines; redis logs to stdout because --logfile is unset, and
