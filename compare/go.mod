@@ -1,6 +1,8 @@
 module github.com/redlock-go/redlock/compare
 
-go 1.26.8
+go 1.26.0
+
+toolchain go1.26.8
 
 require (
 	github.com/bsm/redislock v0.9.4

@@ -1,15 +1,9 @@
-// Command redlock-demo shows the lock at work: workers contend for one key on
-// five Redis masters, each critical section guarded by a fence, while one
-// master is stalled and then killed. With no -addrs it starts five local
-// nodes itself: redis-server processes when the binary is found, in-process
-// miniredis servers otherwise.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
-	"log"
 	"strings"
 	"sync"
 	"time"
@@ -22,16 +16,19 @@ import (
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
-func main() {
-	addrs := flag.String("addrs", "", "comma-separated addresses of independent Redis masters (default: start 5 local nodes)")
-	workers := flag.Int("workers", 4, "contending workers")
-	rounds := flag.Int("rounds", 5, "critical sections per worker")
-	inProcess := flag.Bool("miniredis", false, "use in-process miniredis nodes even when redis-server exists")
-	flag.Parse()
-	log.SetFlags(0)
-	if err := run(*addrs, *inProcess, *workers, *rounds); err != nil {
-		log.Fatal(err)
-	}
+// demo shows the lock at work: workers contend for one key on five Redis
+// masters, each critical section guarded by a fence, while one master is
+// stalled and then killed. With no -addrs it starts five local nodes itself:
+// redis-server processes when the binary is found, in-process miniredis
+// servers otherwise.
+func demo(args []string) error {
+	fs := flag.NewFlagSet("redlock demo", flag.ExitOnError)
+	addrs := fs.String("addrs", "", "comma-separated addresses of independent Redis masters (default: start 5 local nodes)")
+	workers := fs.Int("workers", 4, "contending workers")
+	rounds := fs.Int("rounds", 5, "critical sections per worker")
+	inProcess := fs.Bool("miniredis", false, "use in-process miniredis nodes even when redis-server exists")
+	fs.Parse(args) // ExitOnError: a bad flag never returns here
+	return run(*addrs, *inProcess, *workers, *rounds)
 }
 
 // nodeSet is the masters the demo runs on and the faults it can inject.

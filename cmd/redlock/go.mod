@@ -1,0 +1,21 @@
+module github.com/redlock-go/redlock/cmd/redlock
+
+go 1.26.0
+
+toolchain go1.26.8
+
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redlock-go/redlock v0.0.0-00010101000000-000000000000
+	golang.org/x/sync v0.24.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
+
+replace github.com/redlock-go/redlock => ../..
