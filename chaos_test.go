@@ -117,7 +117,7 @@ func chaosKillMinority(t *testing.T, tab *chaosTable) {
 	killed := time.Now()
 	time.Sleep(chaosTTL + 500*time.Millisecond)
 	down := time.Now()
-	cl.each((*containertest.Node).Start, 3, 4)
+	cl.each((*containertest.Node).Restart, 3, 4)
 	cl.loadScripts(3, 4)
 	time.Sleep(time.Second)
 	w.halt(t)
@@ -157,7 +157,7 @@ func chaosKillMajority(t *testing.T, tab *chaosTable) {
 		killed := time.Now()
 		time.Sleep(1500 * time.Millisecond)
 		down := time.Now()
-		cl.each((*containertest.Node).Start, 2, 3, 4)
+		cl.each((*containertest.Node).Restart, 2, 3, 4)
 		cl.loadScripts(2, 3, 4)
 		back := time.Now()
 		time.Sleep(2 * time.Second)
@@ -213,7 +213,7 @@ func chaosKillMajority(t *testing.T, tab *chaosTable) {
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
 		}
 
-		cl.each((*containertest.Node).Unpause, paused...)
+		cl.each((*containertest.Node).Resume, paused...)
 		cl.each((*containertest.Node).Reconnect, 4)
 		closeClients(t, c) // waits for the rollbacks queued behind the stalled writes
 
@@ -270,11 +270,9 @@ func chaosKillMajority(t *testing.T, tab *chaosTable) {
 		unpaused := make(chan error, 1)
 		go func() {
 			time.Sleep(stall)
-			uctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
 			var errs []error
 			for _, i := range stalled {
-				errs = append(errs, cl.nodes[i].Unpause(uctx))
+				errs = append(errs, cl.nodes[i].Resume())
 			}
 			unpaused <- errors.Join(errs...)
 		}()
@@ -285,7 +283,7 @@ func chaosKillMajority(t *testing.T, tab *chaosTable) {
 		case err := <-unpaused:
 			require.NoError(t, err)
 		case <-time.After(2 * time.Minute):
-			t.Fatal("unpause did not return")
+			t.Fatal("Resume did not return")
 		}
 		require.NoError(t, other.release(ctx))
 		closeClients(t, c)
@@ -337,8 +335,7 @@ func chaosRestart(t *testing.T, tab *chaosTable) {
 		ha := holdOnTwo(t, cl, h, key, 10*time.Second)
 		sa := ha.enter() // A is inside its critical section
 
-		cl.each((*containertest.Node).Kill, 1)
-		cl.each((*containertest.Node).Start, 1)
+		cl.each((*containertest.Node).Restart, 1)
 		require.Equal(t, []string{ha.Token, "", ""}, cl.values(key), "node 1 must come back empty")
 
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
@@ -383,7 +380,7 @@ func chaosRestart(t *testing.T, tab *chaosTable) {
 		}
 
 		time.Sleep(time.Until(killed.Add(chaosTTL + 200*time.Millisecond)))
-		cl.each((*containertest.Node).Start, 1)
+		cl.each((*containertest.Node).Restart, 1)
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
 		hb, err := h.acquire(ctx, b, "B", key, chaosTTL, false)
@@ -418,14 +415,14 @@ func chaosStall(t *testing.T, tab *chaosTable) {
 
 	cl.each((*containertest.Node).Pause, 2)
 	time.Sleep(1500 * time.Millisecond)
-	cl.each((*containertest.Node).Unpause, 2)
+	cl.each((*containertest.Node).Resume, 2)
 	time.Sleep(500 * time.Millisecond)
 
 	cl.each((*containertest.Node).Pause, 2)
 	slept := make(chan error, 1)
 	go func() { slept <- cl.debugSleep(1, 1500*time.Millisecond) }()
 	time.Sleep(1500 * time.Millisecond)
-	cl.each((*containertest.Node).Unpause, 2)
+	cl.each((*containertest.Node).Resume, 2)
 	select {
 	case err := <-slept:
 		require.NoError(t, err, "DEBUG SLEEP")
@@ -689,12 +686,12 @@ func failover(t *testing.T, h *history, master, replica *containertest.Node, add
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	require.NoError(t, replica.Disconnect(ctx))
+	require.NoError(t, replica.Disconnect())
 	ha = mustAcquire(t, h, a, "A", key, 10*time.Second)
 	require.Equal(t, ha.Token, nodeValue(t, master.Addr(), key), "the master should hold A's key")
 
-	require.NoError(t, master.Kill(ctx))
-	require.NoError(t, replica.Reconnect(ctx))
+	require.NoError(t, master.Kill())
+	require.NoError(t, replica.Reconnect())
 	require.NoError(t, replica.Promote(ctx))
 	addr.set(replica.Addr())
 	require.Empty(t, nodeValue(t, replica.Addr(), key), "the replica should have missed A's write")
@@ -745,26 +742,22 @@ func (c *chaosCluster) in(t *testing.T) *chaosCluster {
 		if !t.Failed() {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		for _, n := range c.nodes {
-			_ = n.Unpause(ctx) // fails harmlessly unless paused
-			_ = n.Reconnect(ctx)
-			_ = n.Start(ctx)
+			_ = n.Resume() // fails harmlessly unless paused
+			_ = n.Reconnect()
+			_ = n.Restart()
 		}
 	})
 	return &chaosCluster{t: t, nodes: c.nodes}
 }
 
-// each applies fn to the nodes idx, in parallel, as one fault.
-func (c *chaosCluster) each(fn func(*containertest.Node, context.Context) error, idx ...int) {
+// each applies fault to the nodes idx, in parallel, as one fault.
+func (c *chaosCluster) each(fault func(*containertest.Node) error, idx ...int) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	errs := make([]error, len(idx))
 	var wg sync.WaitGroup
 	for j, i := range idx {
-		wg.Go(func() { errs[j] = fn(c.nodes[i], ctx) })
+		wg.Go(func() { errs[j] = fault(c.nodes[i]) })
 	}
 	wg.Wait()
 	require.NoError(c.t, errors.Join(errs...))
