@@ -62,6 +62,12 @@ func (c *chaosCluster) in(t *testing.T) *chaosCluster {
 	return sub
 }
 
+// phase runs one phase of a scenario as subtest name of the cluster's test,
+// with the cluster as the subtest's (see in) and a history of its own.
+func (c *chaosCluster) phase(name string, fn func(t *testing.T, cl *chaosCluster, h *history)) {
+	c.t.Run(name, func(t *testing.T) { fn(t, c.in(t), newHistory()) })
+}
+
 // each applies fault to the nodes idx, in parallel, as one fault.
 func (c *chaosCluster) each(fault func(*containertest.Node) error, idx ...int) {
 	c.t.Helper()

@@ -113,9 +113,7 @@ func chaosKillMajority(t *testing.T, tab *chaosTable) {
 	cl := startChaosCluster(t, 5)
 	prefix := newKey(t) + ":"
 
-	t.Run("killed", func(t *testing.T) {
-		cl := cl.in(t)
-		h := newHistory()
+	cl.phase("killed", func(t *testing.T, cl *chaosCluster, h *history) {
 		const wait = 500 * time.Millisecond
 		w := newWorkload(cl, h, prefix+"a", 3)
 		w.ttl, w.wait, w.extend = 10*time.Second, wait, false
@@ -147,9 +145,7 @@ func chaosKillMajority(t *testing.T, tab *chaosTable) {
 		assert.Positive(t, after, "no acquisition after the majority came back")
 	})
 
-	t.Run("unreachable", func(t *testing.T) {
-		cl := cl.in(t)
-		h := newHistory()
+	cl.phase("unreachable", func(t *testing.T, cl *chaosCluster, h *history) {
 		c := cl.lockClient()
 		paused := []int{2, 3}
 		before := make([]map[string]int, len(paused))
@@ -216,9 +212,7 @@ func chaosKillMajority(t *testing.T, tab *chaosTable) {
 	// moment must be dialled again, handshake included, before the delete
 	// can be sent: with only the node timeout, it never is, and the key of a
 	// released lock stays until its TTL.
-	t.Run("release tail", func(t *testing.T) {
-		cl := cl.in(t)
-		h := newHistory()
+	cl.phase("release tail", func(t *testing.T, cl *chaosCluster, h *history) {
 		c := cl.lockClientWith(func(_ int, o *redis.Options) { o.ContextTimeoutEnabled = true })
 		ctx := t.Context()
 		stalled := []int{3, 4}
@@ -289,9 +283,7 @@ func chaosRestart(t *testing.T, tab *chaosTable) {
 		return ha
 	}
 
-	t.Run("immediate", func(t *testing.T) {
-		cl := cl.in(t)
-		h := newHistory()
+	cl.phase("immediate", func(t *testing.T, cl *chaosCluster, h *history) {
 		key := prefix + "immediate"
 		ha := holdOnTwo(t, cl, h, key, 10*time.Second)
 		sa := ha.enter() // A is inside its critical section
@@ -316,9 +308,7 @@ func chaosRestart(t *testing.T, tab *chaosTable) {
 		assertHazard(t, tab, h, "3a", "master restarted empty at once (A held on 2 of 3)")
 	})
 
-	t.Run("delayed", func(t *testing.T) {
-		cl := cl.in(t)
-		h := newHistory()
+	cl.phase("delayed", func(t *testing.T, cl *chaosCluster, h *history) {
 		key := prefix + "delayed"
 		ha := holdOnTwo(t, cl, h, key, chaosTTL)
 		cl.each((*containertest.Node).Kill, 1)
@@ -409,9 +399,7 @@ func chaosPartition(t *testing.T, tab *chaosTable) {
 	cl := startChaosCluster(t, 5)
 	prefix := newKey(t) + ":"
 
-	t.Run("minority", func(t *testing.T) {
-		cl := cl.in(t)
-		h := newHistory()
+	cl.phase("minority", func(t *testing.T, cl *chaosCluster, h *history) {
 		w := newWorkload(cl, h, prefix+"a", 3)
 		w.start(t)
 		time.Sleep(time.Second)
@@ -435,9 +423,7 @@ func chaosPartition(t *testing.T, tab *chaosTable) {
 		assert.GreaterOrEqual(t, during, 3, "acquisitions must go on on the 3 connected masters")
 	})
 
-	t.Run("holder cut from majority", func(t *testing.T) {
-		cl := cl.in(t)
-		h := newHistory()
+	cl.phase("holder cut from majority", func(t *testing.T, cl *chaosCluster, h *history) {
 		key := prefix + "b"
 		links := make([]*cuttableDialer, len(cl.nodes))
 		hc := cl.lockClientWith(func(i int, o *redis.Options) {
