@@ -3,24 +3,22 @@ package redlock_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/benchkit"
 	"github.com/redlock-go/redlock/internal/faultproxy"
 	"github.com/redlock-go/redlock/internal/pingfloor"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 // The benchmarks run redlock alone against real redis-server processes on
-// loopback; compare/ runs the same workloads side by side with redsync and
-// redislock. Every latency is also reported as a ratio to the floor: one
+// loopback; compare/ runs the same workloads (the contention and many-keys
+// loops are internal/benchkit's) side by side with redsync and redislock. Every latency is also reported as a ratio to the floor: one
 // parallel PING fan-out that returns when a quorum has answered, twice in a
 // row (one round trip for acquire, one for release), measured in the same
 // sub-benchmark on the same nodes. On a small machine the nodes share the
@@ -198,67 +196,28 @@ func benchContention(b *testing.B, addrs []string, goroutines int) {
 		b.Fatalf("warm-up: %v", err)
 	}
 
-	var (
-		remaining    atomic.Int64
-		holders      atomic.Int32
-		overlaps     atomic.Int32
-		failed       atomic.Int32
-		releasedAt   atomic.Int64 // ns since base when the last holder began to release; 0 before
-		base         = time.Now()
-		firstFailure atomic.Pointer[error]
-		wg           sync.WaitGroup
-	)
-	remaining.Store(int64(b.N))
-	handoffs := benchSampleSlices(goroutines, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	for g := range goroutines {
-		wg.Go(func() {
-			for remaining.Add(-1) >= 0 {
-				l, err := rl.Acquire(ctx, key, benchTTL)
-				if err != nil {
-					failed.Add(1)
-					firstFailure.CompareAndSwap(nil, &err)
-					continue
-				}
-				now := time.Since(base)
-				if holders.Add(1) != 1 {
-					overlaps.Add(1)
-				}
-				if prev := releasedAt.Load(); prev != 0 {
-					handoffs[g] = append(handoffs[g], now-time.Duration(prev))
-				}
-				holders.Add(-1)
-				releasedAt.Store(int64(time.Since(base)))
-				if err := l.Release(ctx); err != nil {
-					failed.Add(1)
-					firstFailure.CompareAndSwap(nil, &err)
-				}
-			}
-		})
-	}
-	wg.Wait()
+	c := benchkit.Contend(ctx, benchkit.Run{Goroutines: goroutines, Ops: b.N},
+		func(ctx context.Context) (*redlock.Lock, error) { return rl.Acquire(ctx, key, benchTTL) },
+		func(ctx context.Context, l *redlock.Lock) error { return l.Release(ctx) })
 	elapsed := time.Since(start)
 	b.StopTimer()
 
 	// Two holders at once would be a bug, not a slow run: with healthy nodes
 	// and a 10s TTL nothing excuses it.
-	if n := overlaps.Load(); n > 0 {
-		b.Errorf("%d acquisitions overlapped another holder", n)
+	if c.Overlaps > 0 {
+		b.Errorf("%d acquisitions overlapped another holder", c.Overlaps)
 	}
-	if n := failed.Load(); n > 0 {
-		b.ReportMetric(float64(n)/float64(b.N), "failed/op")
-		b.Logf("first failure: %v", *firstFailure.Load())
-	}
-	floors := make([]time.Duration, 0, 64)
-	for range cap(floors) {
-		floors = append(floors, fl.Pair(ctx))
+	if c.Failures > 0 {
+		b.ReportMetric(float64(c.Failures)/float64(b.N), "failed/op")
+		b.Logf("first failure: %v", c.FirstErr)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "locks/s")
-	if all := slices.Concat(handoffs...); len(all) > 0 {
-		f := benchPercentile(floors, 50)
-		p50, p99 := benchPercentile(all, 50), benchPercentile(all, 99)
+	if len(c.Handoffs) > 0 {
+		f := benchkit.Percentile(fl.Pairs(ctx, 64), 50)
+		p50, p99 := benchkit.Percentile(c.Handoffs, 50), benchkit.Percentile(c.Handoffs, 99)
 		b.ReportMetric(float64(p50.Nanoseconds()), "handoff-p50-ns")
 		b.ReportMetric(float64(p99.Nanoseconds()), "handoff-p99-ns")
 		b.ReportMetric(float64(f.Nanoseconds()), "floor-p50-ns")
@@ -269,9 +228,10 @@ func benchContention(b *testing.B, addrs []string, goroutines int) {
 func benchManyKeys(b *testing.B, addrs []string, goroutines int) {
 	ctx := context.Background()
 	rl, fl := benchSetup(b, addrs)
-	prefix := "bench:manykeys:" + b.Name() + ":" + strconv.Itoa(b.N) + ":"
-	for i := range goroutines {
-		l, err := rl.Acquire(ctx, prefix+strconv.Itoa(i), benchTTL)
+	keys := make([]string, goroutines)
+	for i := range keys {
+		keys[i] = "bench:manykeys:" + b.Name() + ":" + strconv.Itoa(b.N) + ":" + strconv.Itoa(i)
+		l, err := rl.Acquire(ctx, keys[i], benchTTL)
 		if err != nil {
 			b.Fatalf("warm-up: %v", err)
 		}
@@ -280,46 +240,24 @@ func benchManyKeys(b *testing.B, addrs []string, goroutines int) {
 		}
 	}
 
-	var (
-		remaining atomic.Int64
-		failed    atomic.Int32
-		wg        sync.WaitGroup
-	)
-	remaining.Store(int64(b.N))
-	lat := benchSampleSlices(goroutines, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	for g := range goroutines {
-		key := prefix + strconv.Itoa(g)
-		wg.Go(func() {
-			for remaining.Add(-1) >= 0 {
-				t0 := time.Now()
-				l, err := rl.Acquire(ctx, key, benchTTL)
-				if err == nil {
-					err = l.Release(ctx)
-				}
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				lat[g] = append(lat[g], time.Since(t0))
-			}
-		})
-	}
-	wg.Wait()
+	p := benchkit.ManyKeys(ctx, benchkit.Run{Goroutines: goroutines, Ops: b.N}, func(ctx context.Context, g int) error {
+		l, err := rl.Acquire(ctx, keys[g], benchTTL)
+		if err != nil {
+			return err
+		}
+		return l.Release(ctx)
+	})
 	elapsed := time.Since(start)
 	b.StopTimer()
 
-	if n := failed.Load(); n > 0 {
-		b.ReportMetric(float64(n)/float64(b.N), "failed/op")
-	}
-	floors := make([]time.Duration, 0, 64)
-	for range cap(floors) {
-		floors = append(floors, fl.Pair(ctx))
+	if p.Failures > 0 {
+		b.ReportMetric(float64(p.Failures)/float64(b.N), "failed/op")
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "locks/s")
-	benchReportLatency(b, slices.Concat(lat...), floors)
+	benchReportLatency(b, p.Latencies, fl.Pairs(ctx, 64))
 }
 
 // benchSetup makes a redlock Client and a floor over addrs, each with its own
@@ -360,32 +298,15 @@ func benchReportLatency(b *testing.B, lat, floors []time.Duration) {
 	if len(lat) == 0 {
 		return
 	}
-	p50, p99 := benchPercentile(lat, 50), benchPercentile(lat, 99)
+	p50, p99 := benchkit.Percentile(lat, 50), benchkit.Percentile(lat, 99)
 	b.ReportMetric(float64(p50.Nanoseconds()), "p50-ns/op")
 	b.ReportMetric(float64(p99.Nanoseconds()), "p99-ns/op")
 	if len(floors) > 0 {
-		f := benchPercentile(floors, 50)
+		f := benchkit.Percentile(floors, 50)
 		b.ReportMetric(float64(f.Nanoseconds()), "floor-p50-ns")
 		b.ReportMetric(float64(p50)/float64(f), "p50/floor")
 		b.ReportMetric(float64(p99)/float64(f), "p99/floor")
 	}
-}
-
-// benchPercentile is the nearest-rank percentile; it sorts d in place.
-func benchPercentile(d []time.Duration, p int) time.Duration {
-	slices.Sort(d)
-	i := (len(d)*p+99)/100 - 1
-	return d[max(i, 0)]
-}
-
-// benchSampleSlices preallocates one sample slice per goroutine, so that
-// recording a sample allocates nothing inside the timed region.
-func benchSampleSlices(goroutines, n int) [][]time.Duration {
-	s := make([][]time.Duration, goroutines)
-	for i := range s {
-		s[i] = make([]time.Duration, 0, n/goroutines+1)
-	}
-	return s
 }
 
 func benchAddrs(servers []*redistest.Server) []string {

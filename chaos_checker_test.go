@@ -35,7 +35,7 @@ type history struct {
 	holds    []*hold
 	ops      int            // lock calls: acquire, extend, release
 	failures map[string]int // failed acquires by cause (see cause)
-	unclean  []error        // failed acquires whose error did not match ErrNotAcquired
+	unclean  []error        // failed acquires with a misleading error (see acquire)
 	extendOK int
 	lost     int // extends and releases that reported ErrNotHeld
 	skipped  int // critical sections abandoned because validity ran out
@@ -97,8 +97,11 @@ func (h *history) acquire(ctx context.Context, c *redlock.Client, client, key st
 	defer h.mu.Unlock()
 	h.ops++
 	if err != nil {
-		h.failures[cause(err, ctx.Err())]++
-		if !errors.Is(err, redlock.ErrNotAcquired) {
+		h.failures[cause(err)]++
+		// A failed acquire must match ErrNotAcquired, and match the caller's
+		// context error only if that context ended: a node's own deadline
+		// is never reported as the caller's.
+		if !errors.Is(err, redlock.ErrNotAcquired) || (ctx.Err() == nil && isContextErr(err)) {
 			h.unclean = append(h.unclean, err)
 		}
 		return nil, err
@@ -107,6 +110,14 @@ func (h *history) acquire(ctx context.Context, c *redlock.Client, client, key st
 		Start: start, Acquired: ret, until: l.Until()}
 	h.holds = append(h.holds, hd)
 	return hd, nil
+}
+
+// uncleanErrs returns the failed acquires whose error was misleading (see
+// acquire).
+func (h *history) uncleanErrs() []error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.unclean)
 }
 
 // extend calls Extend and moves the recorded validity deadline on success.
@@ -219,13 +230,13 @@ func (s *section) exit() bool {
 	return true
 }
 
-// cause names why an acquire failed, for the summary. ctxErr is the
-// caller's context's error: errors.Is(err, context.DeadlineExceeded) cannot
-// tell, because a node that missed its per-node deadline may report
-// context.DeadlineExceeded too, and the QuorumError unwraps to it.
-func cause(err, ctxErr error) string {
+// cause names why an acquire failed, for the summary. The error alone
+// tells: it matches context.DeadlineExceeded or context.Canceled only when
+// the caller's context ended (a node that missed its own deadline reports
+// ErrNoReply), which acquire checks.
+func cause(err error) string {
 	switch {
-	case ctxErr != nil:
+	case isContextErr(err):
 		return "deadline"
 	case errors.Is(err, redlock.ErrClosed):
 		return "closed"
@@ -253,6 +264,10 @@ func cause(err, ctxErr error) string {
 	default:
 		return "busy+unreachable"
 	}
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // fencedStore is the storage a lock protects, with the fencing check: it

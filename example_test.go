@@ -1,10 +1,19 @@
 package redlock_test
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,14 +22,17 @@ import (
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
-// The examples run against real local servers, started on first use and
-// stopped by TestMain.
+// The examples run against three real local servers, started on first use
+// and stopped by TestMain. Everything else an example needs is written out
+// in it, as a user would copy it.
 var examples struct {
 	once    sync.Once
 	servers []*redistest.Server
 	err     error
 }
 
+// exampleAddrs returns the addresses of the example servers, starting them
+// on first use.
 func exampleAddrs() []string {
 	examples.once.Do(func() { examples.servers, examples.err = redistest.Start(3) })
 	if examples.err != nil {
@@ -40,10 +52,11 @@ func stopExampleServers() {
 }
 
 func Example() {
-	// One client per independent Redis master.
+	// One client per independent Redis master, with context deadlines
+	// bounding socket reads.
 	var nodes []redis.UniversalClient
-	for _, addr := range exampleAddrs() {
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
+	for _, addr := range exampleAddrs() { // "10.0.0.1:6379", ...
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		defer rdb.Close()
 		nodes = append(nodes, rdb)
 	}
@@ -57,7 +70,7 @@ func Example() {
 	defer cancel()
 	lock, err := locks.Acquire(ctx, "orders:42", 10*time.Second)
 	if err != nil {
-		fmt.Println("busy:", err)
+		fmt.Println("not locked:", err) // busy until ctx ended, or a bad argument
 		return
 	}
 	defer lock.Release(ctx)
@@ -68,12 +81,24 @@ func Example() {
 }
 
 func ExampleClient_TryAcquire() {
-	locks, done := exampleClient()
-	defer done()
+	var nodes []redis.UniversalClient
+	for _, addr := range exampleAddrs() {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
+	}
+	locks, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
 	ctx := context.Background()
 
-	first, _ := locks.TryAcquire(ctx, "report:daily", time.Minute)
-	_, err := locks.TryAcquire(ctx, "report:daily", time.Minute)
+	first, err := locks.TryAcquire(ctx, "report:daily", time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	_, err = locks.TryAcquire(ctx, "report:daily", time.Minute)
 	fmt.Println(errors.Is(err, redlock.ErrNotAcquired))
 	fmt.Println(first.Release(ctx))
 	// Output:
@@ -82,8 +107,17 @@ func ExampleClient_TryAcquire() {
 }
 
 func ExampleLock_Extend() {
-	locks, done := exampleClient()
-	defer done()
+	var nodes []redis.UniversalClient
+	for _, addr := range exampleAddrs() {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
+	}
+	locks, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
 	ctx := context.Background()
 
 	lock, err := locks.Acquire(ctx, "job:reindex", 2*time.Second)
@@ -103,7 +137,8 @@ func ExampleLock_Extend() {
 
 // ledgerStore is storage that refuses writes from a holder older than the
 // newest it has seen: the check that makes a paused, expired holder harmless.
-// In a real store the comparison and the write are one atomic step (a
+// It accepts a fence equal to the highest, the holder's own next write. In a
+// real store the comparison and the write are one atomic step (a
 // conditional UPDATE, a compare-and-set).
 type ledgerStore struct {
 	mu      sync.Mutex
@@ -124,17 +159,32 @@ func (s *ledgerStore) write(fence uint64, value string) error {
 }
 
 func ExampleLock_Fence() {
-	locks, done := exampleClient(redlock.WithFencing())
-	defer done()
+	var nodes []redis.UniversalClient
+	for _, addr := range exampleAddrs() {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
+	}
+	locks, err := redlock.New(nodes, redlock.WithFencing())
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
 	ctx := context.Background()
 	store := &ledgerStore{}
 
 	// A takes the lock, then stalls (a GC pause) past its validity.
-	a, _ := locks.Acquire(ctx, "ledger:7", 100*time.Millisecond)
+	a, err := locks.Acquire(ctx, "ledger:7", 100*time.Millisecond)
+	if err != nil {
+		panic(err)
+	}
 	time.Sleep(150 * time.Millisecond)
 
 	// B takes over and writes.
-	b, _ := locks.Acquire(ctx, "ledger:7", 10*time.Second)
+	b, err := locks.Acquire(ctx, "ledger:7", 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println("B:", store.write(b.Fence(), "from B"))
 
 	// A wakes up and writes with its old fence: refused.
@@ -147,20 +197,109 @@ func ExampleLock_Fence() {
 	// value: from B
 }
 
-// exampleClient is the setup of Example, for the other examples.
-func exampleClient(opts ...redlock.Option) (*redlock.Client, func()) {
-	var nodes []redis.UniversalClient
-	for _, addr := range exampleAddrs() {
-		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: addr}))
+// readmeUse is the code of the README's "## Use" section, as its body:
+// readmeUse is compiled, never run: its addresses are placeholders.
+var _ = readmeUse
+
+// TestReadmeUse checks that the two are the same, so the README's code is
+// code that compiles.
+func readmeUse(ctx context.Context, db *sql.DB, id, total int64) error {
+	nodes := []redis.UniversalClient{ // one go-redis client per independent master
+		redis.NewClient(&redis.Options{Addr: "10.0.0.1:6379", ContextTimeoutEnabled: true}),
+		redis.NewClient(&redis.Options{Addr: "10.0.0.2:6379", ContextTimeoutEnabled: true}),
+		redis.NewClient(&redis.Options{Addr: "10.0.0.3:6379", ContextTimeoutEnabled: true}),
 	}
-	locks, err := redlock.New(nodes, opts...)
+	locks, err := redlock.New(nodes, redlock.WithFencing())
 	if err != nil {
-		panic(err)
+		return err
 	}
-	return locks, func() {
-		_ = locks.Close(context.Background())
-		for _, n := range nodes {
-			_ = n.Close()
+	defer locks.Close(ctx) // waits for background work: rollbacks, late deletes
+
+	lock, err := locks.Acquire(ctx, "orders:42", 10*time.Second)
+	if err != nil {
+		return err // ErrNotAcquired if it stayed busy, and ctx.Err() too if ctx ended
+	}
+	defer lock.Release(ctx) // releases even with a cancelled ctx
+
+	// Work only until lock.Until(); extend for longer work.
+	if err := lock.Extend(ctx, 10*time.Second); err != nil {
+		return err // ErrNotHeld: the lock is lost, stop
+	}
+	// Pass the fence to storage, which must refuse one lower than the highest
+	// it has seen (0 rows affected: a newer holder has written).
+	_, err = db.ExecContext(ctx, "UPDATE ledger SET total = $1, fence = $2 WHERE id = $3 AND fence <= $2",
+		total, lock.Fence(), id)
+	return err
+}
+
+// readmeUse is compiled, never run: its addresses are placeholders.
+var _ = readmeUse
+
+// TestReadmeUse checks that the Go code of the README's "## Use" section is
+// readmeUse's body, apart from its import declaration, whose paths this file
+// must import.
+func TestReadmeUse(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, use, ok := bytes.Cut(readme, []byte("\n## Use\n"))
+	if !ok {
+		t.Fatal(`README.md has no "## Use" section`)
+	}
+	_, code, ok := bytes.Cut(use, []byte("```go\n"))
+	code, _, ok2 := bytes.Cut(code, []byte("```\n"))
+	if !ok || !ok2 {
+		t.Fatal(`the "## Use" section of README.md has no Go code block`)
+	}
+
+	// The code is an import declaration and statements: parse the first,
+	// compare the others.
+	fset := token.NewFileSet()
+	file := append([]byte("package p\n"), code...)
+	snippet, err := parser.ParseFile(fset, "README.md", file, parser.ImportsOnly)
+	if err != nil {
+		t.Fatalf("README's import declaration: %v", err)
+	}
+	end := fset.Position(snippet.Name.End()).Offset
+	for _, d := range snippet.Decls {
+		end = fset.Position(d.End()).Offset
+	}
+	body := strings.TrimSpace(string(file[end:]))
+
+	src, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := parser.ParseFile(fset, "example_test.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imported := make(map[string]bool)
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		imported[path] = true
+	}
+	for _, imp := range snippet.Imports {
+		if path, _ := strconv.Unquote(imp.Path.Value); !imported[path] {
+			t.Errorf("README imports %s, readmeUse's file does not", path)
 		}
+	}
+	var fn *ast.FuncDecl
+	for _, d := range f.Decls {
+		if d, ok := d.(*ast.FuncDecl); ok && d.Name.Name == "readmeUse" {
+			fn = d
+		}
+	}
+	if fn == nil {
+		t.Fatal("example_test.go has no readmeUse")
+	}
+	inner := src[fset.Position(fn.Body.Lbrace).Offset+1 : fset.Position(fn.Body.Rbrace).Offset]
+	var lines []string
+	for line := range strings.Lines(string(inner)) {
+		lines = append(lines, strings.TrimPrefix(line, "\t"))
+	}
+	if want := strings.TrimSpace(strings.Join(lines, "")); body != want {
+		t.Errorf("README's \"## Use\" code differs from readmeUse's body; make them the same.\nREADME:\n%s\n\nreadmeUse:\n%s", body, want)
 	}
 }

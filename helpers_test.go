@@ -2,8 +2,10 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -78,24 +81,17 @@ func newEnv(t *testing.T, n int, clientOpts func(*redis.Options)) *env {
 	return e
 }
 
-// warm runs every script once, as a running service has: Script.Run sends
-// EVALSHA first, and a fault that swallowed the NOSCRIPT reply would keep
-// the script from ever running, which is not the case under test.
+// warm loads every script on the servers, as a running service has them:
+// Script.Run sends EVALSHA first, and a fault that swallowed the NOSCRIPT
+// reply would keep the script from ever running, which is not the case under
+// test.
 func (e *env) warm() {
 	e.t.Helper()
-	ctx := e.t.Context()
-	for _, opts := range [][]redlock.Option{nil, {redlock.WithFencing()}} {
-		c, err := redlock.New(e.nodes, append(opts, redlock.WithNodeTimeout(testNodeTimeout))...)
-		require.NoError(e.t, err)
-		l, err := c.TryAcquire(ctx, "warm-up", time.Minute)
-		require.NoError(e.t, err)
-		require.NoError(e.t, l.Extend(ctx, time.Minute))
-		require.NoError(e.t, l.Release(ctx))
-		e.settle(c)
+	addrs := make([]string, len(e.servers))
+	for i, s := range e.servers {
+		addrs[i] = s.Addr()
 	}
-	for _, d := range e.direct {
-		require.NoError(e.t, d.FlushAll(ctx).Err())
-	}
+	loadScripts(e.t, addrs...)
 }
 
 // client returns a lock client over the proxied nodes. Its cleanup waits for
@@ -109,6 +105,9 @@ func (e *env) client(opts ...redlock.Option) *redlock.Client {
 	c, err := redlock.New(e.nodes, append([]redlock.Option{redlock.WithNodeTimeout(testNodeTimeout)}, opts...)...)
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { e.settle(c) })
+	// A running service has met its nodes: the servers are identified and
+	// the connections warm before a test injects a fault.
+	require.NoError(e.t, c.Warm(e.t.Context()))
 	return c
 }
 
@@ -120,33 +119,10 @@ func (e *env) settle(c *redlock.Client) {
 	require.NoError(e.t, c.Close(ctx), "background work did not finish")
 }
 
-// value returns the holder's token that server i holds under key ("" when
-// absent): the lock writes its token, a dot and a generation.
+// value returns what server i holds under key ("" when absent).
 func (e *env) value(i int, key string) string {
 	e.t.Helper()
-	return holderOf(e.rawValue(i, key))
-}
-
-// rawValue returns what server i holds under key ("" when absent).
-func (e *env) rawValue(i int, key string) string {
-	e.t.Helper()
-	v, err := e.direct[i].Get(context.Background(), key).Result()
-	if err == redis.Nil {
-		return ""
-	}
-	require.NoError(e.t, err)
-	return v
-}
-
-// holderOf is the token in a lock's value (token "." generation); a value
-// of another form is returned whole.
-func holderOf(v string) string {
-	if i := strings.LastIndexByte(v, '.'); i > 0 {
-		if _, err := strconv.ParseUint(v[i+1:], 10, 64); err == nil {
-			return v[:i]
-		}
-	}
-	return v
+	return readKey(e.t, context.Background(), e.direct[i], key)
 }
 
 // holders counts the servers whose key holds token.
@@ -226,15 +202,119 @@ func (c *fakeClock) set(now time.Time, step time.Duration) {
 // scripts included: evidence that a write landed even when its key is gone.
 func (e *env) calls(i int, command string) int {
 	e.t.Helper()
-	info, err := e.direct[i].Info(context.Background(), "commandstats").Result()
-	require.NoError(e.t, err)
-	prefix := "cmdstat_" + command + ":calls="
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
-			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			require.NoError(e.t, err)
-			return n
+	return commandCalls(e.t, context.Background(), e.direct[i])[command]
+}
+
+// The helpers below look at a node directly, whatever runs it: a process
+// of env or a container of the chaos suite.
+
+// inspect runs fn with a short-lived client of the node at addr whose reads
+// are bounded by their context, for a test's own look at a node.
+func inspect(t testing.TB, addr string, fn func(context.Context, *redis.Client)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defer func() { _ = rc.Close() }()
+	fn(ctx, rc)
+}
+
+// readKey returns the holder's token that rc's node holds under key, "" if
+// nothing: a lock writes its token, a dot and a generation. Other values are
+// returned whole.
+func readKey(t testing.TB, ctx context.Context, rc *redis.Client, key string) string {
+	t.Helper()
+	return holderOf(rawKey(t, ctx, rc, key))
+}
+
+// rawKey returns what rc's node holds under key, "" if nothing.
+func rawKey(t testing.TB, ctx context.Context, rc *redis.Client, key string) string {
+	t.Helper()
+	v, err := rc.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return ""
+	}
+	require.NoError(t, err)
+	return v
+}
+
+// holderOf is the token in a lock's value (token "." generation); a value
+// of another form is returned whole.
+func holderOf(v string) string {
+	if i := strings.LastIndexByte(v, '.'); i > 0 {
+		if _, err := strconv.ParseUint(v[i+1:], 10, 64); err == nil {
+			return v[:i]
 		}
 	}
-	return 0
+	return v
+}
+
+// commandCalls returns how many times rc's node has run each command (lower
+// case), from INFO commandstats; commands run by scripts count too.
+func commandCalls(t testing.TB, ctx context.Context, rc *redis.Client) map[string]int {
+	t.Helper()
+	info, err := rc.Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	out := make(map[string]int)
+	for line := range strings.Lines(info) {
+		// cmdstat_set:calls=12,usec=...
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
+		if !ok {
+			continue
+		}
+		cmd, rest, _ := strings.Cut(rest, ":calls=")
+		n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		require.NoError(t, err, line)
+		out[cmd] = n
+	}
+	return out
+}
+
+// loadScripts loads the library's scripts/*.lua on the nodes at addrs, as
+// a running service has them cached: go-redis sends EVALSHA first, and on a
+// stalled node the NOSCRIPT reply would arrive too late for the fallback to
+// EVAL to be sent, so no write would land there, which is not the case under
+// test. A node started again has lost them. TestLoadScripts checks that the
+// library finds every script it runs already loaded.
+func loadScripts(t testing.TB, addrs ...string) {
+	t.Helper()
+	files, err := filepath.Glob("scripts/*.lua")
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "the library's scripts/*.lua")
+	for _, addr := range addrs {
+		inspect(t, addr, func(ctx context.Context, rc *redis.Client) {
+			for _, f := range files {
+				src, err := os.ReadFile(f)
+				require.NoError(t, err)
+				require.NoError(t, rc.ScriptLoad(ctx, string(src)).Err(), "SCRIPT LOAD %s on %s", f, addr)
+			}
+		})
+	}
+}
+
+// TestLoadScripts runs every kind of call, fenced or not, on a node whose
+// scripts loadScripts loaded: if the library sent a script that is not a
+// file of scripts/ as it stands, the node would have answered NOSCRIPT and
+// seen an EVAL.
+func TestLoadScripts(t *testing.T) {
+	s := redistest.StartT(t, 1)[0]
+	loadScripts(t, s.Addr())
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rc.Close() })
+	ctx := t.Context()
+	for _, opts := range [][]redlock.Option{nil, {redlock.WithFencing()}} {
+		c, err := redlock.New([]redis.UniversalClient{rc}, opts...)
+		require.NoError(t, err)
+		key := newKey(t)
+		l, err := c.TryAcquire(ctx, key, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Extend(ctx, time.Minute))
+		_, err = c.TryAcquire(ctx, key, time.Minute) // refused, and rolled back
+		require.ErrorIs(t, err, redlock.ErrNotAcquired)
+		require.NoError(t, l.Release(ctx))
+		require.NoError(t, c.Close(ctx))
+	}
+	calls := commandCalls(t, ctx, rc)
+	assert.Positive(t, calls["evalsha"], "no script ran")
+	assert.Zero(t, calls["eval"], "a script the library runs is not in scripts/ as loaded")
 }

@@ -82,21 +82,3 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
-
-func TestPercentile(t *testing.T) {
-	d := make([]time.Duration, 100)
-	for i := range d {
-		d[i] = time.Duration(i + 1)
-	}
-	for _, tc := range []struct {
-		p    int
-		want time.Duration
-	}{{50, 50}, {99, 99}, {100, 100}, {1, 1}} {
-		if got := percentile(d, tc.p); got != tc.want {
-			t.Errorf("percentile(1..100, %d) = %d, want %d", tc.p, got, tc.want)
-		}
-	}
-	if got := percentile([]time.Duration{7}, 99); got != 7 {
-		t.Errorf("percentile of one sample = %d, want 7", got)
-	}
-}

@@ -8,12 +8,11 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/benchkit"
 	"github.com/redlock-go/redlock/internal/faultproxy"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -357,104 +356,38 @@ func (e *entrant) uncontended(ctx context.Context, cfg config) {
 // retrying the library's way. It records the wait from the moment a holder
 // starts to release to the moment the next holder's acquire returns.
 func (e *entrant) contention(ctx context.Context, cfg config, sc *scenario, round int) {
-	s := e.s
 	key := "cmp:" + sc.name + ":" + e.c.name + ":round" + strconv.Itoa(round)
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		base       = time.Now()
-		end        = base.Add(cfg.sliceTime)
-		holders    atomic.Int32
-		releasedAt atomic.Int64 // since base; 0 before the first release
-		mu         sync.Mutex
-		wg         sync.WaitGroup
-	)
-	stop := time.AfterFunc(cfg.sliceTime, cancel)
-	defer stop.Stop()
-	for range sc.goroutines {
-		wg.Go(func() {
-			var lat []time.Duration
-			var ops, failures, overlaps int
-			var firstErr error
-			for rctx.Err() == nil {
-				h, err := e.l.lock(rctx, key)
-				if err != nil {
-					if rctx.Err() == nil {
-						failures++
-						firstErr = firstNonNil(firstErr, err)
-					}
-					continue
-				}
-				now := time.Since(base)
-				if holders.Add(1) != 1 {
-					overlaps++
-				}
-				if prev := releasedAt.Load(); prev != 0 && base.Add(now).Before(end) {
-					lat = append(lat, now-time.Duration(prev))
-				}
-				if base.Add(now).Before(end) {
-					ops++
-				}
-				holders.Add(-1)
-				releasedAt.Store(int64(time.Since(base)))
-				// Released whatever happened to rctx: a lock left behind
-				// would stall the next round for a whole TTL.
-				if err := e.l.unlock(context.WithoutCancel(rctx), h); err != nil {
-					failures++
-					firstErr = firstNonNil(firstErr, err)
-				}
-			}
-			mu.Lock()
-			s.lat = append(s.lat, lat...)
-			s.ops += ops
-			s.failures += failures
-			s.overlaps += overlaps
-			s.firstErr = firstNonNil(s.firstErr, firstErr)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	c := benchkit.Contend(ctx, benchkit.Run{Goroutines: sc.goroutines, Duration: cfg.sliceTime},
+		func(ctx context.Context) (any, error) { return e.l.lock(ctx, key) }, e.l.unlock)
+	s := e.s
+	s.lat = append(s.lat, c.Handoffs...)
+	s.ops += c.Acquired
+	s.failures += c.Failures
+	s.overlaps += c.Overlaps
+	s.firstErr = firstNonNil(s.firstErr, c.FirstErr)
 	s.busy += cfg.sliceTime
 }
 
 // manyKeys has sc.goroutines take and release a key each, over and over,
 // for cfg.sliceTime.
 func (e *entrant) manyKeys(ctx context.Context, cfg config, sc *scenario, round int) {
-	s := e.s
-	var (
-		wg sync.WaitGroup
-		mu sync.Mutex
-	)
-	begin := time.Now()
-	deadline := begin.Add(cfg.sliceTime)
-	for g := range sc.goroutines {
-		key := "cmp:" + sc.name + ":" + e.c.name + ":round" + strconv.Itoa(round) + ":" + strconv.Itoa(g)
-		wg.Go(func() {
-			lat := make([]time.Duration, 0, 256)
-			var failures int
-			var firstErr error
-			for time.Now().Before(deadline) {
-				start := time.Now()
-				h, err := e.l.lock(ctx, key)
-				if err == nil {
-					err = e.l.unlock(ctx, h)
-				}
-				if err != nil {
-					failures++
-					firstErr = firstNonNil(firstErr, err)
-					continue
-				}
-				lat = append(lat, time.Since(start))
-			}
-			mu.Lock()
-			s.lat = append(s.lat, lat...)
-			s.ops += len(lat)
-			s.failures += failures
-			s.firstErr = firstNonNil(s.firstErr, firstErr)
-			mu.Unlock()
-		})
+	keys := make([]string, sc.goroutines)
+	for g := range keys {
+		keys[g] = "cmp:" + sc.name + ":" + e.c.name + ":round" + strconv.Itoa(round) + ":" + strconv.Itoa(g)
 	}
-	wg.Wait()
+	begin := time.Now()
+	p := benchkit.ManyKeys(ctx, benchkit.Run{Goroutines: sc.goroutines, Duration: cfg.sliceTime}, func(ctx context.Context, g int) error {
+		h, err := e.l.lock(ctx, keys[g])
+		if err != nil {
+			return err
+		}
+		return e.l.unlock(ctx, h)
+	})
+	s := e.s
+	s.lat = append(s.lat, p.Latencies...)
+	s.ops += len(p.Latencies)
+	s.failures += p.Failures
+	s.firstErr = firstNonNil(s.firstErr, p.FirstErr)
 	s.busy += time.Since(begin)
 }
 

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/benchkit"
 )
 
 // Targets for redlock's rows, from the benchmark issue.
@@ -31,8 +33,7 @@ func statsOf(s *sample) (st stats, ok bool) {
 		return stats{}, false
 	}
 	d := slices.Clone(s.lat)
-	slices.Sort(d)
-	st = stats{n: len(d), p50: percentile(d, 50), p99: percentile(d, 99)}
+	st = stats{n: len(d), p50: benchkit.Percentile(d, 50), p99: benchkit.Percentile(d, 99)}
 	if s.ops > 0 {
 		st.allocs = float64(s.mallocs) / float64(s.ops)
 		if s.busy > 0 {
@@ -40,12 +41,6 @@ func statsOf(s *sample) (st stats, ok bool) {
 		}
 	}
 	return st, true
-}
-
-// percentile is the nearest-rank percentile of sorted d.
-func percentile(d []time.Duration, p int) time.Duration {
-	i := (len(d)*p+99)/100 - 1
-	return d[max(i, 0)]
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d)/float64(time.Microsecond)) }

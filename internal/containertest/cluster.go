@@ -20,6 +20,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
+
+	"github.com/redlock-go/redlock/internal/nodetest"
 )
 
 // baseArgs are the redis-server flags every node gets; [StartCluster] says
@@ -40,13 +42,20 @@ type Option func(*config)
 type config struct {
 	args         []string
 	startTimeout time.Duration
+	image        string
 }
 
-func newConfig(opts []Option) config {
+// prepare is the common start of [StartCluster] and [StartReplicated]: it
+// skips or fails tb without Docker, applies opts and makes sure the image is
+// there.
+func prepare(tb testing.TB, opts []Option) config {
+	tb.Helper()
+	Require(tb)
 	c := config{startTimeout: 60 * time.Second}
 	for _, opt := range opts {
 		opt(&c)
 	}
+	c.image = image(tb)
 	return c
 }
 
@@ -58,7 +67,7 @@ func WithArgs(args ...string) Option {
 }
 
 // WithStartTimeout bounds how long starting the nodes may take (image build
-// excluded), and how long [Node.Start] and [Node.Reconnect] wait for PING.
+// excluded), and how long [Node.Restart] and [Node.Reconnect] wait for PING.
 // The default, 60 s, leaves room for a slow, loaded CI machine.
 func WithStartTimeout(d time.Duration) Option {
 	return func(c *config) { c.startTimeout = d }
@@ -75,15 +84,12 @@ func WithStartTimeout(d time.Duration) Option {
 // stalls a node from inside; it cannot be enabled at run time).
 func StartCluster(tb testing.TB, n int, opts ...Option) []*Node {
 	tb.Helper()
-	Require(tb)
-	cfg := newConfig(opts)
-	img := image(tb)
-
+	cfg := prepare(tb, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.startTimeout)
 	defer cancel()
 	specs := make([]nodeSpec, n)
 	for i := range specs {
-		specs[i] = nodeSpec{name: fmt.Sprintf("node-%d", i), image: img, args: cfg.args}
+		specs[i] = nodeSpec{name: fmt.Sprintf("node-%d", i), args: cfg.args}
 	}
 	return startNodes(ctx, tb, cfg, specs)
 }
@@ -102,10 +108,7 @@ func StartCluster(tb testing.TB, n int, opts ...Option) []*Node {
 // ([Node.Alias]); [Node.Disconnect] cuts replication as well.
 func StartReplicated(tb testing.TB, opts ...Option) (master, replica *Node) {
 	tb.Helper()
-	Require(tb)
-	cfg := newConfig(opts)
-	img := image(tb)
-
+	cfg := prepare(tb, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.startTimeout)
 	defer cancel()
 	nw, err := tcnetwork.New(ctx, tcnetwork.WithLabels(map[string]string{Label: "true"}))
@@ -125,8 +128,8 @@ func StartReplicated(tb testing.TB, opts ...Option) (master, replica *Node) {
 	args := append([]string{"--repl-diskless-sync-delay", "0"}, cfg.args...)
 	replicaArgs := append(append([]string{}, args...), "--replicaof", "master", "6379")
 	nodes := startNodes(ctx, tb, cfg, []nodeSpec{
-		{name: "master", image: img, args: args, network: nw, alias: "master"},
-		{name: "replica", image: img, args: replicaArgs, network: nw, alias: "replica"},
+		{name: "master", args: args, network: nw, alias: "master"},
+		{name: "replica", args: replicaArgs, network: nw, alias: "replica"},
 	})
 	master, replica = nodes[0], nodes[1]
 	if err := replica.kickReplication(ctx, master); err != nil {
@@ -154,7 +157,6 @@ func image(tb testing.TB) string {
 // nodeSpec describes one container to start.
 type nodeSpec struct {
 	name    string
-	image   string
 	args    []string
 	network *testcontainers.DockerNetwork // nil: the default bridge
 	alias   string
@@ -214,7 +216,7 @@ func startNode(ctx context.Context, tb testing.TB, cfg config, spec nodeSpec) (*
 		if spec.network != nil {
 			opts = append(opts, tcnetwork.WithNetwork([]string{spec.alias}, spec.network))
 		}
-		ctr, err := testcontainers.Run(ctx, spec.image, opts...)
+		ctr, err := testcontainers.Run(ctx, cfg.image, opts...)
 		if err != nil {
 			if ctr != nil {
 				(&Node{ctr: ctr, name: spec.name}).remove(tb)
@@ -232,7 +234,7 @@ func startNode(ctx context.Context, tb testing.TB, cfg config, spec nodeSpec) (*
 			alias:        spec.alias,
 			startTimeout: cfg.startTimeout,
 		}
-		if err := waitReady(ctx, n.addr); err != nil {
+		if err := nodetest.WaitReady(ctx, n.addr, nil); err != nil {
 			return n, n.wrap("start", err)
 		}
 		return n, nil
@@ -246,7 +248,7 @@ func (n *Node) remove(tb testing.TB) {
 	ctx, cancel := context.WithTimeout(context.Background(), dockerTimeout)
 	defer cancel()
 	if st, err := n.ctr.State(ctx); err == nil && st.Paused {
-		_ = n.Unpause(ctx)
+		_ = n.Resume()
 	}
 	if err := n.ctr.Terminate(ctx, testcontainers.StopTimeout(0)); err != nil && !cerrdefs.IsNotFound(err) {
 		tb.Errorf("containertest: remove %s: %v", n.name, err)

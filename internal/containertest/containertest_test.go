@@ -3,7 +3,6 @@ package containertest_test
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"testing"
 	"time"
@@ -12,6 +11,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redlock-go/redlock/internal/containertest"
+	"github.com/redlock-go/redlock/internal/nodetest"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// Both kinds of test node answer to the same fault verbs.
+var (
+	_ nodetest.Faults = (*containertest.Node)(nil)
+	_ nodetest.Faults = (*redistest.Server)(nil)
 )
 
 func TestMain(m *testing.M) {
@@ -53,12 +60,12 @@ func TestClusterFaults(t *testing.T) {
 		}
 	}
 
-	t.Run("kill and start", func(t *testing.T) {
+	t.Run("kill and restart", func(t *testing.T) {
 		n := nodes[0]
 		addr := n.Addr()
 		c := n.Client()
 		begin := time.Now()
-		if err := n.Kill(ctx); err != nil {
+		if err := n.Kill(); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("kill took %v", time.Since(begin).Round(time.Millisecond))
@@ -66,10 +73,10 @@ func TestClusterFaults(t *testing.T) {
 			t.Fatal("PING succeeded on a killed node")
 		}
 		begin = time.Now()
-		if err := n.Start(ctx); err != nil {
+		if err := n.Restart(); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("start took %v", time.Since(begin).Round(time.Millisecond))
+		t.Logf("restart took %v", time.Since(begin).Round(time.Millisecond))
 		if n.Addr() != addr {
 			t.Fatalf("Addr changed from %s to %s", addr, n.Addr())
 		}
@@ -82,13 +89,44 @@ func TestClusterFaults(t *testing.T) {
 		}
 	})
 
-	t.Run("pause and unpause", func(t *testing.T) {
+	t.Run("kill paused, stop, restart running", func(t *testing.T) {
+		n := nodes[0]
+		if err := n.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Kill(); err != nil {
+			t.Fatalf("Kill of a paused node: %v", err)
+		}
+		if err := n.Kill(); err != nil {
+			t.Fatalf("Kill of a killed node: %v", err)
+		}
+		if err := n.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ping(ctx, noRetries(n), 2*time.Second); err == nil {
+			t.Fatal("PING succeeded on a stopped node")
+		}
+		if err := n.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Restart(); err != nil {
+			t.Fatalf("Restart of a running node: %v", err)
+		}
+		if err := ping(ctx, noRetries(n), 2*time.Second); err != nil {
+			t.Fatalf("PING after restart: %v", err)
+		}
+	})
+
+	t.Run("pause and resume", func(t *testing.T) {
 		n := nodes[1]
 		c := n.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
 		if err := ping(ctx, c, time.Second); err != nil {
 			t.Fatal(err)
 		}
-		if err := n.Pause(ctx); err != nil {
+		if err := n.Pause(); err != nil {
 			t.Fatal(err)
 		}
 		begin := time.Now()
@@ -97,18 +135,18 @@ func TestClusterFaults(t *testing.T) {
 		if err == nil {
 			t.Fatal("PING succeeded on a paused node")
 		}
-		if !isTimeout(err) {
+		if !nodetest.IsTimeout(err) {
 			t.Fatalf("PING on a paused node: %v, want a timeout", err)
 		}
 		if took > time.Second {
 			t.Fatalf("PING with a 200ms deadline took %v", took)
 		}
 		t.Logf("PING on paused node: %v after %v", err, took.Round(time.Millisecond))
-		if err := n.Unpause(ctx); err != nil {
+		if err := n.Resume(); err != nil {
 			t.Fatal(err)
 		}
 		if err := ping(ctx, c, 2*time.Second); err != nil {
-			t.Fatalf("PING after unpause: %v", err)
+			t.Fatalf("PING after resume: %v", err)
 		}
 		if got := c.Get(ctx, "k").Val(); got != n.Name() {
 			t.Fatalf("paused node lost its key: %q", got)
@@ -122,7 +160,7 @@ func TestClusterFaults(t *testing.T) {
 		if err := ping(ctx, c, time.Second); err != nil {
 			t.Fatal(err)
 		}
-		if err := n.Disconnect(ctx); err != nil {
+		if err := n.Disconnect(); err != nil {
 			t.Fatal(err)
 		}
 		begin := time.Now()
@@ -132,7 +170,7 @@ func TestClusterFaults(t *testing.T) {
 		}
 		t.Logf("PING on disconnected node: %v after %v", err, time.Since(begin).Round(time.Millisecond))
 		begin = time.Now()
-		if err := n.Reconnect(ctx); err != nil {
+		if err := n.Reconnect(); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("reconnect took %v", time.Since(begin).Round(time.Millisecond))
@@ -182,7 +220,7 @@ func TestReplicatedFailover(t *testing.T) {
 		t.Fatal("a replica accepted a write")
 	}
 
-	if err := master.Kill(ctx); err != nil {
+	if err := master.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	if err := replica.Promote(ctx); err != nil {
@@ -196,7 +234,7 @@ func TestReplicatedFailover(t *testing.T) {
 	}
 
 	// The old master comes back empty and follows the new one.
-	if err := master.Start(ctx); err != nil {
+	if err := master.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	if err := master.ReplicaOf(ctx, replica); err != nil {
@@ -221,10 +259,4 @@ func ping(ctx context.Context, c *redis.Client, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return c.Ping(ctx).Err()
-}
-
-// isTimeout reports whether err is a deadline, from the context or a socket.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }

@@ -34,7 +34,7 @@
 //
 // Every node publishes its port 6379 on a fixed, free port of 127.0.0.1
 // chosen below the kernel's ephemeral range, so that [Node.Addr] stays the
-// same across [Node.Kill]/[Node.Start] and [Node.Disconnect]/[Node.Reconnect]
+// same across [Node.Kill]/[Node.Restart] and [Node.Disconnect]/[Node.Reconnect]
 // and no outgoing connection of the test process can take the port while the
 // node is down. This assumes the Docker engine runs on the local host (a
 // Docker socket, not a remote DOCKER_HOST).

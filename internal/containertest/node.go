@@ -1,12 +1,10 @@
 package containertest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -18,13 +16,19 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/testcontainers/testcontainers-go"
 	tcexec "github.com/testcontainers/testcontainers-go/exec"
+
+	"github.com/redlock-go/redlock/internal/nodetest"
 )
 
 // Node is one redis-server running in its own container, with handles to
-// break it in the ways a chaos test needs. Its methods are safe for
-// concurrent use, but faults on one node are meant to be applied one at a
-// time (for example Kill and Disconnect racing each other on the same node
-// give whatever order the engine picks).
+// break it in the ways a chaos test needs. Its fault verbs are those of
+// [nodetest.Faults], which a redis-server process (redistest.Server) has
+// too, plus Disconnect and Reconnect; like a process's, they take no context
+// and are bounded by the node's own timeouts (a Docker call by 30 s, waiting
+// for PING by the start timeout). Its methods are safe for concurrent use,
+// but faults on one node are meant to be applied one at a time (for example
+// Kill and Disconnect racing each other on the same node give whatever order
+// the engine picks).
 type Node struct {
 	tb           testing.TB
 	ctr          *testcontainers.DockerContainer
@@ -84,80 +88,124 @@ func (n *Node) Client(opts ...func(*redis.Options)) *redis.Client {
 
 // Kill sends SIGKILL to redis-server and returns once the container has
 // stopped: an abrupt crash. Persistence is off, so every key is lost;
-// [Node.Start] brings the node back empty at the same address.
-func (n *Node) Kill(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, dockerTimeout)
+// [Node.Restart] brings the node back empty at the same address. Killing a
+// node that is not running does nothing.
+func (n *Node) Kill() error {
+	ctx, cancel := context.WithTimeout(context.Background(), dockerTimeout)
 	defer cancel()
-	err := withDocker(ctx, func(cli *client.Client) error {
-		if _, err := cli.ContainerKill(ctx, n.ctr.GetContainerID(), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
-			return err
+	return n.wrap("kill", withDocker(ctx, func(cli *client.Client) error { return n.kill(ctx, cli) }))
+}
+
+// kill kills the container unless it is already stopped, and waits until
+// the engine says it has.
+func (n *Node) kill(ctx context.Context, cli *client.Client) error {
+	running, err := n.thaw(ctx, cli)
+	if err != nil || !running {
+		return err
+	}
+	if _, err := cli.ContainerKill(ctx, n.ctr.GetContainerID(), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		return err
+	}
+	return n.waitState(ctx, cli, func(s *container.State) bool { return !s.Running })
+}
+
+// thaw unpauses the container if it is paused, since the engine signals no
+// frozen container, and reports whether it runs.
+func (n *Node) thaw(ctx context.Context, cli *client.Client) (running bool, err error) {
+	res, err := cli.ContainerInspect(ctx, n.ctr.GetContainerID(), client.ContainerInspectOptions{})
+	if err != nil {
+		return false, err
+	}
+	st := res.Container.State
+	if st == nil || !st.Running {
+		return false, nil
+	}
+	if st.Paused {
+		if _, err := cli.ContainerUnpause(ctx, n.ctr.GetContainerID(), client.ContainerUnpauseOptions{}); err != nil {
+			return true, err
 		}
-		return n.waitState(ctx, cli, func(s *container.State) bool { return !s.Running })
+		n.setPaused(false)
+	}
+	return true, nil
+}
+
+// stopGrace is how long Stop lets redis-server shut down after SIGTERM.
+const stopGrace = 5 * time.Second
+
+// Stop stops the node gracefully (SIGTERM, then SIGKILL after 5 s): a clean
+// shutdown, as opposed to [Node.Kill]. Keys are lost either way. Stopping a
+// node that is not running does nothing.
+func (n *Node) Stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), stopGrace+dockerTimeout)
+	defer cancel()
+	var running bool
+	err := withDocker(ctx, func(cli *client.Client) (err error) {
+		running, err = n.thaw(ctx, cli)
+		return err
 	})
-	return n.wrap("kill", err)
+	if err != nil || !running {
+		return n.wrap("stop", err)
+	}
+	grace := stopGrace
+	return n.wrap("stop", n.ctr.Stop(ctx, &grace))
 }
 
-// Stop stops the node gracefully (SIGTERM, then SIGKILL after timeout): a
-// clean shutdown, as opposed to [Node.Kill]. Keys are lost either way.
-func (n *Node) Stop(ctx context.Context, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout+dockerTimeout)
+// Restart starts the container again, empty, on the same host port, killing
+// it first if it still runs, and waits until redis-server answers PING
+// (unless the node is disconnected, when there is nothing to wait for).
+func (n *Node) Restart() error {
+	ctx, cancel := context.WithTimeout(context.Background(), n.startTimeout)
 	defer cancel()
-	return n.wrap("stop", n.ctr.Stop(ctx, &timeout))
-}
-
-// Start starts the container again after [Node.Kill] or [Node.Stop], on the
-// same host port, and waits until redis-server answers PING (unless the node
-// is disconnected, when there is nothing to wait for).
-func (n *Node) Start(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, n.startTimeout)
-	defer cancel()
+	if err := withDocker(ctx, func(cli *client.Client) error { return n.kill(ctx, cli) }); err != nil {
+		return n.wrap("restart", err)
+	}
 	if err := n.ctr.Start(ctx); err != nil {
-		return n.wrap("start", err)
+		return n.wrap("restart", err)
 	}
 	n.mu.Lock()
-	n.paused = false // a started container is never frozen
 	reachable := n.detached == nil
 	n.mu.Unlock()
 	if !reachable {
 		return nil
 	}
-	return n.wrap("start", waitReady(ctx, n.addr))
+	return n.wrap("restart", nodetest.WaitReady(ctx, n.addr, nil))
 }
 
 // Pause freezes every process of the container (docker pause, the cgroup
 // freezer). The kernel still accepts connections and buffers commands, but
 // nothing answers: a stalled node, like one in a long GC pause or swapping.
 // Clients hang until their own deadline.
-func (n *Node) Pause(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, dockerTimeout)
-	defer cancel()
-	err := withDocker(ctx, func(cli *client.Client) error {
-		_, err := cli.ContainerPause(ctx, n.ctr.GetContainerID(), client.ContainerPauseOptions{})
+func (n *Node) Pause() error {
+	return n.freeze("pause", true, func(ctx context.Context, cli *client.Client, id string) error {
+		_, err := cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
 		return err
 	})
-	if err == nil {
-		n.mu.Lock()
-		n.paused = true
-		n.mu.Unlock()
-	}
-	return n.wrap("pause", err)
 }
 
-// Unpause thaws a paused node. Redis then answers the commands that queued
+// Resume thaws a paused node. Redis then answers the commands that queued
 // up meanwhile, in order; clients that gave up will not read those answers.
-func (n *Node) Unpause(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, dockerTimeout)
-	defer cancel()
-	err := withDocker(ctx, func(cli *client.Client) error {
-		_, err := cli.ContainerUnpause(ctx, n.ctr.GetContainerID(), client.ContainerUnpauseOptions{})
+func (n *Node) Resume() error {
+	return n.freeze("resume", false, func(ctx context.Context, cli *client.Client, id string) error {
+		_, err := cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
 		return err
 	})
+}
+
+// freeze runs the engine call of Pause or Resume and records the outcome.
+func (n *Node) freeze(op string, paused bool, call func(context.Context, *client.Client, string) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), dockerTimeout)
+	defer cancel()
+	err := withDocker(ctx, func(cli *client.Client) error { return call(ctx, cli, n.ctr.GetContainerID()) })
 	if err == nil {
-		n.mu.Lock()
-		n.paused = false
-		n.mu.Unlock()
+		n.setPaused(paused)
 	}
-	return n.wrap("unpause", err)
+	return n.wrap(op, err)
+}
+
+func (n *Node) setPaused(paused bool) {
+	n.mu.Lock()
+	n.paused = paused
+	n.mu.Unlock()
 }
 
 // Disconnect cuts the node off every Docker network it is attached to (with
@@ -165,13 +213,13 @@ func (n *Node) Unpause(ctx context.Context) error {
 // refused and open ones are closed. It also cuts replication to or from
 // other containers. redis-server keeps running with its data, so this is a
 // partition, not a crash.
-func (n *Node) Disconnect(ctx context.Context) error {
+func (n *Node) Disconnect() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.detached != nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, dockerTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), dockerTimeout)
 	defer cancel()
 	var detached []detachedEndpoint
 	err := withDocker(ctx, func(cli *client.Client) error {
@@ -208,13 +256,13 @@ func (n *Node) Disconnect(ctx context.Context) error {
 // it off, with the same aliases, so that the engine publishes the same host
 // port again, and waits until PING answers (unless the node is paused or
 // stopped).
-func (n *Node) Reconnect(ctx context.Context) error {
+func (n *Node) Reconnect() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.detached == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.startTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), n.startTimeout)
 	defer cancel()
 	running := false
 	err := withDocker(ctx, func(cli *client.Client) error {
@@ -243,7 +291,7 @@ func (n *Node) Reconnect(ctx context.Context) error {
 	if !running || n.paused {
 		return nil
 	}
-	return n.wrap("reconnect", waitReady(ctx, n.addr))
+	return n.wrap("reconnect", nodetest.WaitReady(ctx, n.addr, nil))
 }
 
 // Exec runs cmd inside the container and returns its combined output, or an
@@ -376,48 +424,4 @@ func (n *Node) wrap(op string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("containertest: %s %s: %w", op, n, err)
-}
-
-// waitReady waits until the redis-server behind addr answers PING with PONG,
-// polling on fresh connections until ctx ends. It speaks RESP by hand so
-// that waiting leaves no client pool or goroutine behind.
-func waitReady(ctx context.Context, addr string) error {
-	var last error
-	for {
-		if last = pingOnce(ctx, addr); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("no PONG from %s: %w (last: %v)", addr, ctx.Err(), last)
-		case <-time.After(25 * time.Millisecond):
-		}
-	}
-}
-
-// pingOnce dials addr, sends PING and expects +PONG, within one second.
-func pingOnce(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = conn.Close() }()
-	deadline, _ := ctx.Deadline()
-	if err := conn.SetDeadline(deadline); err != nil {
-		return err
-	}
-	if _, err := io.WriteString(conn, "*1\r\n$4\r\nPING\r\n"); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "+PONG\r\n" {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
-	}
-	return nil
 }

@@ -89,5 +89,14 @@ func (f *Floor) Pair(ctx context.Context) time.Duration {
 	return time.Since(start)
 }
 
+// Pairs returns n samples of Pair.
+func (f *Floor) Pairs(ctx context.Context, n int) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = f.Pair(ctx)
+	}
+	return out
+}
+
 // Wait waits for the PINGs still running in the background.
 func (f *Floor) Wait() { f.wg.Wait() }

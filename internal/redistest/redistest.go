@@ -10,8 +10,8 @@
 package redistest
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/nodetest"
 )
 
 // Timeouts. Every wait in this package is bounded so that a broken
@@ -473,7 +475,10 @@ func (s *Server) startLocked() error {
 	}()
 	s.cmd, s.exited, s.paused = cmd, exited, false
 
-	if err := waitReady(s.addr, exited, readyTimeout); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	err = nodetest.WaitReady(ctx, s.addr, exited)
+	cancel()
+	if err != nil {
 		_ = s.killLocked()
 		tail := s.logTail(logStart)
 		if strings.Contains(tail, "Address already in use") {
@@ -482,63 +487,6 @@ func (s *Server) startLocked() error {
 		return fmt.Errorf("redistest: redis-server on %s did not start: %w\n--- log tail ---\n%s", s.addr, err, tail)
 	}
 	return nil
-}
-
-// waitReady polls with a raw PING until the server answers +PONG, the process
-// exits, or the deadline passes. A raw socket keeps readiness checks free of
-// client pools and background goroutines.
-func waitReady(addr string, exited <-chan struct{}, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	backoff := 5 * time.Millisecond
-	var lastErr error
-	for {
-		select {
-		case <-exited:
-			return errors.New("process exited during startup")
-		default:
-		}
-		if lastErr = ping(addr, deadline); lastErr == nil {
-			return nil
-		}
-		if time.Now().Add(backoff).After(deadline) {
-			return fmt.Errorf("no PONG within %v: %w", timeout, lastErr)
-		}
-		time.Sleep(backoff)
-		backoff = min(2*backoff, 100*time.Millisecond)
-	}
-}
-
-func ping(addr string, deadline time.Time) error {
-	// Never let a single attempt eat the whole budget: if another process
-	// owns the port and accepts without answering, we want to notice redis
-	// exiting soon rather than after the full readiness timeout.
-	deadline = minTime(deadline, time.Now().Add(250*time.Millisecond))
-	conn, err := net.DialTimeout("tcp", addr, time.Until(deadline))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if err := conn.SetDeadline(deadline); err != nil {
-		return err
-	}
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "+PONG\r\n" {
-		return fmt.Errorf("unexpected PING reply %q", line)
-	}
-	return nil
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
 
 func (s *Server) logPath() string { return filepath.Join(s.dir, "redis.log") }

@@ -1,0 +1,306 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/containertest"
+)
+
+// This file is the chaos suite's fixture: the masters in containers, the lock
+// clients over them, the test's own look at the nodes, and the dialers that
+// cut one client off a node or follow a failover.
+
+// chaosCluster is a set of independent masters in containers.
+type chaosCluster struct {
+	t     *testing.T
+	nodes []*containertest.Node
+}
+
+func startChaosCluster(t *testing.T, n int) *chaosCluster {
+	t.Helper()
+	c := &chaosCluster{t: t, nodes: containertest.StartCluster(t, n)}
+	c.loadScripts(c.all()...)
+	return c
+}
+
+// all returns the index of every node.
+func (c *chaosCluster) all() []int {
+	idx := make([]int, len(c.nodes))
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// in returns the cluster for use by subtest t: its failures go to t, and if
+// t fails halfway through a fault, the nodes are healed, and started again
+// empty with their scripts, for the phases after it.
+func (c *chaosCluster) in(t *testing.T) *chaosCluster {
+	sub := &chaosCluster{t: t, nodes: c.nodes}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, n := range c.nodes {
+			_ = n.Reconnect()
+			_ = n.Restart() // thaws a paused node first
+		}
+		sub.loadScripts(sub.all()...)
+	})
+	return sub
+}
+
+// phase runs one phase of a scenario as subtest name of the cluster's test,
+// with the cluster as the subtest's (see in) and a history of its own.
+func (c *chaosCluster) phase(name string, fn func(t *testing.T, cl *chaosCluster, h *history)) {
+	c.t.Run(name, func(t *testing.T) { fn(t, c.in(t), newHistory()) })
+}
+
+// each applies fault to the nodes idx, in parallel, as one fault.
+func (c *chaosCluster) each(fault func(*containertest.Node) error, idx ...int) {
+	c.t.Helper()
+	errs := make([]error, len(idx))
+	var wg sync.WaitGroup
+	for j, i := range idx {
+		wg.Go(func() { errs[j] = fault(c.nodes[i]) })
+	}
+	wg.Wait()
+	require.NoError(c.t, errors.Join(errs...))
+}
+
+// lockClient returns a lock client over fresh go-redis clients with default
+// options, one per node: a process of its own.
+func (c *chaosCluster) lockClient(opts ...redlock.Option) *redlock.Client {
+	return c.lockClientWith(nil, opts...)
+}
+
+// lockClientWith is lockClient with a change to each node's client options.
+func (c *chaosCluster) lockClientWith(change func(i int, o *redis.Options), opts ...redlock.Option) *redlock.Client {
+	c.t.Helper()
+	nodes := make([]redis.UniversalClient, len(c.nodes))
+	for i, n := range c.nodes {
+		nodes[i] = n.Client(func(o *redis.Options) {
+			if change != nil {
+				change(i, o)
+			}
+		})
+	}
+	return newLockClient(c.t, nodes, opts...)
+}
+
+func (c *chaosCluster) lockClients(n int, opts ...redlock.Option) []*redlock.Client {
+	out := make([]*redlock.Client, n)
+	for i := range out {
+		out[i] = c.lockClient(opts...)
+	}
+	return out
+}
+
+// newLockClient makes a lock client with the suite's node deadline. It opens
+// a connection to each node first, as a running service has, so that faults
+// hit commands rather than handshakes, and closes the client when the test
+// ends (before the go-redis clients, whose cleanups were registered first).
+func newLockClient(t *testing.T, nodes []redis.UniversalClient, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for _, n := range nodes {
+		require.NoError(t, n.Ping(ctx).Err())
+	}
+	c, err := redlock.New(nodes, append([]redlock.Option{redlock.WithNodeTimeout(chaosNodeTimeout)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := c.Close(ctx); err != nil {
+			t.Errorf("lock client did not close: %v", err)
+		}
+	})
+	return c
+}
+
+// closeClients closes lock clients and waits for their background work:
+// rollbacks and release tails, including those queued behind stalled calls.
+func closeClients(t *testing.T, clients ...*redlock.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, c := range clients {
+		require.NoError(t, c.Close(ctx), "background work did not finish")
+	}
+}
+
+// nodeValue returns what the node at addr holds under key, "" if nothing.
+func nodeValue(t *testing.T, addr, key string) string {
+	t.Helper()
+	var v string
+	inspect(t, addr, func(ctx context.Context, rc *redis.Client) { v = readKey(t, ctx, rc, key) })
+	return v
+}
+
+// values returns what each node holds under key.
+func (c *chaosCluster) values(key string) []string {
+	c.t.Helper()
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = nodeValue(c.t, n.Addr(), key)
+	}
+	return out
+}
+
+// scan returns every key under prefix on the nodes idx (all if none), apart
+// from fencing counters, which are kept on purpose.
+func (c *chaosCluster) scan(prefix string, idx ...int) []nodeKey {
+	c.t.Helper()
+	if len(idx) == 0 {
+		idx = c.all()
+	}
+	var found []nodeKey
+	for _, i := range idx {
+		inspect(c.t, c.nodes[i].Addr(), func(ctx context.Context, rc *redis.Client) {
+			it := rc.Scan(ctx, 0, globEscape(prefix)+"*", 1000).Iterator()
+			for it.Next(ctx) {
+				k := it.Val()
+				if strings.HasSuffix(k, ":redlock:fence") {
+					continue
+				}
+				if v := readKey(c.t, ctx, rc, k); v != "" { // "": expired meanwhile
+					found = append(found, nodeKey{Node: i, Key: k, Value: v})
+				}
+			}
+			require.NoError(c.t, it.Err())
+		})
+	}
+	return found
+}
+
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// loadScripts loads the library's scripts on the nodes idx (see the
+// function loadScripts), as after a restart.
+func (c *chaosCluster) loadScripts(idx ...int) {
+	c.t.Helper()
+	for _, i := range idx {
+		loadScripts(c.t, c.nodes[i].Addr())
+	}
+}
+
+// calls returns how many times node i has run each command (see
+// commandCalls).
+func (c *chaosCluster) calls(i int) map[string]int {
+	c.t.Helper()
+	var out map[string]int
+	inspect(c.t, c.nodes[i].Addr(), func(ctx context.Context, rc *redis.Client) { out = commandCalls(c.t, ctx, rc) })
+	return out
+}
+
+// debugSleep blocks node i's event loop for d (DEBUG SLEEP): every client
+// waits, then gets its answer late. It returns when the node answers again.
+func (c *chaosCluster) debugSleep(i int, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d+10*time.Second)
+	defer cancel()
+	rc := redis.NewClient(&redis.Options{Addr: c.nodes[i].Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer func() { _ = rc.Close() }()
+	return rc.Do(ctx, "DEBUG", "SLEEP", strconv.FormatFloat(d.Seconds(), 'f', 3, 64)).Err()
+}
+
+// followAddr is the address of the current master of a replicated pair, which
+// clients dial, as a Sentinel-aware client re-points itself on failover.
+type followAddr struct{ addr atomic.Pointer[string] }
+
+func newFollowAddr(addr string) *followAddr {
+	f := &followAddr{}
+	f.set(addr)
+	return f
+}
+
+func (f *followAddr) set(addr string) { f.addr.Store(&addr) }
+
+func (f *followAddr) dial(ctx context.Context, network, _ string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, network, *f.addr.Load())
+}
+
+// client returns a go-redis client, closed when the test ends, that dials
+// whichever node is the master now. Its Addr is a name, not a server, as
+// for a Sentinel failover client.
+func (f *followAddr) client(n *containertest.Node) *redis.Client {
+	return n.Client(func(o *redis.Options) {
+		o.Addr = "mymaster"
+		o.Dialer = f.dial
+	})
+}
+
+// cuttableDialer partitions one client process from one node on the
+// client's side: while cut, dials fail and the open connections are closed.
+type cuttableDialer struct {
+	mu    sync.Mutex
+	down  bool
+	conns map[net.Conn]struct{}
+}
+
+var errCut = errors.New("chaos: link cut")
+
+func (d *cuttableDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var nd net.Dialer
+	conn, err := nd.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.down {
+		_ = conn.Close()
+		return nil, &net.OpError{Op: "dial", Net: network, Err: errCut}
+	}
+	if d.conns == nil {
+		d.conns = make(map[net.Conn]struct{})
+	}
+	d.conns[conn] = struct{}{}
+	return &trackedConn{Conn: conn, d: d}, nil
+}
+
+func (d *cuttableDialer) cut(down bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.down = down
+	if down {
+		for c := range d.conns {
+			_ = c.Close()
+		}
+		clear(d.conns)
+	}
+}
+
+type trackedConn struct {
+	net.Conn
+	d *cuttableDialer
+}
+
+func (c *trackedConn) Close() error {
+	c.d.mu.Lock()
+	delete(c.d.conns, c.Conn)
+	c.d.mu.Unlock()
+	return c.Conn.Close()
+}
