@@ -363,7 +363,7 @@ func (p *nodeSet) warm(ctx context.Context) error {
 					return
 				}
 			}
-			if err := n.client.Ping(ctx).Err(); err != nil {
+			if err := n.client.Ping(ctx).Err(); err != nil && !isNoPerm(err) {
 				errs[i] = &NodeError{Node: i, Addr: n.address(), Err: err}
 			}
 		})

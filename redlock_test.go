@@ -272,7 +272,10 @@ func TestStalledNodeDoesNotPileUp(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	close(stop)
-	assert.LessOrEqual(t, <-maxInFlight, 1, "calls piled up on the stalled node")
+	// At most one write and one delete given up on (go-redis holds each
+	// until its read timeout) and one delete being tried again: a bound
+	// that does not grow with the number of retries.
+	assert.LessOrEqual(t, <-maxInFlight, 3, "calls piled up on the stalled node")
 
 	require.NoError(t, e.servers[0].Resume())
 	start := time.Now()

@@ -63,6 +63,9 @@ type lane struct {
 	expireBy   time.Time
 	lastDelete *round // the newest delete queued here, sent again by a redo
 	deletes    uint64 // deletes started here
+	// strandedDeletes counts deletes the lane gave up waiting for that
+	// go-redis still holds: at most one.
+	strandedDeletes int
 }
 
 func newSequencer(n int) *sequencer {
@@ -81,6 +84,7 @@ type job struct {
 	detached bool   // a write the lane no longer waits for
 	mark     uint64 // the lane's delete count when it was detached
 	tries    int    // deletes: sends so far
+	retrying bool   // a delete parked for, or on, another try: counted in PendingCleanups
 }
 
 // push queues j on its node's lane and starts it if the lane is idle.
@@ -183,7 +187,7 @@ func hasDelete(q []*job) bool {
 // the lane.
 func (s *sequencer) drain(p *nodeSet, j *job) {
 	for j != nil {
-		rep := j.run(p.nodes[j.node])
+		rep := j.run(s, p)
 		j = s.done(p, j, rep)
 	}
 }
@@ -195,10 +199,13 @@ func (s *sequencer) done(p *nodeSet, j *job, rep reply) *job {
 	s.mu.Lock()
 	l := &s.lanes[j.node]
 	if j.detached {
-		// The lane went on without this write. If a delete ran since and
-		// the write may have landed after it, delete again.
+		// The lane went on without this call. If it is a write, a delete
+		// ran since, and the write may have landed after it, delete again.
 		var redo *job
-		if l.deletes > j.mark && rep.status != statusRefused && l.lastDelete != nil {
+		if j.r.spec.kind == opDelete {
+			l.strandedDeletes--
+		}
+		if j.r.spec.kind == opWrite && l.deletes > j.mark && rep.status != statusRefused && l.lastDelete != nil {
 			redo = &job{r: l.lastDelete, node: j.node, reported: true}
 			p.life.add(1)
 			redo = s.enqueue(p, redo)
@@ -214,7 +221,7 @@ func (s *sequencer) done(p *nodeSet, j *job, rep reply) *job {
 		s.mu.Unlock()
 		return nil
 	}
-	if j.tries > 1 {
+	if j.retrying {
 		n.pendingCleanups.Add(-1)
 	}
 	p.life.end()
@@ -237,12 +244,54 @@ func (s *sequencer) retry(p *nodeSet, l *lane, j *job) bool {
 	if p.life.abandoned() || time.Now().Add(wait).After(l.expireBy) {
 		return false
 	}
-	if j.tries == 1 {
+	if !j.retrying {
+		j.retrying = true
 		p.nodes[j.node].pendingCleanups.Add(1)
 	}
 	l.current = nil
 	time.AfterFunc(wait, func() { s.resume(p, j) })
 	return true
+}
+
+// giveUpOn runs when delete j's deadline passed while go-redis still holds
+// it (a client without ContextTimeoutEnabled waits for its ReadTimeout): the
+// lane stops waiting for it and parks a fresh try. A delete that lands late
+// is harmless: it removes no generation later than its own.
+func (s *sequencer) giveUpOn(p *nodeSet, j *job) {
+	s.mu.Lock()
+	l := &s.lanes[j.node]
+	if l.current != j || j.detached || l.strandedDeletes > 0 {
+		// With one delete of this lane already left to go-redis, the lane
+		// waits for this one: a stalled node holds at most one abandoned
+		// write and one abandoned delete per lock.
+		s.mu.Unlock()
+		return
+	}
+	l.strandedDeletes++
+	j.detached = true
+	j.mark = l.deletes
+	if j.retrying {
+		j.retrying = false
+		p.nodes[j.node].pendingCleanups.Add(-1)
+	}
+	again := &job{r: j.r, node: j.node, reported: true, tries: j.tries}
+	p.life.add(1)
+	if !s.retry(p, l, again) {
+		// No time left for another try: the lane goes on.
+		p.life.end()
+		var next *job
+		if len(l.queue) == 0 {
+			l.busy, l.current = false, nil
+		} else {
+			next = s.dequeue(l)
+		}
+		s.mu.Unlock()
+		if next != nil {
+			p.work(task{s: s, j: next})
+		}
+		return
+	}
+	s.mu.Unlock()
 }
 
 // resume sends a parked delete again, unless a later delete now covers it
@@ -270,8 +319,9 @@ func (s *sequencer) resume(p *nodeSet, j *job) {
 	}
 }
 
-// run sends j to n, unless it is obsolete, and reports the reply.
-func (j *job) run(n *node) reply {
+// run sends j to its node, unless it is obsolete, and reports the reply.
+func (j *job) run(s *sequencer, p *nodeSet) reply {
+	n := p.nodes[j.node]
 	r := j.r
 	var rep reply
 	switch {
@@ -288,7 +338,9 @@ func (j *job) run(n *node) reply {
 		// waited in the lane.
 		j.tries++
 		ctx, cancel := context.WithTimeout(r.base, r.spec.callTimeout)
+		stop := context.AfterFunc(ctx, func() { s.giveUpOn(p, j) })
 		rep = n.call(ctx, &r.spec.op)
+		stop()
 		cancel()
 	}
 	rep.node = n.index
