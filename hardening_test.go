@@ -132,10 +132,7 @@ func TestExtendAfterMajorityLoss(t *testing.T) {
 // writes landed; the rollback must keep trying until it has removed them,
 // with either client configuration.
 func TestCleanupPersists(t *testing.T) {
-	for _, cfg := range []struct {
-		name string
-		o    func(*redis.Options)
-	}{{"context-timeouts", fastClients}, {"go-redis-defaults", defaultClients}} {
+	for _, cfg := range clientConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
 			e := newEnv(t, 5, cfg.o)
 			c := e.client(redlock.WithNodeTimeout(50 * time.Millisecond))

@@ -55,6 +55,12 @@ func fastClients(o *redis.Options) { o.ContextTimeoutEnabled = true }
 // defaultClients leaves go-redis's options as users leave them.
 func defaultClients(*redis.Options) {}
 
+// clientConfigs are both: a test of unknown outcomes runs with each.
+var clientConfigs = []struct {
+	name string
+	o    func(*redis.Options)
+}{{"context-timeouts", fastClients}, {"go-redis-defaults", defaultClients}}
+
 func newEnv(t *testing.T, n int, clientOpts func(*redis.Options)) *env {
 	t.Helper()
 	e := &env{t: t, servers: redistest.StartT(t, n)}

@@ -131,10 +131,7 @@ func TestQuorumSubsets(t *testing.T) {
 // acquire must leave no key behind.
 func TestLostReply(t *testing.T) {
 	t.Run("failed acquire leaves no key", func(t *testing.T) {
-		for _, opts := range []struct {
-			name string
-			o    func(*redis.Options)
-		}{{"context-timeouts", fastClients}, {"go-redis-defaults", defaultClients}} {
+		for _, opts := range clientConfigs {
 			t.Run(opts.name, func(t *testing.T) {
 				e := newEnv(t, 1, opts.o)
 				c := e.client()

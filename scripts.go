@@ -72,26 +72,34 @@ func acquireOp(key string, v value, ttlMs int64) nodeOp {
 		keyBuf: [2]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
 }
 
-func readAcquire(cmd *redis.Cmd) reply {
-	return readCode(cmd, func(v int64) reply {
-		switch v {
-		case 1:
-			return reply{status: statusOK}
-		case 0:
-			return reply{status: statusRefused, err: ErrHeldByOther}
-		}
-		return reply{err: errUnexpected(v)} // 2: a stale call; never expected in its own round
-	})
+func readAcquire(cmd *redis.Cmd) reply { return readCode(cmd, acquireRefusals) }
+
+// readCode reads a script's integer reply: 1 is a confirmation, a code in
+// refusals a definite refusal with its cause; an error, or any other code,
+// is an unknown outcome.
+func readCode(cmd *redis.Cmd, refusals map[int64]error) reply {
+	v, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return reply{err: err}
+	case v == 1:
+		return reply{status: statusOK}
+	case refusals[v] != nil:
+		return reply{status: statusRefused, err: refusals[v]}
+	}
+	return reply{err: errUnexpected(v)}
 }
 
-// readCode reads a script's integer reply; an error is an unknown outcome.
-func readCode(cmd *redis.Cmd, classify func(int64) reply) reply {
-	v, err := cmd.Int64()
-	if err != nil {
-		return reply{err: err}
-	}
-	return classify(v)
-}
+// The refusals each script's reply can carry. A stale call (2: a later
+// generation of ours is there) is never expected in its own round, except
+// by a delete, which must then leave the later value alone.
+var (
+	acquireRefusals = map[int64]error{0: ErrHeldByOther}
+	commitRefusals  = map[int64]error{0: ErrNotHeld}
+	extendRefusals  = map[int64]error{0: ErrKeyAbsent, -1: ErrHeldByOther}
+	restoreRefusals = map[int64]error{0: ErrHeldByOther}
+	deleteRefusals  = map[int64]error{0: ErrKeyAbsent, -1: ErrHeldByOther, 2: errLaterAttempt}
+)
 
 func acquireFencedOp(key, fenceKey string, v value, ttlMs int64) nodeOp {
 	return nodeOp{script: acquireFencedScript, read: readAcquireFenced,
@@ -119,53 +127,21 @@ func fenceCommitOp(key, fenceKey string, v value, fence uint64) nodeOp {
 		keyBuf: [2]string{key, fenceKey}, nkeys: 2, argBuf: [4]any{v.prefix, strconv.FormatUint(fence, 10)}, nargs: 2}
 }
 
-func readFenceCommit(cmd *redis.Cmd) reply {
-	return readCode(cmd, func(v int64) reply {
-		switch v {
-		case 1:
-			return reply{status: statusOK}
-		case 0:
-			return reply{status: statusRefused, err: ErrNotHeld}
-		}
-		return reply{err: errUnexpected(v)}
-	})
-}
+func readFenceCommit(cmd *redis.Cmd) reply { return readCode(cmd, commitRefusals) }
 
 func extendOp(key string, v value, ttlMs int64) nodeOp {
 	return nodeOp{script: extendScript, read: readExtend,
 		keyBuf: [2]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
 }
 
-func readExtend(cmd *redis.Cmd) reply {
-	return readCode(cmd, func(v int64) reply {
-		switch v {
-		case 1:
-			return reply{status: statusOK}
-		case 0:
-			return reply{status: statusRefused, err: ErrKeyAbsent}
-		case -1:
-			return reply{status: statusRefused, err: ErrHeldByOther}
-		}
-		return reply{err: errUnexpected(v)} // 2: stale; extensions of a lock run one at a time
-	})
-}
+func readExtend(cmd *redis.Cmd) reply { return readCode(cmd, extendRefusals) }
 
 func restoreOp(key string, v value, ttlMs int64) nodeOp {
 	return nodeOp{script: restoreScript, read: readRestore,
 		keyBuf: [2]string{key}, nkeys: 1, argBuf: [4]any{v.s, ttlMs}, nargs: 2}
 }
 
-func readRestore(cmd *redis.Cmd) reply {
-	return readCode(cmd, func(v int64) reply {
-		switch v {
-		case 1:
-			return reply{status: statusOK}
-		case 0:
-			return reply{status: statusRefused, err: ErrHeldByOther}
-		}
-		return reply{err: errUnexpected(v)}
-	})
-}
+func readRestore(cmd *redis.Cmd) reply { return readCode(cmd, restoreRefusals) }
 
 // deleteOp deletes our key up to generation upTo (0: any of ours).
 func deleteOp(key string, v value, upTo uint64) nodeOp {
@@ -173,21 +149,7 @@ func deleteOp(key string, v value, upTo uint64) nodeOp {
 		keyBuf: [2]string{key}, nkeys: 1, argBuf: [4]any{v.prefix, upTo}, nargs: 2}
 }
 
-func readDelete(cmd *redis.Cmd) reply {
-	return readCode(cmd, func(v int64) reply {
-		switch v {
-		case 1:
-			return reply{status: statusOK}
-		case 0:
-			return reply{status: statusRefused, err: ErrKeyAbsent}
-		case -1:
-			return reply{status: statusRefused, err: ErrHeldByOther}
-		case 2:
-			return reply{status: statusRefused, err: errLaterAttempt}
-		}
-		return reply{err: errUnexpected(v)}
-	})
-}
+func readDelete(cmd *redis.Cmd) reply { return readCode(cmd, deleteRefusals) }
 
 func errUnexpected(v any) error {
 	return fmt.Errorf("unexpected script reply %v", v)

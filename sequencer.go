@@ -225,14 +225,19 @@ func (s *sequencer) done(p *nodeSet, j *job, rep reply) *job {
 		n.pendingCleanups.Add(-1)
 	}
 	p.life.end()
-	var next *job
-	if len(l.queue) == 0 {
-		l.busy, l.current = false, nil
-	} else {
-		next = s.dequeue(l)
-	}
+	next := s.advance(l)
 	s.mu.Unlock()
 	return next
+}
+
+// advance moves the lane to its next job, or idles it. Called with s.mu
+// held, when the lane no longer waits for anything.
+func (s *sequencer) advance(l *lane) *job {
+	if len(l.queue) == 0 {
+		l.busy, l.current = false, nil
+		return nil
+	}
+	return s.dequeue(l)
 }
 
 // retry parks delete j for another try, unless the key it targets would
@@ -279,12 +284,7 @@ func (s *sequencer) giveUpOn(p *nodeSet, j *job) {
 	if !s.retry(p, l, again) {
 		// No time left for another try: the lane goes on.
 		p.life.end()
-		var next *job
-		if len(l.queue) == 0 {
-			l.busy, l.current = false, nil
-		} else {
-			next = s.dequeue(l)
-		}
+		next := s.advance(l)
 		s.mu.Unlock()
 		if next != nil {
 			p.work(task{s: s, j: next})
@@ -307,12 +307,7 @@ func (s *sequencer) resume(p *nodeSet, j *job) {
 	}
 	p.nodes[j.node].pendingCleanups.Add(-1)
 	p.life.end()
-	var next *job
-	if len(l.queue) == 0 {
-		l.busy = false
-	} else {
-		next = s.dequeue(l)
-	}
+	next := s.advance(l)
 	s.mu.Unlock()
 	if next != nil {
 		p.work(task{s: s, j: next})
