@@ -54,18 +54,22 @@ type roundSpec struct {
 // replies arrive on, and the deadline of its writes. One allocation serves
 // the whole round.
 type round struct {
-	spec     roundSpec
-	ctx      context.Context // writes: ends at the round's deadline, or when every job is done
-	cancel   context.CancelFunc
-	base     context.Context // the caller's context without its cancellation
-	deadline time.Time
-	users    atomic.Int32
-	out      chan reply
-	jobs     []job
+	spec      roundSpec
+	ctx       context.Context // ends at the round's deadline (a delete's: callTimeout), or when every first try is done
+	cancel    context.CancelFunc
+	stopWatch func() bool     // deletes: stops the watcher of the first tries
+	base      context.Context // the caller's context without its cancellation
+	deadline  time.Time
+	users     atomic.Int32
+	out       chan reply
+	jobs      []job
 }
 
 func (r *round) leave() {
 	if r.users.Add(-1) == 0 && r.cancel != nil {
+		if r.stopWatch != nil {
+			r.stopWatch() // every first try returned: nobody to give up on
+		}
 		r.cancel()
 	}
 }
@@ -95,16 +99,29 @@ func (p *nodeSet) launch(ctx context.Context, seq *sequencer, spec roundSpec) *r
 	}
 	r := &round{spec: spec, base: base, out: make(chan reply, n), jobs: make([]job, 0, n)}
 	r.deadline = time.Now().Add(spec.wait)
-	if spec.kind == opWrite {
-		r.ctx, r.cancel = context.WithDeadline(base, r.deadline)
-	}
-	r.users.Store(int32(n))
-	p.life.add(n)
 	for i := range p.nodes {
 		if spec.only == nil || spec.only[i] {
 			r.jobs = append(r.jobs, job{r: r, node: i})
-			seq.push(p, &r.jobs[len(r.jobs)-1])
 		}
+	}
+	if spec.kind == opWrite {
+		r.ctx, r.cancel = context.WithDeadline(base, r.deadline)
+	} else {
+		// The first try of each delete that starts at once shares this
+		// deadline, and one watcher gives up on those still held by go-redis
+		// when it passes; a delete that waited in its lane, and every retry,
+		// gets a deadline and a watcher of its own.
+		r.ctx, r.cancel = context.WithTimeout(base, spec.callTimeout)
+		r.stopWatch = context.AfterFunc(r.ctx, func() {
+			for i := range r.jobs {
+				seq.giveUpOn(p, &r.jobs[i], true)
+			}
+		})
+	}
+	r.users.Store(int32(n))
+	p.life.add(n)
+	for i := range r.jobs {
+		seq.push(p, &r.jobs[i])
 	}
 	return r
 }

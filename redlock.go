@@ -110,8 +110,9 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		return nil, err
 	}
 	defer c.nodes.life.end()
+	ttlArg := any(ttl.Milliseconds()) // boxed once for every attempt
 	for failed := 1; ; failed++ {
-		err := c.attempt(ctx, l, ttl)
+		err := c.attempt(ctx, l, ttl, ttlArg)
 		if err == nil {
 			return l, nil
 		}
@@ -147,7 +148,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 		return nil, err
 	}
 	defer c.nodes.life.end()
-	if err := c.attempt(ctx, l, ttl); err != nil {
+	if err := c.attempt(ctx, l, ttl, ttl.Milliseconds()); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -179,6 +180,7 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration) (*L
 		key:       key,
 		token:     token,
 		prefix:    token + ".",
+		prefixArg: token + ".",
 		seq:       newSequencer(len(c.nodes.nodes)),
 		extending: make(chan struct{}, 1),
 	}
@@ -193,7 +195,7 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration) (*L
 // and validity left. Otherwise delete what we may have written, everywhere.
 // Each attempt writes its own generation, so the rollback of a failed attempt
 // can never delete what a later attempt wrote.
-func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration) error {
+func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg any) error {
 	timeout := c.cfg.nodeTimeout(ttl)
 	if err := c.nodes.checkServers(timeout); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, l.key, err)
@@ -202,9 +204,9 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration) error 
 	until := c.cfg.validUntil(start, ttl)
 	v := l.nextValue()
 
-	op := acquireOp(l.key, v, ttl.Milliseconds())
+	op := acquireOp(l.key, v, ttlArg)
 	if c.cfg.fencing {
-		op = acquireFencedOp(l.key, l.fenceKey, v, ttl.Milliseconds())
+		op = acquireFencedOp(l.key, l.fenceKey, v, ttlArg)
 	}
 	t, err := c.nodes.run(ctx, l.seq, writeRound(op, timeout, ttl))
 	var fence uint64
@@ -267,12 +269,13 @@ func withCause(err, cause error) error {
 
 // Lock is a held lock: a handle with its own state, safe for concurrent use.
 type Lock struct {
-	client   *Client
-	key      string
-	token    string
-	prefix   string // token + "."; the values we write are prefix + generation
-	fenceKey string // the fence counter's key, with WithFencing
-	seq      *sequencer
+	client    *Client
+	key       string
+	token     string
+	prefix    string // token + "."; the values we write are prefix + generation
+	prefixArg any    // prefix, boxed once for every script call
+	fenceKey  string // the fence counter's key, with WithFencing
+	seq       *sequencer
 	// extending admits one Extend at a time, so that Until always belongs
 	// to the latest extension that reached the nodes.
 	extending chan struct{}
@@ -293,7 +296,7 @@ func (l *Lock) nextValue() value {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.gen++
-	return newValue(l.prefix, l.gen)
+	return newValue(l.prefix, l.prefixArg, l.gen)
 }
 
 // Key returns the locked key, or "" for a nil Lock.
@@ -419,7 +422,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		l.until, l.ttl = newUntil, ttl
 		// The launch happens under l.mu, before any Release can queue its
 		// deletes: on each node the restore runs first and is deleted.
-		absent := t.where(func(r reply) bool { return errors.Is(r.err, ErrKeyAbsent) })
+		// Nodes that did not confirm, or were not waited for, may have lost
+		// the key; the restore sets it only where it is absent.
+		absent := t.where(func(r reply) bool { return r.status != statusOK && !errors.Is(r.err, ErrHeldByOther) })
 		c.nodes.launch(ctx, l.seq, roundSpec{kind: opWrite, op: restoreOp(l.key, v, ttl.Milliseconds()),
 			wait: timeout, ttl: ttl, only: absent})
 		return nil
@@ -483,7 +488,7 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error 
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
 	}
 	defer c.nodes.life.end()
-	t, _ := c.nodes.run(ctx, l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, newValue(l.prefix, 0), 0),
+	t, _ := c.nodes.run(ctx, l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, newValue(l.prefix, l.prefixArg, 0), 0),
 		wait: c.cfg.nodeTimeout(ttl), callTimeout: c.cfg.cleanupTimeout, note: l.noteDeleted})
 	if t.reached() {
 		return nil

@@ -63,11 +63,11 @@ func (o *nodeOp) run(ctx context.Context, n *node) reply {
 
 // writeArgs are the arguments every writing script takes: the value, the
 // TTL in milliseconds, the holder's prefix and the generation.
-func writeArgs(v value, ttlMs int64) [4]any {
-	return [4]any{v.s, ttlMs, v.prefix, v.gen}
+func writeArgs(v value, ttlMs any) [4]any {
+	return [4]any{v.s, ttlMs, v.prefixArg, v.gen}
 }
 
-func acquireOp(key string, v value, ttlMs int64) nodeOp {
+func acquireOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: acquireScript, read: readAcquire,
 		keyBuf: [2]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
 }
@@ -101,7 +101,7 @@ var (
 	deleteRefusals  = map[int64]error{0: ErrKeyAbsent, -1: ErrHeldByOther, 2: errLaterAttempt}
 )
 
-func acquireFencedOp(key, fenceKey string, v value, ttlMs int64) nodeOp {
+func acquireFencedOp(key, fenceKey string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: acquireFencedScript, read: readAcquireFenced,
 		keyBuf: [2]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs), nargs: 4}
 }
@@ -124,19 +124,19 @@ func readAcquireFenced(cmd *redis.Cmd) reply {
 
 func fenceCommitOp(key, fenceKey string, v value, fence uint64) nodeOp {
 	return nodeOp{script: fenceCommitScript, read: readFenceCommit,
-		keyBuf: [2]string{key, fenceKey}, nkeys: 2, argBuf: [4]any{v.prefix, strconv.FormatUint(fence, 10)}, nargs: 2}
+		keyBuf: [2]string{key, fenceKey}, nkeys: 2, argBuf: [4]any{v.prefixArg, strconv.FormatUint(fence, 10)}, nargs: 2}
 }
 
 func readFenceCommit(cmd *redis.Cmd) reply { return readCode(cmd, commitRefusals) }
 
-func extendOp(key string, v value, ttlMs int64) nodeOp {
+func extendOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: extendScript, read: readExtend,
 		keyBuf: [2]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
 }
 
 func readExtend(cmd *redis.Cmd) reply { return readCode(cmd, extendRefusals) }
 
-func restoreOp(key string, v value, ttlMs int64) nodeOp {
+func restoreOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: restoreScript, read: readRestore,
 		keyBuf: [2]string{key}, nkeys: 1, argBuf: [4]any{v.s, ttlMs}, nargs: 2}
 }
@@ -146,7 +146,7 @@ func readRestore(cmd *redis.Cmd) reply { return readCode(cmd, restoreRefusals) }
 // deleteOp deletes our key up to generation upTo (0: any of ours).
 func deleteOp(key string, v value, upTo uint64) nodeOp {
 	return nodeOp{script: releaseScript, read: readDelete,
-		keyBuf: [2]string{key}, nkeys: 1, argBuf: [4]any{v.prefix, upTo}, nargs: 2}
+		keyBuf: [2]string{key}, nkeys: 1, argBuf: [4]any{v.prefixArg, upTo}, nargs: 2}
 }
 
 func readDelete(cmd *redis.Cmd) reply { return readCode(cmd, deleteRefusals) }
@@ -156,13 +156,14 @@ func errUnexpected(v any) error {
 }
 
 // value is what one call writes under the key: the holder's prefix and a
-// generation.
+// generation. Values and TTLs travel to the scripts boxed (as any); the
+// Lock boxes its prefix once, not once per call.
 type value struct {
-	prefix string // token + "."
-	gen    uint64
-	s      string // prefix + gen
+	prefixArg any // token + ".", boxed
+	gen       uint64
+	s         string // prefix + gen
 }
 
-func newValue(prefix string, gen uint64) value {
-	return value{prefix: prefix, gen: gen, s: prefix + strconv.FormatUint(gen, 10)}
+func newValue(prefix string, prefixArg any, gen uint64) value {
+	return value{prefixArg: prefixArg, gen: gen, s: prefix + strconv.FormatUint(gen, 10)}
 }

@@ -80,6 +80,7 @@ type job struct {
 	// report only to the round's note.
 	reported bool
 	skip     error  // set when dequeued: the job is obsolete and not sent
+	shared   bool   // a delete's first try, started at once: it runs under its round's deadline
 	watched  bool   // a write whose round's end will stop the lane waiting
 	detached bool   // a write the lane no longer waits for
 	mark     uint64 // the lane's delete count when it was detached
@@ -111,6 +112,9 @@ func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 	} else {
 		l.lastDelete = j.r
 	}
+	// A delete that starts at once runs its first try under its round's
+	// deadline and watcher; one that waited, and every retry, has its own.
+	j.shared = j.r.spec.kind == opDelete && !j.reported
 	if !l.busy {
 		l.busy = true
 		s.begin(l, j)
@@ -127,6 +131,7 @@ func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 			context.AfterFunc(cur.r.ctx, func() { s.unstick(p, i, cur) })
 		}
 	}
+	j.shared = false
 	l.queue = append(l.queue, j)
 	return nil
 }
@@ -249,6 +254,7 @@ func (s *sequencer) retry(p *nodeSet, l *lane, j *job) bool {
 	if p.life.abandoned() || time.Now().Add(wait).After(l.expireBy) {
 		return false
 	}
+	j.shared = false
 	if !j.retrying {
 		j.retrying = true
 		p.nodes[j.node].pendingCleanups.Add(1)
@@ -262,10 +268,13 @@ func (s *sequencer) retry(p *nodeSet, l *lane, j *job) bool {
 // it (a client without ContextTimeoutEnabled waits for its ReadTimeout): the
 // lane stops waiting for it and parks a fresh try. A delete that lands late
 // is harmless: it removes no generation later than its own.
-func (s *sequencer) giveUpOn(p *nodeSet, j *job) {
+//
+// firstTry is set by the round's shared watcher: it gives up only on first
+// tries that run under the round's deadline.
+func (s *sequencer) giveUpOn(p *nodeSet, j *job, firstTry bool) {
 	s.mu.Lock()
 	l := &s.lanes[j.node]
-	if l.current != j || j.detached || l.strandedDeletes > 0 {
+	if l.current != j || j.detached || l.strandedDeletes > 0 || firstTry && !j.shared {
 		// With one delete of this lane already left to go-redis, the lane
 		// waits for this one: a stalled node holds at most one abandoned
 		// write and one abandoned delete per lock.
@@ -279,7 +288,11 @@ func (s *sequencer) giveUpOn(p *nodeSet, j *job) {
 		j.retrying = false
 		p.nodes[j.node].pendingCleanups.Add(-1)
 	}
-	again := &job{r: j.r, node: j.node, reported: true, tries: j.tries}
+	tries := 1
+	if !firstTry {
+		tries = j.tries // set by this job's worker before it armed the watcher
+	}
+	again := &job{r: j.r, node: j.node, reported: true, tries: tries}
 	p.life.add(1)
 	if !s.retry(p, l, again) {
 		// No time left for another try: the lane goes on.
@@ -332,8 +345,12 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 		// A delete's deadline runs from when it is sent, however long it
 		// waited in the lane.
 		j.tries++
+		if j.shared {
+			rep = n.call(r.ctx, &r.spec.op) // the round's deadline and watcher
+			break
+		}
 		ctx, cancel := context.WithTimeout(r.base, r.spec.callTimeout)
-		stop := context.AfterFunc(ctx, func() { s.giveUpOn(p, j) })
+		stop := context.AfterFunc(ctx, func() { s.giveUpOn(p, j, false) })
 		rep = n.call(ctx, &r.spec.op)
 		stop()
 		cancel()
