@@ -121,7 +121,7 @@ func TestExtendAfterMajorityLoss(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrNotHeld)
 	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
-	assert.Equal(t, 2, qe.OK)
+	assert.LessOrEqual(t, qe.OK, 2, "only the two nodes that kept our value may confirm")
 	for i := range 3 {
 		assert.Empty(t, e.value(i, key), "Extend re-created the key on node %d", i)
 	}

@@ -422,9 +422,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		l.until, l.ttl = newUntil, ttl
 		// The launch happens under l.mu, before any Release can queue its
 		// deletes: on each node the restore runs first and is deleted.
-		// Nodes that did not confirm, or were not waited for, may have lost
-		// the key; the restore sets it only where it is absent.
-		absent := t.where(func(r reply) bool { return r.status != statusOK && !errors.Is(r.err, ErrHeldByOther) })
+		// Only nodes that said the key is absent: a node not waited for is
+		// restored by a later Extend that reads its answer.
+		absent := t.where(func(r reply) bool { return errors.Is(r.err, ErrKeyAbsent) })
 		c.nodes.launch(ctx, l.seq, roundSpec{kind: opWrite, op: restoreOp(l.key, v, ttl.Milliseconds()),
 			wait: timeout, ttl: ttl, only: absent})
 		return nil
