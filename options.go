@@ -196,3 +196,15 @@ func badBackoff(s RetryStrategy) bool {
 	e, ok := s.(expBackoff)
 	return ok && (e.min <= 0 || e.max < e.min)
 }
+
+// AcquireOption configures one Acquire, TryAcquire or Do call.
+type AcquireOption interface {
+	applyAcquire(*acquireConfig)
+}
+
+type acquireOptionFunc func(*acquireConfig)
+
+func (f acquireOptionFunc) applyAcquire(c *acquireConfig) { f(c) }
+
+// acquireConfig is what the AcquireOptions of one call set.
+type acquireConfig struct{}

@@ -104,8 +104,8 @@ func (c *Client) Close(ctx context.Context) error {
 // A failed Acquire returns an error matching ErrNotAcquired, and also
 // ctx.Err() when ctx ended. Whatever was written by a failed attempt is
 // deleted again on every node, in the background, even after ctx ended.
-func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
-	l, ttl, err := c.prepare(ctx, key, ttl)
+func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	l, ttl, err := c.prepare(ctx, key, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -142,8 +142,8 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 // TryAcquire makes one attempt to take the lock on key for ttl. It fails with
 // an error matching ErrNotAcquired when the lock is held elsewhere or too few
 // nodes answered in time; then it rolls back as Acquire does.
-func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
-	l, ttl, err := c.prepare(ctx, key, ttl)
+func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	l, ttl, err := c.prepare(ctx, key, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -157,9 +157,16 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 // prepare validates a lock request before anything is sent and makes the
 // handle that carries the token across attempts. On success the caller must
 // call c.nodes.life.end when done.
-func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration) (*Lock, time.Duration, error) {
+func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*Lock, time.Duration, error) {
 	if ctx == nil {
 		return nil, 0, invalid("nil context")
+	}
+	var ac acquireConfig
+	for _, o := range opts {
+		if o == nil {
+			return nil, 0, invalid("nil acquire option")
+		}
+		o.applyAcquire(&ac)
 	}
 	if key == "" {
 		return nil, 0, invalid("empty key")

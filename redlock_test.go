@@ -543,7 +543,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tc := range calls {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, try := range []func(context.Context, string, time.Duration) (*redlock.Lock, error){c.Acquire, c.TryAcquire} {
+			for _, try := range []func(context.Context, string, time.Duration, ...redlock.AcquireOption) (*redlock.Lock, error){c.Acquire, c.TryAcquire} {
 				l, err := try(tc.ctx, tc.key, tc.ttl)
 				require.Nil(t, l)
 				for _, want := range tc.want {
