@@ -28,6 +28,10 @@ const (
 	// release. Nobody waits for it, so it can afford to be generous.
 	DefaultCleanupTimeout = time.Second
 
+	// DefaultFenceHorizon is how long a fencing counter is kept after the
+	// last acquire, extend or commit of its key (see WithFenceHorizon).
+	DefaultFenceHorizon = 7 * 24 * time.Hour
+
 	// DefaultRetryMin and DefaultRetryMax bound Acquire's jittered exponential
 	// backoff between attempts.
 	DefaultRetryMin = 5 * time.Millisecond
@@ -46,6 +50,8 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	fencing          bool
+	fenceHorizon     time.Duration
+	horizonArg       any // fenceHorizon in milliseconds, boxed once
 	retry            RetryStrategy
 	nodeTimeoutFixed time.Duration
 	cleanupTimeout   time.Duration
@@ -57,6 +63,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		retry:          ExponentialBackoff(DefaultRetryMin, DefaultRetryMax),
+		fenceHorizon:   DefaultFenceHorizon,
 		cleanupTimeout: DefaultCleanupTimeout,
 		driftFactor:    DefaultDriftFactor,
 		driftConst:     DefaultDriftConst,
@@ -82,19 +89,36 @@ func (c *config) validate() error {
 		return invalid("WithDrift: factor %v is outside [0, 1)", c.driftFactor)
 	case c.driftConst < 0:
 		return invalid("WithDrift: negative constant %v", c.driftConst)
+	case c.fenceHorizon < time.Millisecond:
+		return invalid("WithFenceHorizon: horizon %v is under a millisecond", c.fenceHorizon)
 	}
+	c.horizonArg = c.fenceHorizon.Milliseconds()
 	return nil
 }
 
 // WithFencing makes every acquisition also issue a fencing token (Lock.Fence)
-// that strictly increases across successive holders of a key, provided no
-// node of the previous holder's quorum lost its data: the nodes must persist
-// their keys (appendonly with appendfsync always) and never evict them
-// (maxmemory-policy noeviction: an allkeys-* policy evicts the counters). It
-// costs a second round trip per acquisition and one counter key per lock key
-// that outlives the lock (see docs/fencing.md).
+// that strictly increases across successive holders of a key. Each fence is
+// above the fencing counters and the clocks that the acquiring quorum read,
+// and is committed to the counters of a quorum before it is handed out. It
+// survives the loss of any minority's counters (a restart without
+// persistence, FLUSHALL, eviction, failover to a replica that lacked them),
+// and of all counters once the horizon has passed, as long as the nodes'
+// clocks do not step back by more than the time since: docs/fencing.md
+// states the argument, the limits and their counterexamples. It costs a
+// second round trip per acquisition, and one counter key per lock key that
+// lives until the horizon (WithFenceHorizon) after the key's last use.
 func WithFencing() Option {
 	return optionFunc(func(c *config) { c.fencing = true })
+}
+
+// WithFenceHorizon sets how long a fencing counter is kept after the last
+// acquire, extend or commit of its key; the default is DefaultFenceHorizon.
+// Past the horizon the counter expires, and the next fence comes from the
+// nodes' clocks, which by then are above every fence issued before. It must
+// be far longer than the nodes' clocks may disagree or step back; a
+// horizon under a millisecond is refused.
+func WithFenceHorizon(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.fenceHorizon = d })
 }
 
 // WithRetry sets how Acquire waits between attempts. The default is

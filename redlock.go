@@ -213,7 +213,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 
 	op := acquireOp(l.key, v, ttlArg)
 	if c.cfg.fencing {
-		op = acquireFencedOp(l.key, l.fenceKey, v, ttlArg)
+		op = acquireFencedOp(l.key, l.fenceKey, v, ttlArg, c.cfg.horizonArg)
 	}
 	t, err := c.nodes.run(ctx, l.seq, writeRound(op, timeout, ttl))
 	var fence uint64
@@ -243,19 +243,30 @@ func writeRound(op nodeOp, timeout, ttl time.Duration) roundSpec {
 	return roundSpec{kind: opWrite, op: op, wait: timeout, ttl: ttl, cancellable: true}
 }
 
-// commitFence is the second round of a fenced acquire. The fence is one more
-// than the highest counter the quorum reported, and it is recorded on a quorum
-// of nodes that still hold our key before anyone may use it; docs/fencing.md
-// argues why that makes fences strictly increase across holders.
-func (c *Client) commitFence(ctx context.Context, l *Lock, v value, t *tally, timeout, ttl time.Duration) (uint64, *tally, error) {
+// commitFence is the second round of a fenced acquire. The fence is above
+// every reading (counter or clock) of the nodes that confirmed the acquire,
+// and it is recorded on a quorum of nodes that still hold our key before
+// anyone may use it; docs/fencing.md argues why that makes fences strictly
+// increase across holders. The nodes whose commit was not confirmed in time
+// (and whose acquire was not refused: our key may be there) get it again in
+// the background, so that lagging counters catch up.
+func (c *Client) commitFence(ctx context.Context, l *Lock, v value, acq *tally, timeout, ttl time.Duration) (uint64, *tally, error) {
 	var highest int64
-	for _, r := range t.replies {
-		if r.status == statusOK && r.val > highest {
-			highest = r.val
+	for _, r := range acq.replies {
+		if r.status == statusOK {
+			highest = max(highest, r.val)
 		}
 	}
-	fence := uint64(highest) + 1
-	t, err := c.nodes.run(ctx, l.seq, writeRound(fenceCommitOp(l.key, l.fenceKey, v, fence), timeout, ttl))
+	fence := fenceAbove(highest)
+	op := fenceCommitOp(l.key, l.fenceKey, v, fence, c.cfg.horizonArg)
+	t, err := c.nodes.run(ctx, l.seq, writeRound(op, timeout, ttl))
+	if err == nil && t.reached() && t.ok < len(t.replies) {
+		late := t.where(func(r reply) bool {
+			return r.status == statusUnknown && acq.replies[r.node].status != statusRefused
+		})
+		c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opWrite, op: op,
+			wait: c.cfg.cleanupTimeout, ttl: ttl, only: late})
+	}
 	return fence, t, err
 }
 
@@ -330,11 +341,14 @@ func (l *Lock) Token() string {
 // and have the storage reject a write whose fence is lower than the highest
 // it has seen (an equal one is the same holder's next write).
 //
-// Fences strictly increase across successive holders of a key as long as
-// the nodes in the previous holder's quorum keep their counters: no node of
-// that quorum loses its data (a restart without persistence, FLUSHALL,
-// eviction under an allkeys-* policy, failover to a replica that lacked the
-// counter). docs/fencing.md states the argument and its limits.
+// A fence is above both the fencing counters and the clocks (in
+// microseconds since the Unix epoch) that the acquiring quorum read: about
+// 1.8e15 today, growing by about 3.2e13 a year, so it fits a signed 64-bit
+// column. Fences strictly increase across successive holders of a key while
+// the counters of the previous holder's quorum survive, and also when a
+// minority of nodes lost them, or all nodes after the fence horizon, as long
+// as the nodes' clocks do not step back by more than the time since.
+// docs/fencing.md states the argument and its limits.
 func (l *Lock) Fence() uint64 {
 	if l == nil {
 		return 0
@@ -420,7 +434,11 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	v := l.nextValue()
 	newUntil := c.cfg.validUntil(start, ttl)
 	timeout := c.cfg.nodeTimeout(ttl)
-	t, err := c.nodes.run(ctx, l.seq, writeRound(extendOp(l.key, v, ttl.Milliseconds()), timeout, ttl))
+	op := extendOp(l.key, v, ttl.Milliseconds())
+	if c.cfg.fencing {
+		op = extendFencedOp(l.key, l.fenceKey, v, ttl.Milliseconds(), l.Fence(), c.cfg.horizonArg)
+	}
+	t, err := c.nodes.run(ctx, l.seq, writeRound(op, timeout, ttl))
 	ok := err == nil && t.reached() && c.cfg.clock.Now().Before(newUntil)
 
 	l.mu.Lock()
