@@ -15,8 +15,8 @@
 --          (stale call). counter is the stored string, "0" when the node has
 --          no counter for the key; seconds and microseconds are the node's
 --          TIME.
-local t = redis.call('TIME')
 local c = redis.call('GET', KEYS[2]) or '0'
+local t = redis.call('TIME')
 local v = redis.call('GET', KEYS[1])
 if v then
   if string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then
