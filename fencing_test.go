@@ -280,7 +280,8 @@ func TestFencingCounterStillRules(t *testing.T) {
 	key := newKey(t)
 
 	const ahead = 5_000_000_000_000_000 // µs: the year 2128, below 2^53
-	for _, d := range e.direct {        // whichever quorum answers first
+	// On every node: whichever quorum answers first must read it.
+	for _, d := range e.direct {
 		require.NoError(t, d.Set(ctx, counterKey(key), ahead, 0).Err())
 	}
 	l, err := c.TryAcquire(ctx, key, time.Minute)
