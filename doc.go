@@ -76,16 +76,21 @@
 // touch the protected resource after the lock passed to someone else. No lock
 // service can prevent that alone; the resource must reject the late write.
 // That is what fencing tokens are for: with WithFencing, Lock.Fence returns a
-// number that strictly increases across successive holders of a key, as long
-// as no node of the previous holder's quorum lost its data (persistence with
-// appendfsync always and noeviction are required; waiting out a TTL does not
-// bring a lost counter back). Send it with every write and have the storage
-// refuse a fence lower than the highest it has seen (an equal one is the same
-// holder's next write). Use fencing whenever a late write would corrupt data (payments,
+// number that strictly increases across successive holders of a key. Each
+// fence is above the per-key counters and the clocks that the acquiring
+// quorum read, and is committed to a quorum's counters before it is handed
+// out. The counters carry the order while they survive; a node that lost its
+// counter (FLUSHALL, a restart without persistence, eviction, a failover)
+// still contributes its clock, which is past every earlier fence unless the
+// nodes' clocks disagree or step back by more than the time between the two
+// holders. Send the fence with every write and have the storage refuse one
+// lower than the highest it has seen (an equal one is the same holder's next
+// write). Use fencing whenever a late write would corrupt data (payments,
 // ledgers, files); plain locks suffice when overlap only costs duplicated
-// work. Fencing costs a second round trip per acquisition and one counter key
-// per lock key that is kept forever, so that fences never go back; see
-// docs/fencing.md for the scheme and its argument.
+// work. Fencing costs a second round trip per acquisition, and one counter
+// key per lock key that expires a horizon (WithFenceHorizon, 7 days by
+// default) after the key's last use; see docs/fencing.md for the scheme, its
+// argument, and the failures it does and does not survive.
 //
 // Redlock gives no ordering or fairness among waiters, and a lock is only as
 // live as a quorum of its nodes: with a majority down, every Acquire fails
