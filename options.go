@@ -231,4 +231,7 @@ type acquireOptionFunc func(*acquireConfig)
 func (f acquireOptionFunc) applyAcquire(c *acquireConfig) { f(c) }
 
 // acquireConfig is what the AcquireOptions of one call set.
-type acquireConfig struct{}
+type acquireConfig struct {
+	owner    string
+	ownerSet bool
+}

@@ -15,8 +15,9 @@ import (
 // for concurrent use. It does not own the Redis clients given to New: closing
 // them stays the caller's job, after Close.
 type Client struct {
-	cfg   config
-	nodes *nodeSet
+	cfg    config
+	nodes  *nodeSet
+	owners owners // locks held under WithOwner, for reentrancy
 }
 
 // New returns a Client over nodes, one go-redis client per independent
@@ -110,10 +111,14 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		return nil, err
 	}
 	defer c.nodes.life.end()
+	if held, err := c.reenter(ctx, l); held != nil || err != nil {
+		return held, err
+	}
 	ttlArg := any(ttl.Milliseconds()) // boxed once for every attempt
 	for failed := 1; ; failed++ {
 		err := c.attempt(ctx, l, ttl, ttlArg)
 		if err == nil {
+			c.owners.register(l)
 			return l, nil
 		}
 		if errors.Is(err, ErrInvalidArgument) {
@@ -148,10 +153,27 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 		return nil, err
 	}
 	defer c.nodes.life.end()
+	if held, err := c.reenter(ctx, l); held != nil || err != nil {
+		return held, err
+	}
 	if err := c.attempt(ctx, l, ttl, ttl.Milliseconds()); err != nil {
 		return nil, err
 	}
+	c.owners.register(l)
 	return l, nil
+}
+
+// reenter returns the Lock that l's owner already holds through this
+// Client, when l has an owner and that Lock is still valid.
+func (c *Client) reenter(ctx context.Context, l *Lock) (*Lock, error) {
+	if l.owner == "" {
+		return nil, nil
+	}
+	held, err := c.owners.reenter(ctx, l, c.cfg.clock.Now())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, l.key, err)
+	}
+	return held, nil
 }
 
 // prepare validates a lock request before anything is sent and makes the
@@ -168,6 +190,9 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 		}
 		o.applyAcquire(&ac)
 	}
+	if err := ac.validate(); err != nil {
+		return nil, 0, err
+	}
 	if key == "" {
 		return nil, 0, invalid("empty key")
 	}
@@ -182,14 +207,21 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, err)
 	}
 	token := rand.Text()
+	var gen uint64
+	if ac.ownerSet {
+		token, gen = ownerToken(ac.owner), ownerGeneration()
+	}
 	l := &Lock{
 		client:    c,
 		key:       key,
 		token:     token,
+		owner:     ac.owner,
 		prefix:    token + ".",
 		prefixArg: token + ".",
 		seq:       newSequencer(len(c.nodes.nodes)),
 		extending: make(chan struct{}, 1),
+		gen:       gen,
+		holds:     1,
 	}
 	if c.cfg.fencing {
 		l.fenceKey = fenceKeyFor(key)
@@ -290,6 +322,7 @@ type Lock struct {
 	client    *Client
 	key       string
 	token     string
+	owner     string // the WithOwner id, if any
 	prefix    string // token + "."; the values we write are prefix + generation
 	prefixArg any    // prefix, boxed once for every script call
 	fenceKey  string // the fence counter's key, with WithFencing
@@ -299,6 +332,7 @@ type Lock struct {
 	extending chan struct{}
 
 	mu          sync.Mutex
+	holds       int    // Acquires of this Lock (reentered by its owner) not yet released
 	gen         uint64 // the generation of the latest value written
 	ttl         time.Duration
 	until       time.Time
@@ -326,7 +360,9 @@ func (l *Lock) Key() string {
 }
 
 // Token returns this holder's token, 130 bits from crypto/rand, unique to
-// the Acquire call and stable for the lock's life. The nodes store it,
+// the Acquire call and stable for the lock's life (with WithOwner, 130 bits
+// of a hash of the owner's id instead, the same for every Acquire of that
+// id). The nodes store it,
 // followed by a dot and a generation that grows with each attempt and
 // extension, under the key. It returns "" for a nil Lock.
 func (l *Lock) Token() string {
@@ -479,7 +515,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // later (and concurrent) calls wait for it and return nil once a quorum has
 // confirmed the delete, by then or in the background since, and the first
 // call's error otherwise. With a nil ctx the lock is released all the same
-// and the error matches ErrInvalidArgument.
+// and the error matches ErrInvalidArgument. A Lock its owner acquired more
+// than once through this Client (WithOwner) is released on the nodes by the
+// last of its Releases; the earlier ones send nothing and return nil.
 func (l *Lock) Release(ctx context.Context) error {
 	c, err := l.prologue("release", ctx)
 	if c == nil {
@@ -489,6 +527,11 @@ func (l *Lock) Release(ctx context.Context) error {
 		ctx = context.Background()
 	}
 	l.mu.Lock()
+	if l.releaseDone == nil && l.holds > 1 {
+		l.holds-- // the owner still holds it through another Acquire
+		l.mu.Unlock()
+		return err
+	}
 	if done := l.releaseDone; done != nil {
 		l.mu.Unlock()
 		<-done
@@ -499,6 +542,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.deleted = make([]bool, len(c.nodes.nodes))
 	ttl := l.ttl
 	l.mu.Unlock()
+	c.owners.forget(l)
 
 	outcome := l.release(ctx, c, ttl)
 	l.mu.Lock()
