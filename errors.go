@@ -33,6 +33,10 @@ var (
 	// ErrKeyAbsent means the node does not hold the key at all: it expired,
 	// was never written there, or the node lost it in a restart.
 	ErrKeyAbsent = errors.New("redlock: key absent on node")
+	// ErrRestartGuard means the node lost its data, restarted or failed over
+	// less than the restart guard ago (WithRestartGuard) and does not count
+	// toward an acquire's quorum yet. Nothing was written there.
+	ErrRestartGuard = errors.New("redlock: node within its restart guard")
 	// ErrNoReply means the node did not answer within the per-node timeout.
 	// The command may still have run there: the outcome is unknown, which is
 	// why every failed acquire is rolled back on every node. A node's deadline

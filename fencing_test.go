@@ -238,8 +238,10 @@ func TestFencingSurvivesWipedNode(t *testing.T) {
 			require.NoError(t, first.Release(ctx))
 			e.eventuallyNoKey(key, 5*time.Second) // Release returns at a quorum
 
-			// A holds {0, 1}: node 2 is cut off and keeps first's counter.
-			e.proxies[2].SetRefuse(true)
+			// A holds {0, 1}: node 2 is cut off and keeps first's counter
+			// (blackholed: a refused call is retried by go-redis and could
+			// land later).
+			e.proxies[2].SetBlackhole(true)
 			a, err := c.TryAcquire(ctx, key, time.Minute)
 			require.NoError(t, err)
 			require.NoError(t, a.Release(ctx))

@@ -52,6 +52,8 @@ type config struct {
 	fencing          bool
 	fenceHorizon     time.Duration
 	horizonArg       any // fenceHorizon in milliseconds, boxed once
+	restartGuard     time.Duration
+	guardArg         any // restartGuard in milliseconds, boxed once
 	retry            RetryStrategy
 	nodeTimeoutFixed time.Duration
 	cleanupTimeout   time.Duration
@@ -92,7 +94,11 @@ func (c *config) validate() error {
 	case c.fenceHorizon < time.Millisecond:
 		return invalid("WithFenceHorizon: horizon %v is under a millisecond", c.fenceHorizon)
 	}
+	if c.restartGuard < 0 || (c.restartGuard > 0 && c.restartGuard < time.Millisecond) {
+		return invalid("WithRestartGuard: guard %v is negative or under a millisecond", c.restartGuard)
+	}
 	c.horizonArg = c.fenceHorizon.Milliseconds()
+	c.guardArg = c.restartGuard.Milliseconds()
 	return nil
 }
 
@@ -119,6 +125,33 @@ func WithFencing() Option {
 // horizon under a millisecond is refused.
 func WithFenceHorizon(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.fenceHorizon = d })
+}
+
+// WithRestartGuard keeps a node that may have lost lock keys out of every
+// acquire's quorum for d: the Redlock spec's delayed restart, enforced by the
+// clients instead of the operator. Set d to at least the longest TTL any
+// client of the nodes uses; then a lock held when the node lost its data has
+// expired everywhere before the node votes again.
+//
+// The loss is detected in the acquire itself, atomically with it: each node
+// keeps a boot marker (the key redlock:boot) with its server's run_id and
+// the moment, on the node's own clock, it was first seen with its current
+// data. A marker that is missing (FLUSHALL, a restart without persistence,
+// a failover to a replica that lacks it) or names another run_id (any
+// restart or failover) starts the guard from that acquire; until it has
+// passed, the node refuses with ErrRestartGuard and writes nothing. Every
+// client reads the same marker, so they agree on when the node is back.
+//
+// What it costs: a node the guard has never seen is new too, so after
+// deployment (and after every restart, FLUSHALL or failover) each node
+// counts only d after the first guarded acquire that reached it; an
+// acquire needs a quorum of nodes outside their guard. A restart of a
+// node with appendfsync always is treated like any other. The acquire
+// script also reads TIME and INFO server: a user limited by ACL needs +time,
+// +info and the key pattern ~redlock:boot. Nodes that are Redis Cluster
+// clients are refused (the marker would need one key per slot).
+func WithRestartGuard(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.restartGuard = d })
 }
 
 // WithRetry sets how Acquire waits between attempts. The default is

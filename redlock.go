@@ -47,6 +47,13 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.restartGuard > 0 {
+		for i, n := range nodes {
+			if _, ok := n.(*redis.ClusterClient); ok {
+				return nil, invalid("WithRestartGuard: node %d is a Redis Cluster client, which the guard does not support", i)
+			}
+		}
+	}
 	return &Client{cfg: cfg, nodes: set}, nil
 }
 
@@ -246,6 +253,9 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	op := acquireOp(l.key, v, ttlArg)
 	if c.cfg.fencing {
 		op = acquireFencedOp(l.key, l.fenceKey, v, ttlArg, c.cfg.horizonArg)
+	}
+	if c.cfg.restartGuard > 0 {
+		op = op.guarded(c.cfg.guardArg)
 	}
 	t, err := c.nodes.run(ctx, l.seq, writeRound(op, timeout, ttl))
 	var fence uint64

@@ -31,6 +31,8 @@ var (
 	restoreSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
+	//go:embed scripts/restart_guard.lua
+	restartGuardSrc string
 
 	acquireScript       = redis.NewScript(acquireSrc)
 	acquireFencedScript = redis.NewScript(acquireFencedSrc)
@@ -39,7 +41,12 @@ var (
 	restoreScript       = redis.NewScript(restoreSrc)
 	releaseScript       = redis.NewScript(releaseSrc)
 
-	allScripts = []*redis.Script{acquireScript, acquireFencedScript, fenceCommitScript, extendScript, restoreScript, releaseScript}
+	// The guarded acquires run the restart guard's prologue first.
+	acquireGuardedScript       = redis.NewScript(restartGuardSrc + acquireSrc)
+	acquireFencedGuardedScript = redis.NewScript(restartGuardSrc + acquireFencedSrc)
+
+	allScripts = []*redis.Script{acquireScript, acquireFencedScript, fenceCommitScript, extendScript, restoreScript, releaseScript,
+		acquireGuardedScript, acquireFencedGuardedScript}
 )
 
 // nodeOp is one script with its keys and arguments, run on each node of a
@@ -51,7 +58,7 @@ var (
 type nodeOp struct {
 	script *redis.Script
 	read   func(*redis.Cmd) reply
-	keyBuf [2]string
+	keyBuf [3]string
 	argBuf [6]any
 	nkeys  int
 	nargs  int
@@ -69,7 +76,7 @@ func writeArgs(v value, ttlMs any) [6]any {
 
 func acquireOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: acquireScript, read: readAcquire,
-		keyBuf: [2]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
+		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
 }
 
 func readAcquire(cmd *redis.Cmd) reply { return readCode(cmd, acquireRefusals) }
@@ -94,7 +101,7 @@ func readCode(cmd *redis.Cmd, refusals map[int64]error) reply {
 // generation of ours is there) is never expected in its own round, except
 // by a delete, which must then leave the later value alone.
 var (
-	acquireRefusals = map[int64]error{0: ErrHeldByOther}
+	acquireRefusals = map[int64]error{0: ErrHeldByOther, 3: ErrRestartGuard}
 	commitRefusals  = map[int64]error{0: ErrNotHeld}
 	extendRefusals  = map[int64]error{0: ErrKeyAbsent, -1: ErrHeldByOther}
 	restoreRefusals = map[int64]error{0: ErrHeldByOther}
@@ -105,7 +112,7 @@ var (
 // and clock; horizonMs is how long the counter is kept once idle.
 func acquireFencedOp(key, fenceKey string, v value, ttlMs, horizonMs any) nodeOp {
 	op := nodeOp{script: acquireFencedScript, read: readAcquireFenced,
-		keyBuf: [2]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs), nargs: 5}
+		keyBuf: [3]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs), nargs: 5}
 	op.argBuf[4] = horizonMs
 	return op
 }
@@ -133,6 +140,8 @@ func readAcquireFenced(cmd *redis.Cmd) reply {
 		return reply{status: statusOK, val: r}
 	case 0:
 		return reply{status: statusRefused, val: r, err: ErrHeldByOther}
+	case 3:
+		return reply{status: statusRefused, val: r, err: ErrRestartGuard}
 	}
 	return reply{err: errUnexpected(v)}
 }
@@ -158,7 +167,7 @@ func parseReplyInt(x any) (int64, error) {
 
 func fenceCommitOp(key, fenceKey string, v value, fence uint64, horizonMs any) nodeOp {
 	return nodeOp{script: fenceCommitScript, read: readFenceCommit,
-		keyBuf: [2]string{key, fenceKey}, nkeys: 2,
+		keyBuf: [3]string{key, fenceKey}, nkeys: 2,
 		argBuf: [6]any{v.prefixArg, strconv.FormatUint(fence, 10), horizonMs}, nargs: 3}
 }
 
@@ -166,14 +175,14 @@ func readFenceCommit(cmd *redis.Cmd) reply { return readCode(cmd, commitRefusals
 
 func extendOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: extendScript, read: readExtend,
-		keyBuf: [2]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
+		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
 }
 
 // extendFencedOp is extendOp that also raises the node's fencing counter to
 // the lock's fence and keeps it for horizonMs more.
 func extendFencedOp(key, fenceKey string, v value, ttlMs any, fence uint64, horizonMs any) nodeOp {
 	op := nodeOp{script: extendScript, read: readExtend,
-		keyBuf: [2]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs), nargs: 6}
+		keyBuf: [3]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs), nargs: 6}
 	op.argBuf[4], op.argBuf[5] = strconv.FormatUint(fence, 10), horizonMs
 	return op
 }
@@ -182,7 +191,7 @@ func readExtend(cmd *redis.Cmd) reply { return readCode(cmd, extendRefusals) }
 
 func restoreOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: restoreScript, read: readRestore,
-		keyBuf: [2]string{key}, nkeys: 1, argBuf: [6]any{v.s, ttlMs}, nargs: 2}
+		keyBuf: [3]string{key}, nkeys: 1, argBuf: [6]any{v.s, ttlMs}, nargs: 2}
 }
 
 func readRestore(cmd *redis.Cmd) reply { return readCode(cmd, restoreRefusals) }
@@ -190,7 +199,7 @@ func readRestore(cmd *redis.Cmd) reply { return readCode(cmd, restoreRefusals) }
 // deleteOp deletes our key up to generation upTo (0: any of ours).
 func deleteOp(key string, v value, upTo uint64) nodeOp {
 	return nodeOp{script: releaseScript, read: readDelete,
-		keyBuf: [2]string{key}, nkeys: 1, argBuf: [6]any{v.prefixArg, upTo}, nargs: 2}
+		keyBuf: [3]string{key}, nkeys: 1, argBuf: [6]any{v.prefixArg, upTo}, nargs: 2}
 }
 
 func readDelete(cmd *redis.Cmd) reply { return readCode(cmd, deleteRefusals) }
@@ -210,4 +219,22 @@ type value struct {
 
 func newValue(prefix string, prefixArg any, gen uint64) value {
 	return value{prefixArg: prefixArg, gen: gen, s: prefix + strconv.FormatUint(gen, 10)}
+}
+
+// restartMarker is the key of a node's boot marker (scripts/restart_guard.lua).
+const restartMarker = "redlock:boot"
+
+// guarded turns an acquire op into its restart-guarded form: the marker as
+// the last key, the guard in milliseconds as the last argument.
+func (o nodeOp) guarded(guardMs any) nodeOp {
+	if o.script == acquireFencedScript {
+		o.script = acquireFencedGuardedScript
+	} else {
+		o.script = acquireGuardedScript
+	}
+	o.keyBuf[o.nkeys] = restartMarker
+	o.nkeys++
+	o.argBuf[o.nargs] = guardMs
+	o.nargs++
+	return o
 }
