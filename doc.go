@@ -50,6 +50,31 @@
 // does not rely on it: the waiting side keeps its own deadline, and a call
 // given up on keeps its connection until go-redis's ReadTimeout ends it.
 //
+// # Restart guard
+//
+// WithRestartGuard(d) enforces the spec's delayed restart from the clients:
+// a node that lost its data (FLUSHALL, a restart without persistence,
+// eviction of its boot marker, a failover to a replica that lacks the
+// marker) or restarted (its run_id changed) does not count toward an
+// acquire's quorum for d, with d at least the longest TTL in use. The
+// guarded acquire script checks the node's boot marker atomically with the
+// acquire, on the node's own clock, so every client agrees on when the node
+// is back. The cost is availability: such a node, and every node the guard
+// has never seen (after deployment), votes only d after the first guarded
+// acquire that reached it; with a majority inside its guard, acquires fail
+// with ErrNotAcquired and the nodes' NodeError says ErrRestartGuard.
+//
+// # Owners and reentrancy
+//
+// WithOwner(id) derives the token from a request id instead of crypto/rand:
+// a retry of the same request, from any process, re-enters the lock instead
+// of waiting out its own TTL, and within one Client a second Acquire of the
+// owner returns the same Lock with one more hold (released on the nodes by
+// the last Release). Go has no goroutine identity: the id is the caller's
+// to keep unique per request. Do not use a fixed id for unrelated work, and
+// do not hand one Lock's holds to goroutines that could run their critical
+// sections at once: reentrancy lets them all in.
+//
 // # What Redlock guarantees
 //
 // While a Lock is valid (now < Until) no other client holds a lock on the same
@@ -64,9 +89,9 @@
 //   - every node's clock advances at most the drift faster than ours over one
 //     TTL (large clock jumps on a node, e.g. by NTP stepping, break this);
 //   - a node that restarts either kept its keys (AOF with appendfsync always)
-//     or stays down for at least the longest TTL in use; a node that restarts
-//     empty at once lets a second client reach a quorum while the first
-//     still holds the lock;
+//     or stays down for at least the longest TTL in use, or the clients use
+//     WithRestartGuard (below); a node that restarts empty at once lets a
+//     second client reach a quorum while the first still holds the lock;
 //   - the holder stops using the lock at Until.
 //
 // # What it does not guarantee

@@ -209,7 +209,12 @@ func readmeUse(ctx context.Context, db *sql.DB, id, total int64) error {
 		redis.NewClient(&redis.Options{Addr: "10.0.0.2:6379", ContextTimeoutEnabled: true}),
 		redis.NewClient(&redis.Options{Addr: "10.0.0.3:6379", ContextTimeoutEnabled: true}),
 	}
-	locks, err := redlock.New(nodes, redlock.WithFencing())
+	locks, err := redlock.New(nodes,
+		redlock.WithFencing(),
+		// A node that restarted, failed over or lost its data votes again only
+		// after 10s, the longest TTL used here: the spec's delayed restart.
+		redlock.WithRestartGuard(10*time.Second),
+	)
 	if err != nil {
 		return err
 	}
