@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 const testGuard = time.Second
@@ -154,4 +155,25 @@ func TestRestartGuardOptions(t *testing.T) {
 	c, err := redlock.New(e.nodes, redlock.WithRestartGuard(0)) // off
 	require.NoError(t, err)
 	require.NoError(t, c.Close(context.Background()))
+}
+
+// TestRestartGuardACL runs the guarded acquire as a user with the README's
+// least-privilege rule plus what the guard needs.
+func TestRestartGuardACL(t *testing.T) {
+	s := redistest.StartT(t, 1)[0]
+	ctx := t.Context()
+	rule := []any{"ACL", "SETUSER", "guarded", "on", ">pw", "resetchannels", "-@all",
+		"+evalsha", "+eval", "+get", "+set", "+pexpire", "+del", "~lock:*", "+time", "+info", "~redlock:boot"}
+	require.NoError(t, s.Client().Do(ctx, rule...).Err())
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: "guarded", Password: "pw", ContextTimeoutEnabled: true})
+	defer rc.Close()
+	c, err := redlock.New([]redis.UniversalClient{rc}, redlock.WithRestartGuard(time.Millisecond))
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	_, err = c.TryAcquire(ctx, "lock:guard", time.Second) // starts the guard
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	time.Sleep(10 * time.Millisecond)
+	l, err := c.TryAcquire(ctx, "lock:guard", time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
 }
