@@ -96,6 +96,10 @@ type QuorumError struct {
 
 	sentinel error
 	cause    error // ctx.Err(), ErrClosed, or nil
+	// holderTTL is the longest remaining TTL a refusing node reported for
+	// the other holder's key, -1 when none did: how long a waiter sleeps at
+	// most before its next attempt.
+	holderTTL time.Duration
 }
 
 // Error implements error.

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 )
@@ -114,7 +115,7 @@ func (p *nodeSet) launch(ctx context.Context, seq *sequencer, spec roundSpec) *r
 		r.ctx, r.cancel = context.WithTimeout(base, spec.callTimeout)
 		r.stopWatch = context.AfterFunc(r.ctx, func() {
 			for i := range r.jobs {
-				seq.giveUpOn(p, &r.jobs[i], true)
+				seq.giveUpOn(p, &r.jobs[i], true, 0)
 			}
 		})
 	}
@@ -232,8 +233,11 @@ func (t *tally) unrefused() []bool {
 
 // newQuorumError describes a round that did not reach its goal.
 func newQuorumError(op, key string, sentinel, cause error, t *tally, p *nodeSet) *QuorumError {
-	qe := &QuorumError{Op: op, Key: key, sentinel: sentinel, cause: cause, OK: t.ok, Quorum: t.quorum}
+	qe := &QuorumError{Op: op, Key: key, sentinel: sentinel, cause: cause, OK: t.ok, Quorum: t.quorum, holderTTL: -1}
 	for i, r := range t.replies {
+		if op == "acquire" && r.status == statusRefused && errors.Is(r.err, ErrHeldByOther) && r.val >= 0 {
+			qe.holderTTL = max(qe.holderTTL, time.Duration(r.val)*time.Millisecond)
+		}
 		if r.status != statusOK {
 			qe.Nodes = append(qe.Nodes, &NodeError{Node: i, Addr: p.nodes[i].address(), Err: r.err})
 		}

@@ -17,7 +17,8 @@ import (
 type Client struct {
 	cfg    config
 	nodes  *nodeSet
-	owners owners // locks held under WithOwner, for reentrancy
+	owners owners  // locks held under WithOwner, for reentrancy
+	waits  waiters // Acquire calls waiting for busy keys
 }
 
 // New returns a Client over nodes, one go-redis client per independent
@@ -54,7 +55,9 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			}
 		}
 	}
-	return &Client{cfg: cfg, nodes: set}, nil
+	c := &Client{cfg: cfg, nodes: set}
+	c.waits.c = c
+	return c, nil
 }
 
 // Quorum is the number of nodes that must agree for a lock to be held.
@@ -104,10 +107,18 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 }
 
-// Acquire takes the lock on key for ttl, retrying with the Client's
-// RetryStrategy until it succeeds, the strategy gives up, or ctx ends. All
-// attempts of one call share one token, so an attempt whose reply was lost
-// but whose write landed does not lock out its own retry.
+// Acquire takes the lock on key for ttl, retrying until it succeeds, the
+// Client's RetryStrategy gives up, or ctx ends. All attempts of one call
+// share one token, so an attempt whose reply was lost but whose write landed
+// does not lock out its own retry.
+//
+// While the key is busy, Acquire waits to be woken rather than polling: the
+// Acquire calls of one Client for one key queue in FIFO order and only the
+// first contends on the nodes; it attempts again when a quorum of nodes
+// announced the key's release (pub/sub), when a Lock of this Client
+// released it, or at the latest when the holder's remaining TTL or the
+// RetryStrategy's wait has passed, whichever is first. Without pub/sub (an
+// ACL that refuses it) that last rule alone applies.
 //
 // A failed Acquire returns an error matching ErrNotAcquired, and also
 // ctx.Err() when ctx ended. Whatever was written by a failed attempt is
@@ -121,8 +132,15 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 	if held, err := c.reenter(ctx, l); held != nil || err != nil {
 		return held, err
 	}
+	wt := c.waits.join(key)
+	defer c.waits.leave(key, wt)
+	if err := c.await(ctx, wt.turn, nil); err != nil {
+		return nil, fmt.Errorf("%w: %q: waiting for an earlier Acquire of this Client: %w", ErrNotAcquired, key, err)
+	}
 	ttlArg := any(ttl.Milliseconds()) // boxed once for every attempt
+	watching := false
 	for failed := 1; ; failed++ {
+		c.waits.beforeAttempt(key)
 		err := c.attempt(ctx, l, ttl, ttlArg)
 		if err == nil {
 			c.owners.register(l)
@@ -138,16 +156,45 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		if !ok {
 			return nil, err
 		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, withCause(err, ctx.Err())
-		case <-c.nodes.life.closing:
-			timer.Stop()
-			return nil, withCause(err, ErrClosed)
+		if !watching {
+			// Subscribe, then attempt again at once: a release that came
+			// before the subscription took effect is not missed.
+			watching = true
+			if ready := c.waits.watch(key); ready != nil {
+				timer := time.NewTimer(c.cfg.nodeTimeout(ttl))
+				werr := c.await(ctx, ready, timer.C)
+				timer.Stop()
+				if werr != nil {
+					return nil, withCause(err, werr)
+				}
+				continue
+			}
 		}
+		var qe *QuorumError
+		if errors.As(err, &qe) && qe.holderTTL >= 0 {
+			wait = min(wait, qe.holderTTL+time.Millisecond)
+		}
+		timer := time.NewTimer(wait)
+		werr := c.await(ctx, wt.wake, timer.C)
+		timer.Stop()
+		if werr != nil {
+			return nil, withCause(err, werr)
+		}
+	}
+}
+
+// await waits for ch or timeUp, and reports ctx's error or ErrClosed when
+// either comes first.
+func (c *Client) await(ctx context.Context, ch <-chan struct{}, timeUp <-chan time.Time) error {
+	select {
+	case <-ch:
+		return nil
+	case <-timeUp:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.nodes.life.closing:
+		return ErrClosed
 	}
 }
 
@@ -570,6 +617,7 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error 
 	t, _ := c.nodes.run(ctx, l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, newValue(l.prefix, l.prefixArg, 0), 0),
 		wait: c.cfg.nodeTimeout(ttl), callTimeout: c.cfg.cleanupTimeout, note: l.noteDeleted})
 	if t.reached() {
+		c.waits.released(l.key)
 		return nil
 	}
 	return newQuorumError("release", l.key, ErrNotHeld, nil, t, c.nodes)

@@ -79,7 +79,22 @@ func acquireOp(key string, v value, ttlMs any) nodeOp {
 		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
 }
 
-func readAcquire(cmd *redis.Cmd) reply { return readCode(cmd, acquireRefusals) }
+// readAcquire reads acquire.lua's reply: a refusal carries the other
+// holder's remaining TTL in milliseconds in val (-1 when unknown).
+func readAcquire(cmd *redis.Cmd) reply {
+	v, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return reply{err: err}
+	case v == 1:
+		return reply{status: statusOK}
+	case v <= 0:
+		return reply{status: statusRefused, val: -v - 1, err: ErrHeldByOther}
+	case v == 3:
+		return reply{status: statusRefused, val: -1, err: ErrRestartGuard}
+	}
+	return reply{err: errUnexpected(v)}
+}
 
 // readCode reads a script's integer reply: 1 is a confirmation, a code in
 // refusals a definite refusal with its cause; an error, or any other code,
@@ -101,7 +116,6 @@ func readCode(cmd *redis.Cmd, refusals map[int64]error) reply {
 // generation of ours is there) is never expected in its own round, except
 // by a delete, which must then leave the later value alone.
 var (
-	acquireRefusals = map[int64]error{0: ErrHeldByOther, 3: ErrRestartGuard}
 	commitRefusals  = map[int64]error{0: ErrNotHeld}
 	extendRefusals  = map[int64]error{0: ErrKeyAbsent, -1: ErrHeldByOther}
 	restoreRefusals = map[int64]error{0: ErrHeldByOther}
@@ -117,14 +131,15 @@ func acquireFencedOp(key, fenceKey string, v value, ttlMs, horizonMs any) nodeOp
 	return op
 }
 
-// readAcquireFenced reads {code, counter, seconds, microseconds}: the reply's
-// val is the node's fence reading (see fenceReading).
+// readAcquireFenced reads {code, counter, seconds, microseconds[, pttl]}: a
+// confirmation's val is the node's fence reading (see fenceReading), a
+// refusal's the other holder's remaining TTL as for readAcquire.
 func readAcquireFenced(cmd *redis.Cmd) reply {
 	v, err := cmd.Slice()
 	if err != nil {
 		return reply{err: err}
 	}
-	if len(v) != 4 {
+	if len(v) != 4 && len(v) != 5 {
 		return reply{err: errUnexpected(v)}
 	}
 	code, ok := v[0].(int64)
@@ -139,9 +154,15 @@ func readAcquireFenced(cmd *redis.Cmd) reply {
 	case 1:
 		return reply{status: statusOK, val: r}
 	case 0:
-		return reply{status: statusRefused, val: r, err: ErrHeldByOther}
+		pttl := int64(-1)
+		if len(v) == 5 {
+			if p, ok := v[4].(int64); ok {
+				pttl = p
+			}
+		}
+		return reply{status: statusRefused, val: pttl, err: ErrHeldByOther}
 	case 3:
-		return reply{status: statusRefused, val: r, err: ErrRestartGuard}
+		return reply{status: statusRefused, val: -1, err: ErrRestartGuard}
 	}
 	return reply{err: errUnexpected(v)}
 }

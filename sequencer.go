@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -79,13 +80,13 @@ type job struct {
 	// reported is set once the reply went to the round; retries and redos
 	// report only to the round's note.
 	reported bool
-	skip     error  // set when dequeued: the job is obsolete and not sent
-	shared   bool   // a delete's first try, started at once: it runs under its round's deadline
-	watched  bool   // a write whose round's end will stop the lane waiting
-	detached bool   // a write the lane no longer waits for
-	mark     uint64 // the lane's delete count when it was detached
-	tries    int    // deletes: sends so far
-	retrying bool   // a delete parked for, or on, another try: counted in PendingCleanups
+	skip     error        // set when dequeued: the job is obsolete and not sent
+	shared   bool         // a delete's first try, started at once: it runs under its round's deadline
+	watched  bool         // a write whose round's end will stop the lane waiting
+	detached bool         // a write the lane no longer waits for
+	mark     uint64       // the lane's delete count when it was detached
+	tries    atomic.Int32 // deletes: sends so far; read by watchers of earlier tries
+	retrying bool         // a delete parked for, or on, another try: counted in PendingCleanups
 }
 
 // push queues j on its node's lane and starts it if the lane is idle.
@@ -249,7 +250,7 @@ func (s *sequencer) advance(l *lane) *job {
 // have expired by then or the client gave up on its background work.
 // Called with s.mu held.
 func (s *sequencer) retry(p *nodeSet, l *lane, j *job) bool {
-	wait := cleanupRetryMin << min(j.tries-1, 5)
+	wait := cleanupRetryMin << min(j.tries.Load()-1, 5)
 	wait = min(wait, cleanupRetryMax)
 	if p.life.abandoned() || time.Now().Add(wait).After(l.expireBy) {
 		return false
@@ -271,10 +272,10 @@ func (s *sequencer) retry(p *nodeSet, l *lane, j *job) bool {
 //
 // firstTry is set by the round's shared watcher: it gives up only on first
 // tries that run under the round's deadline.
-func (s *sequencer) giveUpOn(p *nodeSet, j *job, firstTry bool) {
+func (s *sequencer) giveUpOn(p *nodeSet, j *job, firstTry bool, try int32) {
 	s.mu.Lock()
 	l := &s.lanes[j.node]
-	if l.current != j || j.detached || l.strandedDeletes > 0 || firstTry && !j.shared {
+	if try != 0 && j.tries.Load() != try || l.current != j || j.detached || l.strandedDeletes > 0 || firstTry && !j.shared {
 		// With one delete of this lane already left to go-redis, the lane
 		// waits for this one: a stalled node holds at most one abandoned
 		// write and one abandoned delete per lock.
@@ -288,11 +289,12 @@ func (s *sequencer) giveUpOn(p *nodeSet, j *job, firstTry bool) {
 		j.retrying = false
 		p.nodes[j.node].pendingCleanups.Add(-1)
 	}
-	tries := 1
+	tries := int32(1)
 	if !firstTry {
-		tries = j.tries // set by this job's worker before it armed the watcher
+		tries = try
 	}
-	again := &job{r: j.r, node: j.node, reported: true, tries: tries}
+	again := &job{r: j.r, node: j.node, reported: true}
+	again.tries.Store(tries)
 	p.life.add(1)
 	if !s.retry(p, l, again) {
 		// No time left for another try: the lane goes on.
@@ -344,13 +346,15 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 	default:
 		// A delete's deadline runs from when it is sent, however long it
 		// waited in the lane.
-		j.tries++
+		try := j.tries.Add(1)
 		if j.shared {
 			rep = n.call(r.ctx, &r.spec.op) // the round's deadline and watcher
 			break
 		}
 		ctx, cancel := context.WithTimeout(r.base, r.spec.callTimeout)
-		stop := context.AfterFunc(ctx, func() { s.giveUpOn(p, j, false) })
+		// A watcher that fires late, once this try is over, must not give
+		// up on the job's next try: it names its own.
+		stop := context.AfterFunc(ctx, func() { s.giveUpOn(p, j, false, try) })
 		rep = n.call(ctx, &r.spec.op)
 		stop()
 		cancel()

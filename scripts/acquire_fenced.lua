@@ -10,8 +10,9 @@
 -- ARGV[5]  the counter's horizon in milliseconds: how long an idle counter
 --          is kept
 -- Returns  {1, counter, seconds, microseconds} when the key now holds ARGV[1],
---          {0, counter, seconds, microseconds} when another holder's value
---          is there, {2, ...} when a later generation of ours is there
+--          {0, counter, seconds, microseconds, pttl} when another holder's
+--          value is there (pttl: its remaining time to live in
+--          milliseconds, -1 when unknown), {2, ...} when a later generation of ours is there
 --          (stale call). counter is the stored string, "0" when the node has
 --          no counter for the key; seconds and microseconds are the node's
 --          TIME.
@@ -20,7 +21,11 @@ local t = redis.call('TIME')
 local v = redis.call('GET', KEYS[1])
 if v then
   if string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then
-    return {0, c, t[1], t[2]}
+    local ok, pttl = pcall(redis.call, 'PTTL', KEYS[1])
+    if not ok then
+      pttl = -1
+    end
+    return {0, c, t[1], t[2], pttl}
   end
   local gen = tonumber(string.sub(v, #ARGV[3] + 1))
   if gen and gen > tonumber(ARGV[4]) then
