@@ -132,15 +132,23 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 	if held, err := c.reenter(ctx, l); held != nil || err != nil {
 		return held, err
 	}
-	wt := c.waits.join(key)
-	defer c.waits.leave(key, wt)
-	if err := c.await(ctx, wt.turn, nil); err != nil {
-		return nil, fmt.Errorf("%w: %q: waiting for an earlier Acquire of this Client: %w", ErrNotAcquired, key, err)
+	// The first attempt goes straight to the nodes unless others of this
+	// Client already wait for the key: an uncontended Acquire costs the
+	// queue nothing.
+	var wt *waiter
+	if c.waits.waiting(key) {
+		wt = c.waits.join(key)
+		defer c.waits.leave(key, wt)
+		if err := c.await(ctx, wt.turn, nil); err != nil {
+			return nil, queueErr(key, err)
+		}
 	}
 	ttlArg := any(ttl.Milliseconds()) // boxed once for every attempt
 	watching := false
 	for failed := 1; ; failed++ {
-		c.waits.beforeAttempt(key)
+		if wt != nil {
+			c.waits.beforeAttempt(key)
+		}
 		err := c.attempt(ctx, l, ttl, ttlArg)
 		if err == nil {
 			c.owners.register(l)
@@ -155,6 +163,18 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		wait, ok := c.cfg.retry.Backoff(failed)
 		if !ok {
 			return nil, err
+		}
+		if wt == nil {
+			wt = c.waits.join(key)
+			defer c.waits.leave(key, wt)
+			select {
+			case <-wt.turn: // at the head at once: wait below
+			default:
+				if err := c.await(ctx, wt.turn, nil); err != nil {
+					return nil, queueErr(key, err)
+				}
+				continue // the previous head is done: our turn, at once
+			}
 		}
 		if !watching {
 			// Subscribe, then attempt again at once: a release that came
@@ -181,6 +201,10 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 			return nil, withCause(err, werr)
 		}
 	}
+}
+
+func queueErr(key string, err error) error {
+	return fmt.Errorf("%w: %q: waiting behind an earlier Acquire of this Client: %w", ErrNotAcquired, key, err)
 }
 
 // await waits for ch or timeUp, and reports ctx's error or ErrClosed when

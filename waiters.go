@@ -10,7 +10,9 @@ import (
 
 // Waiting for a busy lock. Within one Client, the Acquire calls for one key
 // queue in FIFO order and only the head contends on the nodes; the others
-// wait for their turn. The head, after its first failed attempt, subscribes
+// wait for their turn. An Acquire joins the queue after its first attempt
+// failed, or before it when others already wait, so an uncontended Acquire
+// never touches it. The head, after its first failed attempt, subscribes
 // to the key's release channel on every node (one pub/sub connection per
 // node per Client, shared by all keys) and attempts again at once, so a
 // release between its attempt and its subscription is not missed. From then
@@ -62,6 +64,13 @@ func (w *waiters) queue(key string) *keyQueue {
 		w.queues[key] = q
 	}
 	return q
+}
+
+// waiting reports whether Acquire calls of this Client wait for key.
+func (w *waiters) waiting(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.queues[key] != nil
 }
 
 // join queues an Acquire for key. The returned waiter's turn channel is
