@@ -117,7 +117,19 @@
 // default) after the key's last use; see docs/fencing.md for the scheme, its
 // argument, and the failures it does and does not survive.
 //
-// Redlock gives no ordering or fairness among waiters, and a lock is only as
-// live as a quorum of its nodes: with a majority down, every Acquire fails
+// # Waiting
+//
+// Acquire waits to be woken rather than polling. The Acquire calls of one
+// Client for one key queue in FIFO order, and only the first contends on the
+// nodes. It subscribes to the key's release channel on every node after its
+// first refusal (one pub/sub connection per node per Client), tries again at
+// once, and then again when a quorum of nodes announced a release, when a
+// Lock of the same Client released the key, or when the holder's remaining
+// TTL, capped by the RetryStrategy's wait, has passed. Pub/sub is only a
+// hint: without it (an ACL that refuses it) waiting is polling bounded by
+// the holder's TTL. Fairness holds within a Client; across processes, every
+// holder still acquires on the nodes and nothing orders them.
+//
+// A lock is only as live as a quorum of its nodes: with a majority down, every Acquire fails
 // with ErrNotAcquired within its deadlines.
 package redlock
