@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -53,6 +54,8 @@ type config struct {
 	fenceHorizon     time.Duration
 	horizonArg       any // fenceHorizon in milliseconds, boxed once
 	restartGuard     time.Duration
+	hooks            Hooks
+	logger           *slog.Logger
 	guardArg         any // restartGuard in milliseconds, boxed once
 	retry            RetryStrategy
 	nodeTimeoutFixed time.Duration

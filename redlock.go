@@ -19,6 +19,7 @@ type Client struct {
 	nodes  *nodeSet
 	owners owners  // locks held under WithOwner, for reentrancy
 	waits  waiters // Acquire calls waiting for busy keys
+	obs    observer
 }
 
 // New returns a Client over nodes, one go-redis client per independent
@@ -55,7 +56,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			}
 		}
 	}
-	c := &Client{cfg: cfg, nodes: set}
+	c := &Client{cfg: cfg, nodes: set, obs: newObserver(cfg.hooks, cfg.logger)}
 	c.waits.c = c
 	return c, nil
 }
@@ -124,6 +125,16 @@ func (c *Client) Close(ctx context.Context) error {
 // ctx.Err() when ctx ended. Whatever was written by a failed attempt is
 // deleted again on every node, in the background, even after ctx ended.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	if !c.obs.on {
+		return c.acquire(ctx, key, ttl, opts)
+	}
+	start := time.Now()
+	l, err := c.acquire(ctx, key, ttl, opts)
+	c.obs.done("acquire", key, start, err)
+	return l, err
+}
+
+func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*Lock, error) {
 	l, ttl, err := c.prepare(ctx, key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -149,7 +160,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		if wt != nil {
 			c.waits.beforeAttempt(key)
 		}
-		err := c.attempt(ctx, l, ttl, ttlArg)
+		err := c.attempt(ctx, l, ttl, ttlArg, failed)
 		if err == nil {
 			c.owners.register(l)
 			return l, nil
@@ -226,6 +237,16 @@ func (c *Client) await(ctx context.Context, ch <-chan struct{}, timeUp <-chan ti
 // an error matching ErrNotAcquired when the lock is held elsewhere or too few
 // nodes answered in time; then it rolls back as Acquire does.
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	if !c.obs.on {
+		return c.tryAcquire(ctx, key, ttl, opts)
+	}
+	start := time.Now()
+	l, err := c.tryAcquire(ctx, key, ttl, opts)
+	c.obs.done("try-acquire", key, start, err)
+	return l, err
+}
+
+func (c *Client) tryAcquire(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*Lock, error) {
 	l, ttl, err := c.prepare(ctx, key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -234,7 +255,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 	if held, err := c.reenter(ctx, l); held != nil || err != nil {
 		return held, err
 	}
-	if err := c.attempt(ctx, l, ttl, ttl.Milliseconds()); err != nil {
+	if err := c.attempt(ctx, l, ttl, ttl.Milliseconds(), 1); err != nil {
 		return nil, err
 	}
 	c.owners.register(l)
@@ -312,7 +333,11 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 // and validity left. Otherwise delete what we may have written, everywhere.
 // Each attempt writes its own generation, so the rollback of a failed attempt
 // can never delete what a later attempt wrote.
-func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg any) error {
+func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg any, n int) (err error) {
+	if c.obs.on {
+		start := time.Now()
+		defer func() { c.obs.attempt(l.key, n, start, err) }()
+	}
 	timeout := c.cfg.nodeTimeout(ttl)
 	if err := c.nodes.checkServers(timeout); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, l.key, err)
@@ -341,8 +366,12 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 		l.mu.Unlock()
 		return nil
 	}
+	only := t.unrefused()
 	c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, v, v.gen),
-		wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: t.unrefused()})
+		wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: only})
+	if c.obs.on {
+		c.obs.rollback(l.key, count(only))
+	}
 	qe := newQuorumError("acquire", l.key, ErrNotAcquired, err, t, c.nodes)
 	if quorum {
 		qe.Elapsed = now.Sub(start)
@@ -516,6 +545,16 @@ func (l *Lock) prologue(op string, ctx context.Context) (*Client, error) {
 // or a quorum did not confirm our value; that error also matches ctx.Err()
 // when ctx ended first.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil || l.client == nil || !l.client.obs.on {
+		return l.extend(ctx, ttl)
+	}
+	start := time.Now()
+	err := l.extend(ctx, ttl)
+	l.client.obs.done("extend", l.key, start, err)
+	return err
+}
+
+func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	c, err := l.prologue("extend", ctx)
 	if err != nil {
 		return err
@@ -600,6 +639,16 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // than once through this Client (WithOwner) is released on the nodes by the
 // last of its Releases; the earlier ones send nothing and return nil.
 func (l *Lock) Release(ctx context.Context) error {
+	if l == nil || l.client == nil || !l.client.obs.on {
+		return l.releaseCall(ctx)
+	}
+	start := time.Now()
+	err := l.releaseCall(ctx)
+	l.client.obs.done("release", l.key, start, err)
+	return err
+}
+
+func (l *Lock) releaseCall(ctx context.Context) error {
 	c, err := l.prologue("release", ctx)
 	if c == nil {
 		return err

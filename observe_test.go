@@ -1,0 +1,91 @@
+package redlock_test
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock"
+)
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestObserve: the hooks see attempts, calls, node refusals and rollbacks,
+// and the logger writes them without ever writing a token or a value.
+func TestObserve(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	var mu sync.Mutex
+	counts := map[string]int{}
+	var ops []string
+	hook := func(name string) { mu.Lock(); counts[name]++; mu.Unlock() }
+	var logs syncBuffer
+	c := e.client(
+		redlock.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		redlock.WithHooks(redlock.Hooks{
+			Attempt: func(a redlock.AttemptInfo) {
+				hook("attempt")
+				assert.Positive(t, a.Attempt)
+			},
+			Done: func(o redlock.OpInfo) {
+				mu.Lock()
+				ops = append(ops, o.Op)
+				mu.Unlock()
+			},
+			NodeError: func(n redlock.NodeInfo) {
+				hook("node")
+				assert.ErrorIs(t, n.Err, redlock.ErrHeldByOther)
+			},
+			Rollback: func(r redlock.RollbackInfo) { hook("rollback") },
+		}))
+	other := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+
+	// Node 0 is held by another holder: the attempt confirms on 1 and 2.
+	o, err := other.TryAcquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+	_, err = c.TryAcquire(ctx, key, time.Minute) // refused everywhere
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.NoError(t, o.Release(ctx))
+	l, err := c.Acquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, l.Extend(ctx, time.Minute))
+	require.NoError(t, l.Release(ctx))
+	e.settle(c)
+
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"try-acquire", "acquire", "extend", "release"}, ops)
+	assert.Equal(t, 2, counts["attempt"])
+	assert.Equal(t, 1, counts["rollback"])
+	out := logs.String()
+	for _, want := range []string{"redlock: attempt", "redlock: rollback", "redlock: release", key} {
+		assert.Contains(t, out, want)
+	}
+	for _, secret := range []string{l.Token(), o.Token()} {
+		assert.NotContains(t, out, secret, "a token in the log")
+	}
+	assert.False(t, strings.Contains(out, l.Token()[:10]))
+}
