@@ -52,6 +52,7 @@ type config struct {
 	driftFactor      float64
 	driftConst       time.Duration
 	clock            Clock
+	renewInterval    time.Duration // KeepAlive's period; 0 for a third of the TTL
 }
 
 func defaultConfig() config {
@@ -82,6 +83,8 @@ func (c *config) validate() error {
 		return invalid("WithDrift: factor %v is outside [0, 1)", c.driftFactor)
 	case c.driftConst < 0:
 		return invalid("WithDrift: negative constant %v", c.driftConst)
+	case c.renewInterval < 0:
+		return invalid("WithRenewInterval: negative interval %v", c.renewInterval)
 	}
 	return nil
 }
@@ -127,6 +130,14 @@ func WithDrift(factor float64, constant time.Duration) Option {
 // WithClock sets the clock used for validity. Meant for tests.
 func WithClock(clock Clock) Option {
 	return optionFunc(func(c *config) { c.clock = clock })
+}
+
+// WithRenewInterval sets how often KeepAlive renews a lock: every d instead
+// of every third of the lock's TTL, and never less often than every half of
+// it, so that a failed renewal leaves time for retries before Until. 0 means
+// the default.
+func WithRenewInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.renewInterval = d })
 }
 
 // RetryStrategy decides how long Acquire waits before its next attempt.

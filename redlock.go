@@ -296,6 +296,8 @@ type Lock struct {
 	releaseDone chan struct{} // closed when the first Release has its outcome
 	releaseErr  error
 	deleted     []bool // nodes that confirmed our key's deletion, after Release
+
+	lease *lease // KeepAlive's renewal (lease.go), made by its first call
 }
 
 // nextValue returns the value of the lock's next write.
@@ -481,6 +483,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.deleted = make([]bool, len(c.nodes.nodes))
 	ttl := l.ttl
 	l.mu.Unlock()
+	l.stopLease(ErrReleased) // lease.go: no renewal is scheduled from now on
 
 	outcome := l.release(ctx, c, ttl)
 	l.mu.Lock()
