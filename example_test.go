@@ -135,6 +135,59 @@ func ExampleLock_Extend() {
 	// Output: extended by more than 25s: true
 }
 
+func ExampleClient_Do() {
+	var nodes []redis.UniversalClient
+	for _, addr := range exampleAddrs() {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
+	}
+	locks, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
+	ctx := context.Background()
+
+	// The work takes longer than the TTL: Do renews the lock meanwhile, and
+	// releases it when the work returns.
+	err = locks.Do(ctx, "reports:daily", 200*time.Millisecond, func(ctx context.Context) error {
+		select {
+		case <-time.After(500 * time.Millisecond): // the work
+			return nil
+		case <-ctx.Done(): // the lock is lost: stop
+			return context.Cause(ctx)
+		}
+	})
+	fmt.Println(err, errors.Is(err, redlock.ErrLockLost))
+	// Output: <nil> false
+}
+
+func ExampleLock_KeepAlive() {
+	var nodes []redis.UniversalClient
+	for _, addr := range exampleAddrs() {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
+	}
+	locks, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
+	ctx := context.Background()
+
+	lock, err := locks.Acquire(ctx, "job:sync", time.Second)
+	if err != nil {
+		panic(err)
+	}
+	work := lock.KeepAlive(ctx) // work under this context: it ends when the lock does
+	_ = lock.Release(ctx)
+	<-work.Done()
+	fmt.Println(context.Cause(work))
+	// Output: redlock: lock released
+}
+
 // ledgerStore is storage that refuses writes from a holder older than the
 // newest it has seen: the check that makes a paused, expired holder harmless.
 // It accepts a fence equal to the highest, the holder's own next write. In a

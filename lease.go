@@ -185,6 +185,28 @@ func (l *Lock) stopLease(cause error) {
 	ls.endLocked(cause)
 }
 
+// untilMoved sets the timer to follow Until and the TTL, which an Extend may
+// have just changed: a renewal's, or the holder's own, which can move Until
+// earlier or shorten the TTL. Extend defers it, so it runs once Extend has
+// let go of l.mu.
+func (l *Lock) untilMoved() {
+	l.mu.Lock()
+	ls := l.lease
+	l.mu.Unlock()
+	if ls == nil {
+		return
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	switch {
+	case ls.cause != nil || len(ls.watchers) == 0:
+	case ls.running: // the renewal schedules the next one when it is done
+		ls.armLocked(ls.now())
+	default: // the holder's own Extend, which may have shortened the TTL
+		ls.scheduleLocked(ls.now())
+	}
+}
+
 func (ls *lease) now() time.Time { return ls.l.client.cfg.clock.Now() }
 
 // window returns the lock's validity and TTL, as the latest extension set
@@ -261,7 +283,7 @@ func (ls *lease) armLocked(now time.Time) {
 
 // fire runs when the timer goes off: it declares the lock lost at the
 // deadline, or renews it when a renewal is due. A firing that finds neither
-// is stale (the timer was moved since) and does nothing.
+// sets the timer again.
 func (ls *lease) fire() {
 	ls.mu.Lock()
 	if ls.cause != nil || len(ls.watchers) == 0 {
@@ -277,6 +299,7 @@ func (ls *lease) fire() {
 		return
 	}
 	if ls.running || now.Before(ls.next) {
+		ls.armLocked(now) // Until may have moved since the timer was set
 		ls.mu.Unlock()
 		return
 	}

@@ -252,6 +252,25 @@ func TestKeepAliveTwice(t *testing.T) {
 	require.Equal(t, context.Canceled, context.Cause(k1))
 }
 
+// TestKeepAliveFollowsExtend: the holder's own Extend to a shorter TTL moves
+// the renewals with it, and the lock stays held.
+func TestKeepAliveFollowsExtend(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c, other := e.client(), e.client()
+	ctx := t.Context()
+	key := newKey(t)
+	l, err := c.TryAcquire(ctx, key, 3*time.Second)
+	require.NoError(t, err)
+	kctx := l.KeepAlive(ctx)
+	require.NoError(t, l.Extend(ctx, 300*time.Millisecond))
+	time.Sleep(1500 * time.Millisecond) // the next renewal at 3s's pace would come after 1s
+	require.NoError(t, kctx.Err(), "the KeepAlive context ended: %v", context.Cause(kctx))
+	assert.Less(t, time.Until(l.Until()), 300*time.Millisecond, "renewed with the old TTL")
+	_, err = other.TryAcquire(ctx, key, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "the lock lapsed")
+	require.NoError(t, l.Release(ctx))
+}
+
 // TestKeepAliveMisuse: a nil lock, a nil context, a released lock and an
 // ended context give an ended context with the right cause, and no panic.
 func TestKeepAliveMisuse(t *testing.T) {

@@ -404,6 +404,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, ctx.Err())
 	}
+	defer l.untilMoved() // lease.go: KeepAlive's loss timer follows Until
 	if err := c.nodes.life.begin(); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
 	}
@@ -463,7 +464,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // later (and concurrent) calls wait for it and return nil once a quorum has
 // confirmed the delete, by then or in the background since, and the first
 // call's error otherwise. With a nil ctx the lock is released all the same
-// and the error matches ErrInvalidArgument.
+// and the error matches ErrInvalidArgument. Release ends the lock's
+// KeepAlive contexts (cause ErrReleased) before it sends anything.
 func (l *Lock) Release(ctx context.Context) error {
 	c, err := l.prologue("release", ctx)
 	if c == nil {
