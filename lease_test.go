@@ -278,11 +278,13 @@ func TestKeepAliveMisuse(t *testing.T) {
 	c := e.client()
 	var nilLock *redlock.Lock
 	require.ErrorIs(t, context.Cause(nilLock.KeepAlive(t.Context())), redlock.ErrInvalidArgument)
-	require.ErrorIs(t, context.Cause(nilLock.KeepAlive(nil)), redlock.ErrInvalidArgument) //nolint:staticcheck // a nil context on purpose
+	//lint:ignore SA1012 a nil context is the input under test
+	require.ErrorIs(t, context.Cause(nilLock.KeepAlive(nil)), redlock.ErrInvalidArgument)
 
 	l, err := c.TryAcquire(t.Context(), newKey(t), time.Second)
 	require.NoError(t, err)
-	require.ErrorIs(t, context.Cause(l.KeepAlive(nil)), redlock.ErrInvalidArgument) //nolint:staticcheck // a nil context on purpose
+	//lint:ignore SA1012 a nil context is the input under test
+	require.ErrorIs(t, context.Cause(l.KeepAlive(nil)), redlock.ErrInvalidArgument)
 	ended, cancel := context.WithCancel(t.Context())
 	cancel()
 	require.ErrorIs(t, context.Cause(l.KeepAlive(ended)), context.Canceled)
