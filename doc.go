@@ -67,7 +67,9 @@
 // 20 ms) and moved by every successful renewal, ends the context before
 // Until whatever the nodes and the network do. Between renewals a kept lock
 // costs one timer and no goroutine; the renewal runs on the timer's
-// goroutine. Release ends renewal for good before it sends its deletes.
+// goroutine, at most 64 at once per Client (the others wait their turn),
+// and renewals are spread by a random tenth of the interval. Release ends
+// renewal for good before it sends its deletes.
 //
 // What KeepAlive cannot promise: the context ending is a signal, not a
 // barrier. A process that is paused (a GC pause, SIGSTOP, swapping) does not

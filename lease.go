@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -36,7 +37,8 @@ import (
 //
 // Calls on one Lock share one renewal, which runs while any of their
 // contexts is live; each call gets its own context. Between renewals a kept
-// lock costs one timer and no goroutine. KeepAlive never panics: on a nil
+// lock costs one timer and no goroutine; a Client runs at most 64 renewals
+// at once, the others wait their turn. KeepAlive never panics: on a nil
 // Lock or with a nil ctx it returns a context already cancelled with a cause
 // matching ErrInvalidArgument, on a released Lock one cancelled with
 // ErrReleased, and on a lost or expired Lock one cancelled with a cause
@@ -141,7 +143,7 @@ type lease struct {
 	mu       sync.Mutex
 	timer    *time.Timer
 	next     time.Time          // when the next renewal is due
-	running  bool               // a renewal is in progress
+	running  bool               // a renewal is waiting in the Client's queue or in progress
 	stopRun  context.CancelFunc // ends the renewal in progress
 	failed   int                // renewals failed in a row
 	watchers []watcher          // the live KeepAlive contexts; renewal runs while there is one
@@ -253,13 +255,16 @@ func (ls *lease) startLocked() {
 	ls.scheduleLocked(ls.now())
 }
 
-// scheduleLocked sets the next renewal an interval from now, or sooner when
+// scheduleLocked sets the next renewal about an interval from now, or sooner when
 // less than an interval would be left before the deadline by then (a lock
 // that was kept for a while before KeepAlive was called): a renewal then
 // still has time to land.
 func (ls *lease) scheduleLocked(now time.Time) {
 	interval := ls.interval()
-	ls.next = now.Add(interval)
+	// Up to a tenth earlier, at random: locks kept alive together (a
+	// service starting up) do not all fall due in the same instant, each
+	// timer starting a goroutine when it fires.
+	ls.next = now.Add(interval - rand.N(interval/10+1))
 	if latest := ls.deadline().Add(-interval); latest.Before(ls.next) {
 		ls.next = latest
 	}
@@ -282,8 +287,8 @@ func (ls *lease) armLocked(now time.Time) {
 }
 
 // fire runs when the timer goes off: it declares the lock lost at the
-// deadline, or renews it when a renewal is due. A firing that finds neither
-// sets the timer again.
+// deadline, or hands a renewal that is due to the Client's renewal queue. A
+// firing that finds neither sets the timer again.
 func (ls *lease) fire() {
 	ls.mu.Lock()
 	if ls.cause != nil || len(ls.watchers) == 0 {
@@ -291,8 +296,7 @@ func (ls *lease) fire() {
 		return
 	}
 	now := ls.now()
-	deadline := ls.deadline()
-	if !now.Before(deadline) {
+	if !now.Before(ls.deadline()) {
 		ls.endLocked(fmt.Errorf("%w: %q: no renewal reached a quorum before the validity ran out (%d failed)",
 			ErrLockLost, ls.l.key, ls.failed))
 		ls.mu.Unlock()
@@ -304,22 +308,35 @@ func (ls *lease) fire() {
 		return
 	}
 	ls.running = true
+	ls.armLocked(now) // to the deadline while the renewal waits and runs
+	ls.mu.Unlock()
+	ls.l.client.renewals.run(ls)
+}
+
+// renew runs one renewal that fire found due, and schedules what comes
+// next.
+func (ls *lease) renew() {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.cause != nil || len(ls.watchers) == 0 {
+		ls.running = false // ended or stopped while it waited: the timer is off
+		return
+	}
+	deadline := ls.deadline()
 	_, ttl := ls.window()
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	ls.stopRun = cancel
-	ls.armLocked(now)
 	ls.mu.Unlock()
 
 	err := ls.l.Extend(ctx, ttl)
 	cancel()
 
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
 	ls.running, ls.stopRun = false, nil
 	if ls.cause != nil || len(ls.watchers) == 0 {
 		return // ended or stopped while the renewal ran: the timer is off
 	}
-	now = ls.now()
+	now := ls.now()
 	if err == nil {
 		ls.failed = 0
 		ls.scheduleLocked(now)
@@ -332,6 +349,46 @@ func (ls *lease) fire() {
 	ls.failed++
 	ls.next = now.Add(ls.backoff())
 	ls.armLocked(now)
+}
+
+// maxConcurrentRenewals bounds the KeepAlive renewals of one Client that
+// run at once; the others wait their turn in order. Thousands of locks
+// renewed by one Client then cost a bounded number of goroutines and
+// connections when their renewals fall due together, and a lock whose
+// renewal waits too long is still declared lost at its deadline.
+const maxConcurrentRenewals = 64
+
+// renewalQueue runs a Client's renewals, at most maxConcurrentRenewals at
+// once, on the goroutines of the timers that found them due: a goroutine
+// whose renewal is done takes the next one waiting, or ends.
+type renewalQueue struct {
+	mu      sync.Mutex
+	running int
+	waiting []*lease
+}
+
+func (q *renewalQueue) run(ls *lease) {
+	q.mu.Lock()
+	if q.running >= maxConcurrentRenewals {
+		q.waiting = append(q.waiting, ls)
+		q.mu.Unlock()
+		return
+	}
+	q.running++
+	q.mu.Unlock()
+	for ls != nil {
+		ls.renew()
+		q.mu.Lock()
+		ls = nil
+		if len(q.waiting) > 0 {
+			ls = q.waiting[0]
+			q.waiting[0] = nil
+			q.waiting = q.waiting[1:]
+		} else {
+			q.running--
+		}
+		q.mu.Unlock()
+	}
 }
 
 // lostBy returns the loss that a failed renewal proves, or nil when a retry

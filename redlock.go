@@ -17,6 +17,8 @@ import (
 type Client struct {
 	cfg   config
 	nodes *nodeSet
+
+	renewals renewalQueue // KeepAlive's renewals (lease.go)
 }
 
 // New returns a Client over nodes, one go-redis client per independent
