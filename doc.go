@@ -63,8 +63,8 @@
 // as lost as soon as enough nodes refused a renewal that no quorum can
 // confirm it again (our value is gone from them), when the Client is closed,
 // or when no renewal has reached a quorum and Until draws near: a timer set
-// to Until, less a margin for its own latency (a fiftieth of the TTL, 1 to
-// 20 ms) and moved by every successful renewal, ends the context before
+// to Until, less a margin for its own latency (a twentieth of the TTL, 1
+// to 50 ms) and moved by every successful renewal, ends the context before
 // Until whatever the nodes and the network do. Between renewals a kept lock
 // costs one timer and no goroutine; the renewal runs on the timer's
 // goroutine, at most 64 at once per Client (the others wait their turn),
@@ -72,8 +72,9 @@
 // renewal for good before it sends its deletes.
 //
 // What KeepAlive cannot promise: the context ending is a signal, not a
-// barrier. A process that is paused (a GC pause, SIGSTOP, swapping) does not
-// run to see it, and can touch the resource after Until as it could without
+// barrier. The margin covers the usual latency of a timer; a process starved
+// of CPU for longer sees the context end after Until. A process that is
+// paused (a GC pause, SIGSTOP, swapping) does not run to see it, and can touch the resource after Until as it could without
 // KeepAlive; fencing (below) is what covers that. When the caller's context
 // ends, renewal stops and the lock stays held until its TTL runs out, unless
 // it is released.

@@ -24,8 +24,9 @@ import (
 // a renewal (our value is gone from them) that no quorum can confirm it
 // again, when the Client was closed, or when Until draws near without a
 // renewal having reached a quorum: the context then ends a small margin
-// before Until (a fiftieth of the TTL, 1 to 20 ms) so that timer latency
-// cannot carry it past Until.
+// before Until (a twentieth of the TTL, 1 to 50 ms) so that the latency of
+// its timer does not carry it past Until (a process starved of CPU for
+// longer than that can still see it end late).
 //
 // KeepAlive does not make the holder safe against its own pauses: a process
 // stalled by a GC pause or SIGSTOP can run past Until before it sees the
@@ -95,7 +96,7 @@ func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 // (WithCleanupTimeout), so it frees the lock even when ctx has ended. When
 // the acquire fails, fn is not called and Do returns that error, which
 // matches ErrNotAcquired; a nil fn is an error matching ErrInvalidArgument.
-func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...AcquireOption) (err error) {
+func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...AcquireOption) error {
 	if fn == nil {
 		return invalid("do on %q: nil function", key)
 	}
@@ -224,7 +225,7 @@ func (ls *lease) window() (until time.Time, ttl time.Duration) {
 // of the cancellation.
 func (ls *lease) deadline() time.Time {
 	until, ttl := ls.window()
-	return until.Add(-min(max(ttl/50, time.Millisecond), 20*time.Millisecond))
+	return until.Add(-min(max(ttl/20, time.Millisecond), 50*time.Millisecond))
 }
 
 // interval is the time between successful renewals.
