@@ -26,9 +26,9 @@ var (
 	ErrClosed = errors.New("redlock: client closed")
 
 	// ErrLockLost is matched by the cause of a KeepAlive context that ended
-	// because the lock could no longer be proven held: a quorum of nodes no
-	// longer has our value, no renewal reached a quorum before Until, or the
-	// Client was closed. The cause says which, and wraps the failed Extend's
+	// because the lock could no longer be proven held: so many nodes no
+	// longer have our value that no quorum can confirm it, no renewal
+	// reached a quorum before Until, or the Client was closed. The cause says which, and wraps the failed Extend's
 	// error when there is one. Do's error matches it when the lock was lost
 	// while fn ran.
 	ErrLockLost = errors.New("redlock: lock lost")

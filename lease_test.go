@@ -231,6 +231,24 @@ func TestKeepAliveStopsWithContext(t *testing.T) {
 	require.ErrorIs(t, context.Cause(expired), redlock.ErrLockLost, "the loss stays the cause after Release")
 }
 
+// TestKeepAliveClientClosed: renewal stops with the Client, and the context
+// says so at the next renewal instead of waiting for Until.
+func TestKeepAliveClientClosed(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	const ttl = 3 * time.Second
+	l, err := c.TryAcquire(t.Context(), newKey(t), ttl)
+	require.NoError(t, err)
+	kctx := l.KeepAlive(t.Context())
+	end := watchEnd(kctx)
+	closed := time.Now()
+	require.NoError(t, c.Close(t.Context()))
+	at := end.wait(t, ttl)
+	require.ErrorIs(t, context.Cause(kctx), redlock.ErrLockLost)
+	require.ErrorIs(t, context.Cause(kctx), redlock.ErrClosed)
+	assert.Less(t, at.Sub(closed), ttl/3+200*time.Millisecond, "the loss waited for Until")
+}
+
 // TestKeepAliveTwice: two KeepAlive calls share one renewal, which goes on
 // while either context is live.
 func TestKeepAliveTwice(t *testing.T) {
