@@ -20,7 +20,7 @@ import (
 // TTL (see WithRenewInterval); its deadline is the end of the validity the
 // lock has left, so a stalled renewal cannot hold the lock past Until. A
 // failed renewal is tried again after a short backoff while validity is
-// left. The lock is lost, and the context cancelled, when enough nodes refused
+// left (WithRenewFailed sees each failure). The lock is lost, and the context cancelled, when enough nodes refused
 // a renewal (our value is gone from them) that no quorum can confirm it
 // again, when the Client was closed, or when Until draws near without a
 // renewal having reached a quorum: the context then ends a small margin
@@ -318,9 +318,9 @@ func (ls *lease) fire() {
 // next.
 func (ls *lease) renew() {
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
 	if ls.cause != nil || len(ls.watchers) == 0 {
 		ls.running = false // ended or stopped while it waited: the timer is off
+		ls.mu.Unlock()
 		return
 	}
 	deadline := ls.deadline()
@@ -331,25 +331,38 @@ func (ls *lease) renew() {
 
 	err := ls.l.Extend(ctx, ttl)
 	cancel()
+	if ls.settle(err) {
+		if hook := ls.l.client.cfg.renewFailed; hook != nil {
+			hook(ls.l, err)
+		}
+	}
+}
 
+// settle takes in a renewal's outcome: it schedules the next renewal, a
+// retry, or declares the lock lost. It reports whether err is a failure to
+// tell the Client's hook about: not when the lease ended or stopped while
+// the renewal ran, which cancelled it.
+func (ls *lease) settle(err error) bool {
 	ls.mu.Lock()
+	defer ls.mu.Unlock()
 	ls.running, ls.stopRun = false, nil
 	if ls.cause != nil || len(ls.watchers) == 0 {
-		return // ended or stopped while the renewal ran: the timer is off
+		return false // the timer is off
 	}
 	now := ls.now()
 	if err == nil {
 		ls.failed = 0
 		ls.scheduleLocked(now)
-		return
+		return false
 	}
 	if lost := ls.lostBy(err); lost != nil {
 		ls.endLocked(lost)
-		return
+		return true
 	}
 	ls.failed++
 	ls.next = now.Add(ls.backoff())
 	ls.armLocked(now)
+	return true
 }
 
 // maxConcurrentRenewals bounds the KeepAlive renewals of one Client that

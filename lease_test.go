@@ -134,7 +134,12 @@ func TestKeepAliveLostOnFault(t *testing.T) {
 // context within one renewal interval.
 func TestKeepAliveLostWhenKeyDeleted(t *testing.T) {
 	e := newEnv(t, 5, fastClients)
-	c := e.client()
+	var failures atomic.Int32
+	var failure atomic.Pointer[error]
+	c := e.client(redlock.WithRenewFailed(func(l *redlock.Lock, err error) {
+		failures.Add(1)
+		failure.Store(&err)
+	}))
 	ctx := t.Context()
 	key := newKey(t)
 	const ttl = 900 * time.Millisecond
@@ -158,6 +163,9 @@ func TestKeepAliveLostWhenKeyDeleted(t *testing.T) {
 	require.ErrorAs(t, cause, &qe)
 	assert.LessOrEqual(t, at.Sub(deleted), interval+100*time.Millisecond, "loss seen late")
 	t.Logf("lost %v after the delete (renewal interval %v); cause: %v", at.Sub(deleted), interval, cause)
+	require.Eventually(t, func() bool { return failures.Load() == 1 }, time.Second, time.Millisecond,
+		"the hook saw %d failed renewals, not the one", failures.Load())
+	require.ErrorIs(t, *failure.Load(), redlock.ErrKeyAbsent, "the hook's error")
 	// A later KeepAlive on the lost lock is over at once, with the same cause.
 	again := l.KeepAlive(ctx)
 	require.Error(t, again.Err())

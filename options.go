@@ -53,6 +53,7 @@ type config struct {
 	driftConst       time.Duration
 	clock            Clock
 	renewInterval    time.Duration // KeepAlive's period; 0 for a third of the TTL
+	renewFailed      func(*Lock, error)
 }
 
 func defaultConfig() config {
@@ -138,6 +139,14 @@ func WithClock(clock Clock) Option {
 // the default.
 func WithRenewInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.renewInterval = d })
+}
+
+// WithRenewFailed sets a function that KeepAlive calls with the error of
+// each renewal that failed, whether it is retried or the lock is lost: for
+// logs and metrics. It runs on the renewal's goroutine, which is one of the
+// Client's few renewal slots, so it must return quickly.
+func WithRenewFailed(f func(l *Lock, err error)) Option {
+	return optionFunc(func(c *config) { c.renewFailed = f })
 }
 
 // RetryStrategy decides how long Acquire waits before its next attempt.
