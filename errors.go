@@ -24,6 +24,17 @@ var (
 	ErrInvalidArgument = errors.New("redlock: invalid argument")
 	// ErrClosed means the Client was closed before the call.
 	ErrClosed = errors.New("redlock: client closed")
+
+	// ErrLockLost is matched by the cause of a KeepAlive context that ended
+	// because the lock could no longer be proven held: so many nodes no
+	// longer have our value that no quorum can confirm it, no renewal
+	// reached a quorum before Until, or the Client was closed. The cause says which, and wraps the failed Extend's
+	// error when there is one. Do's error matches it when the lock was lost
+	// while fn ran.
+	ErrLockLost = errors.New("redlock: lock lost")
+	// ErrReleased is the cause of a KeepAlive context that ended because
+	// Release was called on its lock.
+	ErrReleased = errors.New("redlock: lock released")
 )
 
 // Per-node causes, found in NodeError.Err.

@@ -89,3 +89,38 @@ func TestObserve(t *testing.T) {
 	}
 	assert.False(t, strings.Contains(out, l.Token()[:10]))
 }
+
+// TestObserveLease: renewals and a lost lock reach the hooks.
+func TestObserveLease(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	var mu sync.Mutex
+	renewals, lost := 0, 0
+	c := e.client(redlock.WithHooks(redlock.Hooks{
+		Renewal: func(r redlock.RenewalInfo) { mu.Lock(); renewals++; mu.Unlock() },
+		LockLost: func(l redlock.LostInfo) {
+			mu.Lock()
+			lost++
+			mu.Unlock()
+			assert.ErrorIs(t, l.Cause, redlock.ErrLockLost)
+		},
+	}))
+	ctx := t.Context()
+	key := newKey(t)
+	l, err := c.Acquire(ctx, key, 900*time.Millisecond)
+	require.NoError(t, err)
+	kctx := l.KeepAlive(ctx)
+	time.Sleep(700 * time.Millisecond)
+	for i := range 2 {
+		require.NoError(t, e.direct[i].Del(ctx, key).Err())
+	}
+	select {
+	case <-kctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lock was not found lost")
+	}
+	_ = l.Release(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.GreaterOrEqual(t, renewals, 2)
+	assert.Equal(t, 1, lost)
+}

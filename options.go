@@ -63,6 +63,8 @@ type config struct {
 	driftFactor      float64
 	driftConst       time.Duration
 	clock            Clock
+	renewInterval    time.Duration // KeepAlive's period; 0 for a third of the TTL
+	renewFailed      func(*Lock, error)
 }
 
 func defaultConfig() config {
@@ -96,6 +98,8 @@ func (c *config) validate() error {
 		return invalid("WithDrift: negative constant %v", c.driftConst)
 	case c.fenceHorizon < time.Millisecond:
 		return invalid("WithFenceHorizon: horizon %v is under a millisecond", c.fenceHorizon)
+	case c.renewInterval < 0:
+		return invalid("WithRenewInterval: negative interval %v", c.renewInterval)
 	}
 	if c.restartGuard < 0 || (c.restartGuard > 0 && c.restartGuard < time.Millisecond) {
 		return invalid("WithRestartGuard: guard %v is negative or under a millisecond", c.restartGuard)
@@ -187,6 +191,22 @@ func WithDrift(factor float64, constant time.Duration) Option {
 // WithClock sets the clock used for validity. Meant for tests.
 func WithClock(clock Clock) Option {
 	return optionFunc(func(c *config) { c.clock = clock })
+}
+
+// WithRenewInterval sets how often KeepAlive renews a lock: every d instead
+// of every third of the lock's TTL, and never less often than every half of
+// it, so that a failed renewal leaves time for retries before Until. 0 means
+// the default.
+func WithRenewInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.renewInterval = d })
+}
+
+// WithRenewFailed sets a function that KeepAlive calls with the error of
+// each renewal that failed, whether it is retried or the lock is lost: for
+// logs and metrics. It runs on the renewal's goroutine, which is one of the
+// Client's few renewal slots, so it must return quickly.
+func WithRenewFailed(f func(l *Lock, err error)) Option {
+	return optionFunc(func(c *config) { c.renewFailed = f })
 }
 
 // RetryStrategy decides how long Acquire waits before its next attempt.

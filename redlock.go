@@ -20,6 +20,8 @@ type Client struct {
 	owners owners  // locks held under WithOwner, for reentrancy
 	waits  waiters // Acquire calls waiting for busy keys
 	obs    observer
+
+	renewals renewalQueue // KeepAlive's renewals (lease.go)
 }
 
 // New returns a Client over nodes, one go-redis client per independent
@@ -451,6 +453,8 @@ type Lock struct {
 	releaseDone chan struct{} // closed when the first Release has its outcome
 	releaseErr  error
 	deleted     []bool // nodes that confirmed our key's deletion, after Release
+
+	lease *lease // KeepAlive's renewal (lease.go), made by its first call
 }
 
 // nextValue returns the value of the lock's next write.
@@ -572,6 +576,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, ctx.Err())
 	}
+	defer l.untilMoved() // lease.go: KeepAlive's loss timer follows Until
 	if err := c.nodes.life.begin(); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
 	}
@@ -637,7 +642,9 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 // call's error otherwise. With a nil ctx the lock is released all the same
 // and the error matches ErrInvalidArgument. A Lock its owner acquired more
 // than once through this Client (WithOwner) is released on the nodes by the
-// last of its Releases; the earlier ones send nothing and return nil.
+// last of its Releases; the earlier ones send nothing and return nil. The
+// Release that sends ends the lock's KeepAlive contexts (cause ErrReleased)
+// before it sends anything.
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil || l.client == nil || !l.client.obs.on {
 		return l.releaseCall(ctx)
@@ -672,6 +679,7 @@ func (l *Lock) releaseCall(ctx context.Context) error {
 	l.deleted = make([]bool, len(c.nodes.nodes))
 	ttl := l.ttl
 	l.mu.Unlock()
+	l.stopLease(ErrReleased) // lease.go: no renewal is scheduled from now on
 	c.owners.forget(l)
 
 	outcome := l.release(ctx, c, ttl)
