@@ -21,6 +21,12 @@ type node struct {
 	client redis.UniversalClient
 	addr   atomic.Pointer[string] // the configured address; a Sentinel master's once resolved
 
+	// bounded: the client ends a call at its context's deadline
+	// (ContextTimeoutEnabled), so a call may run on the caller's goroutine
+	// without holding the caller past the node deadline.
+	bounded bool
+	latency atomic.Int64 // a moving average of the calls' durations, in ns
+
 	inFlight        atomic.Int64 // calls started and not yet returned by go-redis
 	failures        atomic.Int64 // consecutive calls with no timely, valid reply
 	pendingCleanups atomic.Int64 // deletes waiting to be tried again
@@ -57,12 +63,20 @@ func (n *node) record(err error, late bool) {
 	n.lastErr.Store(&errBox{err})
 }
 
-// call runs one operation on one node and records its health. late means the
-// reply came after the call's deadline.
-func (n *node) call(ctx context.Context, op *nodeOp) reply {
+// call runs one operation on one node and records its health. args is the
+// operation's command line from evalArgs. late means the reply came after the
+// call's deadline.
+func (n *node) call(ctx context.Context, op *nodeOp, args []any) reply {
 	n.inFlight.Add(1)
-	r := op.run(ctx, n)
+	start := time.Now()
+	r := op.read(n.eval(ctx, op, args))
+	d := int64(time.Since(start))
 	n.inFlight.Add(-1)
+	if old := n.latency.Load(); old == 0 {
+		n.latency.Store(d)
+	} else {
+		n.latency.Store(old + (d-old)/8) // racy by design: a rough average suffices
+	}
 	late := ctx.Err() != nil
 	if late && r.status == statusUnknown {
 		// A client with ContextTimeoutEnabled gives up at our deadline
@@ -75,6 +89,50 @@ func (n *node) call(ctx context.Context, op *nodeOp) reply {
 	n.record(r.transportErr(), late)
 	r.node = n.index
 	return r
+}
+
+// evalArgs appends op's EVALSHA command line to a. A round builds it once,
+// in its own allocation, and its calls on every node share it, read-only:
+// redis.Script.Run would build and box it again for each node (three
+// allocations per call). The script's hash comes boxed from scriptHashes,
+// and the lock's key from its sequencer.
+func (p *nodeSet) evalArgs(seq *sequencer, op *nodeOp, a []any) []any {
+	hash, ok := scriptHashes[op.script]
+	if !ok {
+		hash = op.script.Hash()
+	}
+	a = append(a, "evalsha", hash, op.nkeys)
+	for i, k := range op.keyBuf[:op.nkeys] {
+		if i == 0 {
+			a = append(a, seq.keyArg(k))
+		} else {
+			a = append(a, k)
+		}
+	}
+	return append(a, op.argBuf[:op.nargs]...)
+}
+
+// scriptHashes are the scripts' SHA1 digests, boxed once.
+var scriptHashes = func() map[*redis.Script]any {
+	m := make(map[*redis.Script]any, len(allScripts))
+	for _, s := range allScripts {
+		m[s] = s.Hash()
+	}
+	return m
+}()
+
+// eval is redis.Script.Run with a prepared command line: EVALSHA, and EVAL
+// when the node does not know the script (NOSCRIPT, as after a restart).
+func (n *node) eval(ctx context.Context, op *nodeOp, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	if op.nkeys > 0 {
+		cmd.SetFirstKeyPos(3) // a cluster client routes by the first key
+	}
+	_ = n.client.Process(ctx, cmd)
+	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")) {
+		return op.script.Eval(ctx, n.client, op.keyBuf[:op.nkeys], op.argBuf[:op.nargs]...)
+	}
+	return cmd
 }
 
 // NodeStatus is a snapshot of one node's health as this Client has seen it.
@@ -124,7 +182,7 @@ func newNodeSet(clients []redis.UniversalClient) (*nodeSet, error) {
 		if isNil(c) {
 			return nil, invalid("node %d is nil", i)
 		}
-		n := &node{index: i, client: c}
+		n := &node{index: i, client: c, bounded: boundsCalls(c)}
 		addr := addrOf(c)
 		n.addr.Store(&addr)
 		for _, o := range p.nodes {
@@ -174,6 +232,37 @@ func sameClient(a, b *node) bool {
 		}
 	}
 	return true
+}
+
+// boundsCalls reports whether c ends a call at its context's deadline: go-redis
+// does only with ContextTimeoutEnabled; otherwise a silent node holds the call
+// until ReadTimeout, whatever the context says.
+func boundsCalls(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// inline picks the node whose call a round's caller makes itself, instead of
+// handing it to a worker and waiting for the reply: a node whose client
+// bounds the call by its deadline, healthy, with the shortest recent calls.
+// With one node the caller waits for it anyway, so only the bound counts.
+// It returns -1 for none.
+func (p *nodeSet) inline() int {
+	best, bestLat := -1, int64(0)
+	for i, n := range p.nodes {
+		if !n.bounded || len(p.nodes) > 1 && n.failures.Load() != 0 {
+			continue
+		}
+		if l := n.latency.Load(); best < 0 || l < bestLat {
+			best, bestLat = i, l
+		}
+	}
+	return best
 }
 
 func addrOf(c redis.UniversalClient) string {
