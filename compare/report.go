@@ -198,7 +198,7 @@ func writeUncontended(w io.Writer, results []*result) {
 				vsFF = fmt.Sprintf("%.2f", ratio(st.p50, ff.p50))
 			}
 			goal, met := "", ""
-			if s.lib == nameRedlock {
+			if s.lib == nameRedlock || s.lib == nameRedlockCtx {
 				if t, ok := target(r, st); t != "" {
 					goal, met = t, yesNo(ok)
 				}
@@ -312,40 +312,43 @@ func writeTargets(w io.Writer, results []*result) {
 	add := func(target, measured string, ok bool) {
 		lines = append(lines, line{target, measured, yesNo(ok)})
 	}
-	for _, r := range ofKind(results, uncontended) {
-		rl, ok := statsOf(r.get(nameRedlock))
-		if !ok {
-			continue
-		}
-		goal, met := target(r, rl)
-		if goal == "" {
-			continue
-		}
-		bare, _ := statsOf(r.get(nameBare))
-		floor, _ := statsOf(r.get(nameFloor))
-		m := fmt.Sprintf("%s µs = %.2f × bare floor (%s µs; floor-ctx %s µs, %.2f ×)",
-			us(rl.p50), ratio(rl.p50, bare.p50), us(bare.p50), us(floor.p50), ratio(rl.p50, floor.p50))
-		if ff, ok := statsOf(r.get(nameRedsyncFF)); ok {
-			m += fmt.Sprintf("; %.2f × redsync-failfast (%s µs)", ratio(rl.p50, ff.p50), us(ff.p50))
-		}
-		if rk, ok := statsOf(r.get(nameRedislock)); ok {
-			m += fmt.Sprintf("; redislock %s µs", us(rk.p50))
-		}
-		if r.sc.slow == 0 {
-			m += fmt.Sprintf("; allocs %.1f", rl.allocs)
-			if rk, ok := statsOf(r.get(nameRedislock)); ok {
-				m += fmt.Sprintf(" (redislock %.1f)", rk.allocs)
+	for _, lib := range []string{nameRedlock, nameRedlockCtx} {
+		for _, r := range ofKind(results, uncontended) {
+			rl, ok := statsOf(r.get(lib))
+			if !ok {
+				continue
 			}
+			goal, met := target(r, rl)
+			if goal == "" {
+				continue
+			}
+			bare, _ := statsOf(r.get(nameBare))
+			floor, _ := statsOf(r.get(nameFloor))
+			m := fmt.Sprintf("%s µs = %.2f × bare floor (%s µs; floor-ctx %s µs, %.2f ×)",
+				us(rl.p50), ratio(rl.p50, bare.p50), us(bare.p50), us(floor.p50), ratio(rl.p50, floor.p50))
+			if ff, ok := statsOf(r.get(nameRedsyncFF)); ok {
+				m += fmt.Sprintf("; %.2f × redsync-failfast (%s µs)", ratio(rl.p50, ff.p50), us(ff.p50))
+			}
+			rk, hasRK := statsOf(r.get(nameRedislock))
+			if hasRK {
+				m += fmt.Sprintf("; redislock %s µs", us(rk.p50))
+			}
+			if r.sc.slow == 0 {
+				m += fmt.Sprintf("; allocs %.1f", rl.allocs)
+				if hasRK {
+					m += fmt.Sprintf(" (redislock %.1f)", rk.allocs)
+				}
+			}
+			add(lib+", "+r.sc.name+": "+goal, m, met)
 		}
-		add(r.sc.name+": "+goal, m, met)
-	}
-	for _, r := range ofKind(results, manyKeys) {
-		rl, ok1 := statsOf(r.get(nameRedlock))
-		bare, ok2 := statsOf(r.get(nameBare))
-		if ok1 && ok2 && bare.rate > 0 {
-			x := rl.rate / bare.rate
-			add(fmt.Sprintf("%s: locks/s ≥ %.1f × bare floor's", r.sc.name, targetManyKeys),
-				fmt.Sprintf("%.0f/s = %.2f × bare floor (%.0f/s)", rl.rate, x, bare.rate), x >= targetManyKeys)
+		for _, r := range ofKind(results, manyKeys) {
+			rl, ok1 := statsOf(r.get(lib))
+			bare, ok2 := statsOf(r.get(nameBare))
+			if ok1 && ok2 && bare.rate > 0 {
+				x := rl.rate / bare.rate
+				add(fmt.Sprintf("%s, %s: locks/s ≥ %.1f × bare floor's", lib, r.sc.name, targetManyKeys),
+					fmt.Sprintf("%.0f/s = %.2f × bare floor (%.0f/s)", rl.rate, x, bare.rate), x >= targetManyKeys)
+			}
 		}
 	}
 	if len(lines) == 0 {
