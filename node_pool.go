@@ -25,7 +25,6 @@ type node struct {
 	// (ContextTimeoutEnabled), so a call may run on the caller's goroutine
 	// without holding the caller past the node deadline.
 	bounded bool
-	latency atomic.Int64 // a moving average of the calls' durations, in ns
 
 	inFlight        atomic.Int64 // calls started and not yet returned by go-redis
 	failures        atomic.Int64 // consecutive calls with no timely, valid reply
@@ -68,15 +67,8 @@ func (n *node) record(err error, late bool) {
 // call's deadline.
 func (n *node) call(ctx context.Context, op *nodeOp, args []any) reply {
 	n.inFlight.Add(1)
-	start := time.Now()
 	r := op.read(n.eval(ctx, op, args))
-	d := int64(time.Since(start))
 	n.inFlight.Add(-1)
-	if old := n.latency.Load(); old == 0 {
-		n.latency.Store(d)
-	} else {
-		n.latency.Store(old + (d-old)/8) // racy by design: a rough average suffices
-	}
 	late := ctx.Err() != nil
 	if late && r.status == statusUnknown {
 		// A client with ContextTimeoutEnabled gives up at our deadline
@@ -248,21 +240,17 @@ func boundsCalls(c redis.UniversalClient) bool {
 }
 
 // inline picks the node whose call a round's caller makes itself, instead of
-// handing it to a worker and waiting for the reply: a node whose client
-// bounds the call by its deadline, healthy, with the shortest recent calls.
-// With one node the caller waits for it anyway, so only the bound counts.
-// It returns -1 for none.
+// handing it to a worker and waiting for its reply: with one node, whose
+// client bounds the call by its deadline, the caller waits for that reply
+// anyway, and two goroutine hand-offs per round go. With more nodes the
+// caller has to wait on the channel for the others all the same, and running
+// one call itself measured slower (it shares the caller's time slice with the
+// workers it just woke). It returns -1 for none.
 func (p *nodeSet) inline() int {
-	best, bestLat := -1, int64(0)
-	for i, n := range p.nodes {
-		if !n.bounded || len(p.nodes) > 1 && n.failures.Load() != 0 {
-			continue
-		}
-		if l := n.latency.Load(); best < 0 || l < bestLat {
-			best, bestLat = i, l
-		}
+	if len(p.nodes) == 1 && p.nodes[0].bounded {
+		return 0
 	}
-	return best
+	return -1
 }
 
 func addrOf(c redis.UniversalClient) string {
