@@ -136,3 +136,12 @@ func (b *Bare) FanOut() error {
 	}
 	return nil
 }
+
+// Pair times two bare fan-outs in a row, the bare floor of one
+// Acquire+Release.
+func (b *Bare) Pair() time.Duration {
+	start := time.Now()
+	_ = b.FanOut()
+	_ = b.FanOut()
+	return time.Since(start)
+}
