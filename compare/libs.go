@@ -52,6 +52,7 @@ const (
 	nameFloor      = "floor-ctx"
 	nameMinScript  = "min-setnx-script"
 	nameMinPlain   = "min-setnx-del"
+	nameMinScripts = "min-script-script"
 	nameRedlock    = "redlock"
 	nameRedlockCtx = "redlock-ctxtimeout"
 	nameRedsync    = "redsync"
@@ -73,6 +74,7 @@ func contenders() []contender {
 		{name: nameRedislock, singleNode: true, open: openRedislock},
 		{name: nameMinPlain, experiment: true, open: openMinimal(releaseDel)},
 		{name: nameMinScript, experiment: true, open: openMinimal(releaseScript)},
+		{name: nameMinScripts, experiment: true, open: openMinimal(acquireScriptReleaseScript)},
 	}
 }
 
@@ -263,18 +265,28 @@ func (bareLocker) close(context.Context) error                 { return nil }
 
 // ---- minimal locks: the least a correct lock sends, each fan-out one fresh
 // goroutine per node and a channel, like the bare floor, no deadlines, no
-// rollback. Acquire is SET NX PX with a random token; release is either the
+// rollback. Acquire is SET NX PX with a random token (or, in
+// min-script-script, a script like redlock's); release is either the
 // token-checked delete script (the least a correct release sends on Redis 7,
 // which has no compare-and-delete command) or a plain DEL (not correct: it
 // would delete another holder's key; it shows what the script round costs).
 
-var minReleaseScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+var (
+	minReleaseScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+	// minAcquireScript does what redlock's acquire.lua does when the key is
+	// absent: GET, then SET PX.
+	minAcquireScript = redis.NewScript(`local v = redis.call('GET', KEYS[1])
+if v and v ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1`)
+)
 
 type minRelease int
 
 const (
 	releaseScript minRelease = iota
 	releaseDel
+	acquireScriptReleaseScript // acquire with a script too, as redlock does
 )
 
 type minimalLocker struct {
@@ -306,7 +318,14 @@ func (m *minimalLocker) fanOut(call func(c *redis.Client) bool) bool {
 
 func (m *minimalLocker) lock(ctx context.Context, key string) (any, error) {
 	l := &minimalLock{key: key, token: rand.Text()}
-	if !m.fanOut(func(c *redis.Client) bool { return c.SetNX(ctx, key, l.token, ttl).Val() }) {
+	set := func(c *redis.Client) bool { return c.SetNX(ctx, key, l.token, ttl).Val() }
+	if m.release == acquireScriptReleaseScript {
+		set = func(c *redis.Client) bool {
+			n, _ := minAcquireScript.Run(ctx, c, []string{key}, l.token, ttl.Milliseconds()).Int()
+			return n == 1
+		}
+	}
+	if !m.fanOut(set) {
 		return nil, errNotAcquired
 	}
 	return l, nil

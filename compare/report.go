@@ -122,8 +122,9 @@ func writeSetup(w io.Writer, cfg config, took time.Duration) {
 		"**floor-bare**: one fresh goroutine per node and a channel, nothing else; with slow nodes it runs on the fast "+
 		"ones only (with the quorum of all). The targets use it. **floor-ctx**: the previous floor, which adds a "+
 		"context with the 50 ms node deadline and a WaitGroup per fan-out. "+
-		"min-setnx-del and min-setnx-script are minimal locks written in the harness the same way as the bare floor: "+
-		"SET NX PX to acquire, and DEL (not a correct release) or a token-checked delete script to release. "+
+		"min-setnx-del, min-setnx-script and min-script-script are minimal locks written in the harness the same way "+
+		"as the bare floor: SET NX PX (or a GET-then-SET script like redlock's) to acquire, and DEL (not a correct "+
+		"release) or a token-checked delete script to release. "+
 		"Faulted nodes sit behind an in-process TCP proxy, the others are direct.\n\n")
 }
 
