@@ -210,7 +210,8 @@ func writeUncontended(w io.Writer, results []*result) {
 		}
 	}
 	fmt.Fprintf(w, "\nallocs/op counts every heap allocation in the process during a batch of one library's "+
-		"Acquire+Release run after the interleaved rounds, including its background goroutines and go-redis.\n\n")
+		"Acquire+Release run after the interleaved rounds, including its background goroutines and go-redis; "+
+		"the lowest of three batches.\n\n")
 	writeFailures(w, rows)
 }
 
