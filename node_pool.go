@@ -67,7 +67,7 @@ func (n *node) record(err error, late bool) {
 // call's deadline.
 func (n *node) call(ctx context.Context, op *nodeOp, args []any) reply {
 	n.inFlight.Add(1)
-	r := op.read(n.eval(ctx, op, args))
+	r := n.eval(ctx, op, args)
 	n.inFlight.Add(-1)
 	late := ctx.Err() != nil
 	if late && r.status == statusUnknown {
@@ -113,18 +113,20 @@ var scriptHashes = func() map[*redis.Script]any {
 	return m
 }()
 
-// eval is redis.Script.Run with a prepared command line: EVALSHA, and EVAL
-// when the node does not know the script (NOSCRIPT, as after a restart).
-func (n *node) eval(ctx context.Context, op *nodeOp, args []any) *redis.Cmd {
+// eval runs op with its prepared EVALSHA command line and reads the reply.
+// A node that does not know the script (NOSCRIPT, as after a restart) gets
+// it through nodeOp.run, redis.Script.Run: EVALSHA once more, then EVAL with
+// the source.
+func (n *node) eval(ctx context.Context, op *nodeOp, args []any) reply {
 	cmd := redis.NewCmd(ctx, args...)
 	if op.nkeys > 0 {
 		cmd.SetFirstKeyPos(3) // a cluster client routes by the first key
 	}
 	_ = n.client.Process(ctx, cmd)
 	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")) {
-		return op.script.Eval(ctx, n.client, op.keyBuf[:op.nkeys], op.argBuf[:op.nargs]...)
+		return op.run(ctx, n)
 	}
-	return cmd
+	return op.read(cmd)
 }
 
 // NodeStatus is a snapshot of one node's health as this Client has seen it.
