@@ -47,7 +47,7 @@ func (s *scenario) runs(c contender) bool {
 	if c.singleNode && s.nodes != 1 {
 		return false
 	}
-	if c.experiment && (s.kind != uncontended || s.slow > 0) {
+	if c.experiment && (s.kind == contention || s.slow > 0) {
 		return false
 	}
 	return !c.floor || s.kind != contention

@@ -29,7 +29,7 @@ type contender struct {
 	// uncontended and many-keys scenarios only.
 	floor bool
 	// experiment: a minimal lock written here, without deadlines, to show
-	// what the commands themselves cost; healthy uncontended scenarios only.
+	// what the commands themselves cost; healthy nodes, no contention.
 	experiment bool
 	open       func(clients []*redis.Client, sc *scenario) (locker, error)
 }

@@ -22,34 +22,49 @@ const (
 	targetManyKeys = 0.9 // many keys: locks/s ÷ the bare floor's pairs/s
 )
 
-// target states the goal for redlock's row in an uncontended scenario and
-// whether it was met; "" when the scenario has none.
-func target(r *result, st stats) (string, bool) {
+// goal is one target for redlock's row in a scenario, and whether it was met.
+type goal struct {
+	text     string
+	measured string
+	met      bool
+}
+
+// goals are the targets for redlock's row in an uncontended scenario; none
+// when the scenario has none.
+func goals(r *result, st stats) []goal {
 	bare, okB := statsOf(r.get(nameBare))
+	var out []goal
+	vsBare := func(what string) {
+		if okB {
+			x := ratio(st.p50, bare.p50)
+			out = append(out, goal{fmt.Sprintf("p50 ≤ %.1f × bare floor%s", targetFloor, what),
+				fmt.Sprintf("%s µs = %.2f × %s µs", us(st.p50), x, us(bare.p50)), x <= targetFloor})
+		}
+	}
 	switch {
 	case r.sc.slow > 0:
-		if !r.sc.faultTarget || !okB {
-			return "", false
+		if r.sc.faultTarget {
+			vsBare(" of the fast nodes")
 		}
-		return fmt.Sprintf("p50 ≤ %.1f×bare floor of the fast nodes", targetFloor), ratio(st.p50, bare.p50) <= targetFloor
+		return out
 	case r.sc.nodes == 1:
-		rl, ok := statsOf(r.get(nameRedislock))
-		if !ok {
-			return "", false
+		if rl, ok := statsOf(r.get(nameRedislock)); ok {
+			out = append(out,
+				goal{"p50 ≤ redislock's", fmt.Sprintf("%s µs vs %s µs", us(st.p50), us(rl.p50)), st.p50 <= rl.p50},
+				goal{"allocs ≤ redislock's", fmt.Sprintf("%.1f vs %.1f", st.allocs, rl.allocs), st.allocs <= rl.allocs})
 		}
-		return "p50 and allocs ≤ redislock's", st.p50 <= rl.p50 && st.allocs <= rl.allocs
+		return out
 	}
-	ff, okF := statsOf(r.get(nameRedsyncFF))
-	if !okB || !okF {
-		return "", false
+	vsBare("")
+	if ff, ok := statsOf(r.get(nameRedsyncFF)); ok {
+		x := ratio(st.p50, ff.p50)
+		out = append(out, goal{fmt.Sprintf("p50 ≤ %.1f × redsync-failfast", targetFailFast),
+			fmt.Sprintf("%.2f × %s µs", x, us(ff.p50)), x <= targetFailFast})
 	}
-	t := fmt.Sprintf("p50 ≤ %.1f×bare floor, ≤ %.1f×redsync-failfast", targetFloor, targetFailFast)
-	met := ratio(st.p50, bare.p50) <= targetFloor && ratio(st.p50, ff.p50) <= targetFailFast
 	if r.sc.nodes == 5 {
-		t += fmt.Sprintf("; allocs ≤ %d", targetAllocs5)
-		met = met && st.allocs <= targetAllocs5
+		out = append(out, goal{fmt.Sprintf("allocs ≤ %d", targetAllocs5), fmt.Sprintf("%.1f", st.allocs), st.allocs <= targetAllocs5})
 	}
-	return t, met
+	return out
 }
 
 // stats are the figures derived from one sample.
@@ -198,12 +213,14 @@ func writeUncontended(w io.Writer, results []*result) {
 			if hasFF {
 				vsFF = fmt.Sprintf("%.2f", ratio(st.p50, ff.p50))
 			}
-			goal, met := "", ""
+			var texts, mets []string
 			if s.lib == nameRedlock || s.lib == nameRedlockCtx {
-				if t, ok := target(r, st); t != "" {
-					goal, met = t, yesNo(ok)
+				for _, g := range goals(r, st) {
+					texts = append(texts, g.text)
+					mets = append(mets, yesNo(g.met))
 				}
 			}
+			goal, met := strings.Join(texts, "; "), strings.Join(mets, "; ")
 			fmt.Fprintf(w, "| %s | %s | %d%s | %s | %s | %.2f | %.2f | %.2f | %s | %.1f | %s | %s |\n",
 				r.sc.name, s.lib, st.n, mark(s), us(st.p50), us(st.p99),
 				ratio(st.p50, bare.p50), ratio(st.p50, floor.p50), ratio(st.p99, bare.p50), vsFF, st.allocs, goal, met)
@@ -320,28 +337,9 @@ func writeTargets(w io.Writer, results []*result) {
 			if !ok {
 				continue
 			}
-			goal, met := target(r, rl)
-			if goal == "" {
-				continue
+			for _, g := range goals(r, rl) {
+				add(lib+", "+r.sc.name+": "+g.text, g.measured, g.met)
 			}
-			bare, _ := statsOf(r.get(nameBare))
-			floor, _ := statsOf(r.get(nameFloor))
-			m := fmt.Sprintf("%s µs = %.2f × bare floor (%s µs; floor-ctx %s µs, %.2f ×)",
-				us(rl.p50), ratio(rl.p50, bare.p50), us(bare.p50), us(floor.p50), ratio(rl.p50, floor.p50))
-			if ff, ok := statsOf(r.get(nameRedsyncFF)); ok {
-				m += fmt.Sprintf("; %.2f × redsync-failfast (%s µs)", ratio(rl.p50, ff.p50), us(ff.p50))
-			}
-			rk, hasRK := statsOf(r.get(nameRedislock))
-			if hasRK {
-				m += fmt.Sprintf("; redislock %s µs", us(rk.p50))
-			}
-			if r.sc.slow == 0 {
-				m += fmt.Sprintf("; allocs %.1f", rl.allocs)
-				if hasRK {
-					m += fmt.Sprintf(" (redislock %.1f)", rk.allocs)
-				}
-			}
-			add(lib+", "+r.sc.name+": "+goal, m, met)
 		}
 		for _, r := range ofKind(results, manyKeys) {
 			rl, ok1 := statsOf(r.get(lib))
