@@ -311,10 +311,16 @@ func benchSetup(b *testing.B, addrs []string) (*redlock.Client, *pingfloor.Floor
 func benchBare(b *testing.B, addrs []string, quorum int) *pingfloor.Bare {
 	nodes := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: a})
-		b.Cleanup(func() { _ = c.Close() })
-		nodes[i] = c
+		nodes[i] = redis.NewClient(&redis.Options{Addr: a})
 	}
+	b.Cleanup(func() {
+		// The bare floor does not wait for its late PINGs; closing a client
+		// under one makes go-redis log.
+		time.Sleep(50 * time.Millisecond)
+		for _, c := range nodes {
+			_ = c.Close()
+		}
+	})
 	return pingfloor.NewBare(nodes, quorum)
 }
 
