@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,6 +81,7 @@ func TestObserve(t *testing.T) {
 	assert.Equal(t, []string{"try-acquire", "acquire", "extend", "release"}, ops)
 	assert.Equal(t, 2, counts["attempt"])
 	assert.Equal(t, 1, counts["rollback"])
+	assert.Positive(t, counts["node"], "the refusals reached no hook")
 	out := logs.String()
 	for _, want := range []string{"redlock: attempt", "redlock: rollback", "redlock: release", key} {
 		assert.Contains(t, out, want)
@@ -123,4 +125,27 @@ func TestObserveLease(t *testing.T) {
 	defer mu.Unlock()
 	assert.GreaterOrEqual(t, renewals, 2)
 	assert.Equal(t, 1, lost)
+}
+
+// TestObserveCleanupRetry: a delete with no definite answer is tried again,
+// and the hook sees each retry.
+func TestObserveCleanupRetry(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	var retries atomic.Int32
+	c := e.client(redlock.WithCleanupTimeout(100*time.Millisecond), redlock.WithNodeTimeout(100*time.Millisecond),
+		redlock.WithHooks(redlock.Hooks{CleanupRetry: func(ci redlock.CleanupInfo) {
+			retries.Add(1)
+			assert.Equal(t, 2, ci.Node)
+			assert.Positive(t, ci.Wait)
+		}}))
+	ctx := t.Context()
+	key := newKey(t)
+	l, err := c.Acquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	e.awaitHolders(key, l.Token())
+	e.proxies[2].SetBlackhole(true)
+	require.NoError(t, l.Release(ctx))
+	require.Eventually(t, func() bool { return retries.Load() > 0 }, 5*time.Second, 10*time.Millisecond)
+	e.resetFaults()
+	e.eventuallyNoKey(key, 10*time.Second)
 }

@@ -60,6 +60,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, nodes: set, obs: newObserver(cfg.hooks, cfg.logger)}
 	c.waits.c = c
+	set.obs = &c.obs
 	return c, nil
 }
 

@@ -64,6 +64,21 @@ type nodeOp struct {
 	nargs  int
 }
 
+// name says what the op does, for the hooks and the log.
+func (o *nodeOp) name() string {
+	switch o.script {
+	case fenceCommitScript:
+		return "commit"
+	case extendScript:
+		return "extend"
+	case restoreScript:
+		return "restore"
+	case releaseScript:
+		return "delete"
+	}
+	return "acquire"
+}
+
 func (o *nodeOp) run(ctx context.Context, n *node) reply {
 	return o.read(o.script.Run(ctx, n.client, o.keyBuf[:o.nkeys], o.argBuf[:o.nargs]...))
 }

@@ -52,6 +52,21 @@ const (
 type sequencer struct {
 	mu    sync.Mutex
 	lanes []lane
+	// key is the lock's key, boxed once for the command lines of all its
+	// rounds (see keyArg).
+	key    any
+	keyStr string
+}
+
+// keyArg returns k boxed, from the sequencer's cache when it is the lock's
+// key, as it always is for a lock's first key.
+func (s *sequencer) keyArg(k string) any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.key == nil || s.keyStr != k {
+		s.key, s.keyStr = k, k
+	}
+	return s.key
 }
 
 // lane is one lock's calls to one node.
@@ -87,6 +102,10 @@ type job struct {
 	mark     uint64       // the lane's delete count when it was detached
 	tries    atomic.Int32 // deletes: sends so far; read by watchers of earlier tries
 	retrying bool         // a delete parked for, or on, another try: counted in PendingCleanups
+	// here: the round's caller runs this first try itself (runHere) on a
+	// node whose client bounds the call; a delete's then ends at the
+	// round's wait, and an unknown outcome is retried as usual.
+	here bool
 }
 
 // push queues j on its node's lane and starts it if the lane is idle.
@@ -96,6 +115,28 @@ func (s *sequencer) push(p *nodeSet, j *job) {
 	s.mu.Unlock()
 	if start != nil {
 		p.work(task{s: s, j: start})
+	}
+}
+
+// claim queues j on its node's lane and, if the lane is idle, returns it for
+// the caller to run with runHere instead of starting a worker.
+func (s *sequencer) claim(p *nodeSet, j *job) *job {
+	s.mu.Lock()
+	start := s.enqueue(p, j)
+	if start != nil {
+		start.here = true
+		start.shared = false // its own deadline, not the round's watcher
+	}
+	s.mu.Unlock()
+	return start
+}
+
+// runHere runs j, claimed by the caller, on the caller's goroutine, and
+// hands the lane's next job, if any, to a worker.
+func (s *sequencer) runHere(p *nodeSet, j *job) {
+	rep := j.run(s, p)
+	if next := s.done(p, j, rep); next != nil {
+		p.work(task{s: s, j: next})
 	}
 }
 
@@ -129,7 +170,7 @@ func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 		}
 		if !cur.watched {
 			cur.watched = true
-			context.AfterFunc(cur.r.ctx, func() { s.unstick(p, i, cur) })
+			cur.r.ctx.AfterFunc(func() { go s.unstick(p, i, cur) })
 		}
 	}
 	j.shared = false
@@ -262,6 +303,9 @@ func (s *sequencer) retry(p *nodeSet, l *lane, j *job) bool {
 	}
 	l.current = nil
 	time.AfterFunc(wait, func() { s.resume(p, j) })
+	if p.obs.on {
+		p.obs.cleanupRetry(j.r.spec.op.keyBuf[0], j.node, p.nodes[j.node].address(), int(j.tries.Load()), wait)
+	}
 	return true
 }
 
@@ -341,27 +385,38 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 		if r.ctx.Err() != nil {
 			rep = reply{err: errNotSent}
 		} else {
-			rep = n.call(r.ctx, &r.spec.op)
+			rep = n.call(&r.ctx, &r.spec.op, r.args)
 		}
 	default:
 		// A delete's deadline runs from when it is sent, however long it
 		// waited in the lane.
 		try := j.tries.Add(1)
-		if j.shared {
-			rep = n.call(r.ctx, &r.spec.op) // the round's deadline and watcher
+		if j.here && try == 1 {
+			// On the caller's goroutine, on a client that bounds the call:
+			// it ends when the caller stops waiting.
+			c := &roundCtx{}
+			c.start(r.base, r.deadline)
+			rep = n.call(c, &r.spec.op, r.args)
+			c.end(context.Canceled)
 			break
 		}
-		ctx, cancel := context.WithTimeout(r.base, r.spec.callTimeout)
+		if j.shared {
+			rep = n.call(&r.ctx, &r.spec.op, r.args) // the round's deadline and watcher
+			break
+		}
 		// A watcher that fires late, once this try is over, must not give
 		// up on the job's next try: it names its own.
-		stop := context.AfterFunc(ctx, func() { s.giveUpOn(p, j, false, try) })
-		rep = n.call(ctx, &r.spec.op)
-		stop()
-		cancel()
+		c := &roundCtx{expired: func() { s.giveUpOn(p, j, false, try) }}
+		c.start(r.base, time.Now().Add(r.spec.callTimeout))
+		rep = n.call(c, &r.spec.op, r.args)
+		c.end(context.Canceled) // returned in time: nobody to give up on
 	}
 	rep.node = n.index
 	if r.spec.note != nil {
 		r.spec.note(rep)
+	}
+	if p.obs.on && rep.status != statusOK {
+		p.obs.nodeError(r.spec.op.name(), r.spec.op.keyBuf[0], n.index, n.address(), rep.err)
 	}
 	if !j.reported {
 		j.reported = true
