@@ -104,7 +104,11 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if err != nil {
 		return err
 	}
-	kctx := l.KeepAlive(ctx)
+	// Do's own watcher of the lease ends with Do: a reentrant Do (WithOwner)
+	// whose Release sends nothing must not keep renewing for its caller.
+	dctx, stop := context.WithCancel(ctx)
+	defer stop()
+	kctx := l.KeepAlive(dctx)
 	released := false
 	defer func() {
 		if !released { // fn panicked or called runtime.Goexit: the panic goes on after this

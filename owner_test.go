@@ -99,3 +99,49 @@ func TestOwnerInvalid(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx))
 }
+
+// TestOwnerReentrantDo: a Do inside a Do of the same owner re-enters; when
+// the inner one returns, the lock stays held and kept alive for the outer
+// one, and the outer one's return frees it.
+func TestOwnerReentrantDo(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+	owner := redlock.WithOwner("job-7")
+	err := c.Do(ctx, key, 600*time.Millisecond, func(outer context.Context) error {
+		err := c.Do(ctx, key, 600*time.Millisecond, func(inner context.Context) error {
+			return inner.Err()
+		}, owner)
+		if err != nil {
+			return err
+		}
+		// Past the TTL: only renewal keeps it.
+		time.Sleep(1500 * time.Millisecond)
+		if outer.Err() != nil {
+			return context.Cause(outer)
+		}
+		other := e.client()
+		if _, err := other.TryAcquire(ctx, key, time.Second); err == nil {
+			t.Error("another holder got in while the outer Do held the lock")
+		}
+		return nil
+	}, owner)
+	require.NoError(t, err)
+	e.eventuallyNoKey(key, 5*time.Second)
+}
+
+// TestOwnerReentrantDoStopsRenewing: a Do that re-entered a lock its owner
+// holds without renewal renews it only while it runs.
+func TestOwnerReentrantDoStopsRenewing(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+	owner := redlock.WithOwner("job-8")
+	outer, err := c.Acquire(ctx, key, 600*time.Millisecond, owner)
+	require.NoError(t, err)
+	require.NoError(t, c.Do(ctx, key, 600*time.Millisecond, func(context.Context) error { return nil }, owner))
+	e.eventuallyNoKey(key, 3*time.Second) // expired: nothing renews it any more
+	_ = outer.Release(ctx)
+}
