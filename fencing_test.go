@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -400,8 +401,10 @@ func TestFencingCountersBounded(t *testing.T) {
 	dbsize := func() int64 {
 		var most int64
 		for _, d := range e.direct {
-			n, err := d.DBSize(ctx).Result()
-			require.NoError(t, err)
+			n, err := d.DBSize(context.Background()).Result()
+			if err != nil {
+				return -1 // read again at the next sample
+			}
 			most = max(most, n)
 		}
 		return most
@@ -416,10 +419,13 @@ func TestFencingCountersBounded(t *testing.T) {
 	require.Zero(t, dbsize())
 	memBefore := usedMemory()
 
-	var next atomic.Int64
+	var next, releaseFailed atomic.Int64
 	var peak atomic.Int64
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
+	var stopOnce sync.Once
+	stopSampling := func() { stopOnce.Do(func() { close(stop); <-sampled }) }
+	defer stopSampling()
 	go func() {
 		defer close(sampled)
 		for {
@@ -438,12 +444,15 @@ func TestFencingCountersBounded(t *testing.T) {
 	for range workers {
 		g.Go(func() error {
 			for i := next.Add(1); i <= names; i = next.Add(1) {
-				l, err := c.TryAcquire(gctx, prefix+strconv.FormatInt(i, 10), time.Minute)
+				// Acquire, not TryAcquire: on a loaded machine an attempt
+				// can miss its node deadline, and the name must still be
+				// taken. A short TTL: a lock whose release failed goes too.
+				l, err := c.Acquire(gctx, prefix+strconv.FormatInt(i, 10), 2*time.Second)
 				if err != nil {
 					return err
 				}
 				if err := l.Release(gctx); err != nil {
-					return err
+					releaseFailed.Add(1)
 				}
 			}
 			return nil
@@ -451,11 +460,10 @@ func TestFencingCountersBounded(t *testing.T) {
 	}
 	require.NoError(t, g.Wait())
 	took := time.Since(start)
-	close(stop)
-	<-sampled
+	stopSampling()
 	memAfter := usedMemory()
-	t.Logf("%d names in %v; peak keys on a node %d; last %v of names held %+d bytes on node 0 (%.0f bytes per name)",
-		names, took.Round(time.Millisecond), peak.Load(), horizon, memAfter-memBefore,
+	t.Logf("%d names in %v (%d releases failed, their keys expire); peak keys on a node %d; last %v of names held %+d bytes on node 0 (%.0f bytes per name)",
+		names, took.Round(time.Millisecond), releaseFailed.Load(), peak.Load(), horizon, memAfter-memBefore,
 		float64(memAfter-memBefore)/min(float64(names), float64(names)*horizon.Seconds()/took.Seconds()))
 	assert.LessOrEqual(t, peak.Load(), int64(maxPresent), "the counters piled up")
 	require.Eventually(t, func() bool { return dbsize() == 0 }, 10*time.Second, 50*time.Millisecond,
