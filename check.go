@@ -197,7 +197,7 @@ func askServer(ctx context.Context, i int, addr string, c redis.Cmdable) ServerC
 		return s
 	}
 	s.RoundTrip = time.Since(sent)
-	s.ClockOffset = now.Sub(sent.Add(s.RoundTrip / 2)).Round(time.Millisecond)
+	s.ClockOffset = now.Sub(sent.Add(s.RoundTrip / 2)).Round(time.Microsecond)
 
 	s.MaxmemoryPolicy, s.AppendOnly, s.AppendFsync = Unknown, Unknown, Unknown
 	switch fields["aof_enabled"] {
