@@ -398,6 +398,14 @@ func TestRunExitStatus(t *testing.T) {
 	if got := readFile(t, out); got != "job:unset\n" {
 		t.Errorf("without --fencing the command saw %q", got)
 	}
+	// The nodes from the environment.
+	env, stdout, stderr := command(t, "run", "--key", "job", "--", "true")
+	env.Env = append(env.Env, "REDLOCK_NODES="+nodes)
+	start := time.Now()
+	if err := env.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wantExit(t, finish(t, env, stdout, stderr, start), 0)
 	// A command that cannot be started, as a shell says it.
 	r := redlockRun(t, "run", "--nodes", nodes, "--key", "job", "--", filepath.Join(dir, "missing"))
 	wantExit(t, r, 127)

@@ -81,7 +81,9 @@ func runCmd(args []string) error {
 	if err := reachQuorum(locks, len(nodes), logf); err != nil {
 		return err
 	}
-	lock, err := acquire(locks, *key, *ttl, *wait, len(nodes), sigs)
+	logf("a quorum of nodes is reachable")
+	logf("acquiring %q for %v on %d nodes (quorum %d), waiting up to %v", *key, *ttl, len(nodes), locks.Quorum(), *wait)
+	lock, err := acquire(locks, *key, *ttl, *wait, sigs)
 	if err != nil {
 		return err
 	}
@@ -141,7 +143,7 @@ func unjoin(err error) []error {
 }
 
 // acquire takes the lock within wait (one try for 0). A signal ends the wait.
-func acquire(locks *redlock.Client, key string, ttl, wait time.Duration, n int, sigs <-chan os.Signal) (*redlock.Lock, error) {
+func acquire(locks *redlock.Client, key string, ttl, wait time.Duration, sigs <-chan os.Signal) (*redlock.Lock, error) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	if wait > 0 {
