@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -64,6 +65,7 @@ func command(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buf
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "REDLOCK_NODES=")
+	cmd.WaitDelay = time.Second // a command left running must not hold the test
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	return cmd, &stdout, &stderr
@@ -468,7 +470,7 @@ func TestRunForwardsSignals(t *testing.T) {
 			dir := t.TempDir()
 			ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
 			cmd, stdout, stderr := command(t, "run", "--nodes", nodes, "--key", "sig", "--",
-				"sh", "-c", `trap 'echo trapped > "$1"; exit 5' `+sigNames[sig]+`; touch "$0"; while :; do sleep 0.05; done`, ready, got)
+				"sh", "-c", `trap 'echo trapped > "$1"; exit 5' `+sigNames[sig]+`; touch "$0"; for i in $(seq 400); do sleep 0.05; done`, ready, got)
 			start := time.Now()
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -477,6 +479,10 @@ func TestRunForwardsSignals(t *testing.T) {
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
+			// Not forwarded, the signal would leave redlock waiting for
+			// the command's 20 s loop.
+			timer := time.AfterFunc(5*time.Second, func() { _ = cmd.Process.Kill() })
+			defer timer.Stop()
 			r := finish(t, cmd, stdout, stderr, start)
 			wantExit(t, r, 5)
 			if readFile(t, got) != "trapped\n" {
@@ -494,10 +500,10 @@ func TestRunForwardsSignals(t *testing.T) {
 func TestRunLockLost(t *testing.T) {
 	for _, tc := range []struct {
 		name, trap string
-		code       int
+		ignores    bool // the command ignores SIGTERM: SIGKILL after --grace
 	}{
-		{"stops on SIGTERM", `trap 'echo stopped > "$1"; exit 0' TERM`, exitSoftware},
-		{"ignores SIGTERM", `trap 'echo ignored > "$1"' TERM`, exitSoftware},
+		{"stops on SIGTERM", `trap 'date +%s%N > "$1"; exit 0' TERM`, false},
+		{"ignores SIGTERM", `trap 'date +%s%N > "$1"' TERM`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			servers, nodes := startServers(t, 3)
@@ -505,7 +511,7 @@ func TestRunLockLost(t *testing.T) {
 			ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
 			const grace = 700 * time.Millisecond
 			cmd, stdout, stderr := command(t, "run", "--nodes", nodes, "--key", "lost", "--ttl", "900ms", "--grace", grace.String(), "--",
-				"sh", "-c", tc.trap+`; touch "$0"; while :; do sleep 0.05; done`, ready, got)
+				"sh", "-c", tc.trap+`; touch "$0"; for i in $(seq 400); do sleep 0.05; done`, ready, got)
 			start := time.Now()
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -518,20 +524,26 @@ func TestRunLockLost(t *testing.T) {
 				}
 			}
 			r := finish(t, cmd, stdout, stderr, start)
-			wantExit(t, r, tc.code)
+			exited := time.Now()
+			wantExit(t, r, exitSoftware)
 			if !strings.Contains(r.stderr, "lock lost") || !strings.Contains(r.stderr, "the command was stopped") {
 				t.Errorf("stderr: %q", r.stderr)
 			}
-			if _, err := os.Stat(got); err != nil {
-				t.Fatal("the command never got SIGTERM")
+			ns, err := strconv.ParseInt(strings.TrimSpace(readFile(t, got)), 10, 64)
+			if err != nil {
+				t.Fatalf("the command never got SIGTERM: %v", err)
 			}
-			// Lost within the TTL of the last renewal, stopped within grace.
-			after := time.Since(killed)
-			if after > 900*time.Millisecond+grace+time.Second {
-				t.Errorf("stopped %v after the nodes died", after)
+			termed := time.Unix(0, ns)
+			// Lost before the last renewal's TTL ran out, within a TTL of
+			// the nodes' death.
+			if d := termed.Sub(killed); d > 900*time.Millisecond {
+				t.Errorf("SIGTERM %v after the nodes died, TTL 900ms", d)
 			}
-			if readFile(t, got) == "ignored\n" && after < grace {
-				t.Errorf("a command that ignores SIGTERM was killed after %v, before --grace %v", after, grace)
+			switch d := exited.Sub(termed); {
+			case tc.ignores && (d < grace || d > grace+2*time.Second):
+				t.Errorf("a command that ignores SIGTERM was killed %v after it, --grace %v", d, grace)
+			case !tc.ignores && d > time.Second:
+				t.Errorf("redlock exited %v after the command's SIGTERM", d)
 			}
 		})
 	}
