@@ -185,3 +185,28 @@ func TestCheckNodesBadInput(t *testing.T) {
 	_, err = redlock.CheckNodes(t.Context(), []redis.UniversalClient{nil})
 	assert.ErrorIs(t, err, redlock.ErrInvalidArgument)
 }
+
+// TestCheckNodesCluster: a cluster node is checked master by master.
+func TestCheckNodesCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	plain := redistest.StartT(t, 1)[0]
+	admin := cl.Servers()[2].Client()
+	t.Cleanup(func() { _ = admin.Close() })
+	require.NoError(t, admin.ConfigSet(t.Context(), "maxmemory-policy", "allkeys-lru").Err())
+
+	r, err := redlock.CheckNodes(t.Context(), []redis.UniversalClient{cl.Client(), checkClients(t, plain.Addr())[0]})
+	require.NoError(t, err)
+	require.Len(t, r.Servers, 4)
+	assert.Equal(t, 2, r.Reachable)
+	var addrs []string
+	for _, s := range r.Servers[:3] {
+		require.NoError(t, s.Err)
+		assert.Equal(t, 0, s.Node)
+		addrs = append(addrs, s.Addr)
+	}
+	assert.ElementsMatch(t, cl.Addrs(), addrs)
+	assert.Equal(t, 1, r.Servers[3].Node)
+	evicting := warningsAbout(r.Warnings, cl.Servers()[2].Addr())
+	require.NotEmpty(t, evicting)
+	assert.Contains(t, evicting[0], "node 0 ("+cl.Servers()[2].Addr()+"): maxmemory-policy is allkeys-lru, which evicts lock keys and fence counters")
+}
