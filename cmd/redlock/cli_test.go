@@ -204,7 +204,7 @@ func TestFenceKeyMatchesLibrary(t *testing.T) {
 	t.Cleanup(func() { _ = locks.Close(context.Background()) })
 	ctx := t.Context()
 	for i, key := range []string{"plain", "{tag}rest", "a}b", "x{}y", "{}z"} {
-		lock, err := locks.TryAcquire(ctx, key, time.Minute)
+		lock, err := locks.Acquire(ctx, key, time.Minute) // retried: a loaded machine may miss a 50 ms node deadline
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,9 +214,6 @@ func TestFenceKeyMatchesLibrary(t *testing.T) {
 		}
 		if n := c.DBSize(ctx).Val(); n != int64(2*(i+1)) {
 			t.Errorf("key %q: %d keys, want the lock's and its counter only", key, n)
-		}
-		if err := lock.Extend(ctx, time.Minute); err != nil {
-			t.Fatal(err)
 		}
 	}
 }
@@ -238,7 +235,7 @@ func TestStatus(t *testing.T) {
 	t.Cleanup(func() { _ = locks.Close(context.Background()) })
 	ctx := t.Context()
 	const key = "nightly-report"
-	lock, err := locks.TryAcquire(ctx, key, time.Minute)
+	lock, err := locks.Acquire(ctx, key, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +380,7 @@ func TestRunExitStatus(t *testing.T) {
 	dir := t.TempDir()
 	for _, code := range []int{0, 3, 42} {
 		out := filepath.Join(dir, fmt.Sprint(code))
-		r := redlockRun(t, "run", "--nodes", nodes, "--key", "job", "--fencing", "--",
+		r := redlockRun(t, "run", "--nodes", nodes, "--key", "job", "--fencing", "--wait", "10s", "--",
 			"sh", "-c", `echo "$REDLOCK_KEY $REDLOCK_FENCE" > "$0"; exit $1`, out, fmt.Sprint(code))
 		wantExit(t, r, code)
 		if r.stderr != "" {
@@ -396,12 +393,12 @@ func TestRunExitStatus(t *testing.T) {
 		t.Errorf("fences seen: %q", fences)
 	}
 	out := filepath.Join(dir, "nofence")
-	wantExit(t, redlockRun(t, "run", "--nodes", nodes, "--key", "job", "--", "sh", "-c", `echo "$REDLOCK_KEY:${REDLOCK_FENCE-unset}" > "$0"`, out), 0)
+	wantExit(t, redlockRun(t, "run", "--nodes", nodes, "--key", "job", "--wait", "10s", "--", "sh", "-c", `echo "$REDLOCK_KEY:${REDLOCK_FENCE-unset}" > "$0"`, out), 0)
 	if got := readFile(t, out); got != "job:unset\n" {
 		t.Errorf("without --fencing the command saw %q", got)
 	}
 	// The nodes from the environment.
-	env, stdout, stderr := command(t, "run", "--key", "job", "--", "true")
+	env, stdout, stderr := command(t, "run", "--key", "job", "--wait", "10s", "--", "true")
 	env.Env = append(env.Env, "REDLOCK_NODES="+nodes)
 	start := time.Now()
 	if err := env.Start(); err != nil {
@@ -409,7 +406,7 @@ func TestRunExitStatus(t *testing.T) {
 	}
 	wantExit(t, finish(t, env, stdout, stderr, start), 0)
 	// A command that cannot be started, as a shell says it.
-	r := redlockRun(t, "run", "--nodes", nodes, "--key", "job", "--", filepath.Join(dir, "missing"))
+	r := redlockRun(t, "run", "--nodes", nodes, "--key", "job", "--wait", "10s", "--", filepath.Join(dir, "missing"))
 	wantExit(t, r, 127)
 }
 
@@ -420,18 +417,18 @@ func TestRunWaits(t *testing.T) {
 	_, nodes := startServers(t, 3)
 	dir := t.TempDir()
 	started, done := filepath.Join(dir, "started"), filepath.Join(dir, "done")
-	// A 600ms TTL held for 2s: renewed three times.
-	first, stdout, stderr := command(t, "run", "--nodes", nodes, "--key", "report", "--ttl", "600ms", "--",
-		"sh", "-c", `touch "$0"; sleep 2; touch "$1"`, started, done)
+	// A 2s TTL held for 3.5s: renewed five times.
+	first, stdout, stderr := command(t, "run", "--nodes", nodes, "--key", "report", "--ttl", "2s", "--wait", "10s", "--",
+		"sh", "-c", `touch "$0"; sleep 3.5; touch "$1"`, started, done)
 	start := time.Now()
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
 	waitFile(t, started)
-	time.Sleep(time.Second) // past the TTL: only renewal keeps it
+	time.Sleep(2200 * time.Millisecond) // past the TTL: only renewal keeps it
 	busy := redlockRun(t, "run", "--nodes", nodes, "--key", "report", "--wait", "0", "--", "true")
 	wantExit(t, busy, exitTempFail)
-	if !strings.Contains(busy.stderr, "held elsewhere") {
+	if !strings.Contains(busy.stderr, `"report" not acquired in one try (--wait 0)`) {
 		t.Errorf("stderr: %q", busy.stderr)
 	}
 	short := redlockRun(t, "run", "--nodes", nodes, "--key", "report", "--wait", "200ms", "--", "true")
@@ -469,7 +466,7 @@ func TestRunForwardsSignals(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
-			cmd, stdout, stderr := command(t, "run", "--nodes", nodes, "--key", "sig", "--",
+			cmd, stdout, stderr := command(t, "run", "--nodes", nodes, "--key", "sig", "--wait", "10s", "--",
 				"sh", "-c", `trap 'echo trapped > "$1"; exit 5' `+sigNames[sig]+`; touch "$0"; for i in $(seq 400); do sleep 0.05; done`, ready, got)
 			start := time.Now()
 			if err := cmd.Start(); err != nil {
@@ -489,7 +486,7 @@ func TestRunForwardsSignals(t *testing.T) {
 				t.Error("the command's trap did not run")
 			}
 			// Released at exit: the key is free at once.
-			wantExit(t, redlockRun(t, "run", "--nodes", nodes, "--key", "sig", "--", "true"), 0)
+			wantExit(t, redlockRun(t, "run", "--nodes", nodes, "--key", "sig", "--wait", "10s", "--", "true"), 0)
 		})
 	}
 }
@@ -510,7 +507,7 @@ func TestRunLockLost(t *testing.T) {
 			dir := t.TempDir()
 			ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
 			const grace = 700 * time.Millisecond
-			cmd, stdout, stderr := command(t, "run", "--nodes", nodes, "--key", "lost", "--ttl", "900ms", "--grace", grace.String(), "--",
+			cmd, stdout, stderr := command(t, "run", "--nodes", nodes, "--key", "lost", "--ttl", "900ms", "--grace", grace.String(), "--wait", "10s", "--",
 				"sh", "-c", tc.trap+`; touch "$0"; for i in $(seq 400); do sleep 0.05; done`, ready, got)
 			start := time.Now()
 			if err := cmd.Start(); err != nil {

@@ -189,9 +189,9 @@ func acquire(locks *redlock.Client, key string, ttl, wait time.Duration, sigs <-
 		return nil, exit(exitUsage, "%v", r.err)
 	}
 	if wait == 0 {
-		return nil, exit(exitTempFail, "%q is held elsewhere (one try, --wait 0): %v", key, r.err)
+		return nil, exit(exitTempFail, "%q not acquired in one try (--wait 0): %v", key, r.err)
 	}
-	return nil, exit(exitTempFail, "%q still held elsewhere after --wait %v: %v", key, wait, r.err)
+	return nil, exit(exitTempFail, "%q not acquired within --wait %v: %v", key, wait, r.err)
 }
 
 // unreachable reports a failed acquire in which too few nodes answered to
