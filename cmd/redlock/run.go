@@ -18,6 +18,16 @@ import (
 // forwarded are the signals run passes on to its command.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 
+// nodeTimeoutFor is run's per-node deadline: ttl/20, from 10 ms to 500 ms,
+// where the library's default is ttl/200 up to 50 ms. A command holding a
+// lock for a long job gains nothing from a fast refusal and loses its lock
+// if renewals miss a tight deadline on a loaded machine; a node that does
+// not answer in time still counts as unknown, never as success, and the
+// validity still subtracts the time the calls took.
+func nodeTimeoutFor(ttl time.Duration) time.Duration {
+	return min(max(ttl/20, 10*time.Millisecond), 500*time.Millisecond)
+}
+
 // releaseTimeout bounds the release and the wait for its background deletes
 // once the command has exited.
 const releaseTimeout = 2 * time.Second
@@ -58,7 +68,7 @@ func runCmd(args []string) error {
 		return err
 	}
 	defer closeNodes(nodes)
-	var opts []redlock.Option
+	opts := []redlock.Option{redlock.WithNodeTimeout(nodeTimeoutFor(*ttl))}
 	if *fencing {
 		opts = append(opts, redlock.WithFencing())
 	}
