@@ -21,9 +21,6 @@ var errLockLost = errors.New("lock lost")
 // validity was left. Declaring the loss with a third of the TTL still valid
 // gives the command that time to stop before anyone else can take the lock.
 // A failed extension is tried again every ttl/15.
-//
-// It is the one place that renews, so that the library's own renewal can
-// replace it.
 func keepAlive(ctx context.Context, l *redlock.Lock, ttl time.Duration, logf func(string, ...any)) context.Context {
 	ctx, cancel := context.WithCancelCause(ctx)
 	every, retry, margin := ttl/3, max(ttl/15, 10*time.Millisecond), ttl/3
