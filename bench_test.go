@@ -26,7 +26,10 @@ import (
 // says how much the library adds.
 //
 // Metrics: p50-ns/op and p99-ns/op are per Acquire+Release; floor-p50-ns is
-// the floor; p50/floor and p99/floor divide by the floor's p50. The fault
+// the floor; p50/floor and p99/floor divide by the floor's p50. Uncontended,
+// bare-p50-ns and p50/bare are the same against the bare floor
+// (pingfloor.Bare: fresh goroutines and a channel, no deadline; with faults,
+// on the fast nodes only). The fault
 // benchmarks put the faulted nodes behind an in-process proxy (the others are
 // direct), so the floor there is the floor of the fast quorum.
 
@@ -51,7 +54,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	servers := redistest.StartT(b, 7)
 	for _, n := range []int{1, 3, 5, 7} {
 		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
-			benchUncontended(b, benchAddrs(servers[:n]), nil, nil)
+			benchUncontended(b, benchAddrs(servers[:n]), 0, nil, nil)
 		})
 	}
 }
@@ -89,7 +92,7 @@ func BenchmarkAcquireReleaseFault(b *testing.B) {
 			addrs[i] = p.Addr()
 		}
 		b.Run(tc.name, func(b *testing.B) {
-			benchUncontended(b, addrs, func() {
+			benchUncontended(b, addrs, tc.slow, func() {
 				for _, p := range proxies {
 					tc.apply(p)
 				}
@@ -133,9 +136,10 @@ func BenchmarkManyKeys(b *testing.B) {
 // with floor samples taken with the timer stopped. fault, if not nil, is
 // applied after the warm-up, so connections exist and the scripts are loaded
 // when the nodes go bad, as in production; unfault runs first at cleanup.
-func benchUncontended(b *testing.B, addrs []string, fault, unfault func()) {
+func benchUncontended(b *testing.B, addrs []string, slow int, fault, unfault func()) {
 	ctx := context.Background()
 	rl, fl := benchSetup(b, addrs)
+	bare := benchBare(b, addrs[slow:], len(addrs)/2+1)
 	if unfault != nil {
 		b.Cleanup(unfault)
 	}
@@ -153,6 +157,7 @@ func benchUncontended(b *testing.B, addrs []string, fault, unfault func()) {
 			b.Fatalf("warm-up: %v", err)
 		}
 		fl.Pair(ctx)
+		bare.Pair()
 	}
 	if fault != nil {
 		fault()
@@ -160,6 +165,7 @@ func benchUncontended(b *testing.B, addrs []string, fault, unfault func()) {
 
 	lat := make([]time.Duration, 0, b.N)
 	floors := make([]time.Duration, 0, b.N)
+	bares := make([]time.Duration, 0, b.N)
 	var failed int
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -177,10 +183,16 @@ func benchUncontended(b *testing.B, addrs []string, fault, unfault func()) {
 		b.StopTimer()
 		for range k {
 			floors = append(floors, fl.Pair(ctx))
+			bares = append(bares, bare.Pair())
 		}
 		done += k
 	}
 	benchReportLatency(b, lat, floors)
+	if len(lat) > 0 {
+		f := benchkit.Percentile(bares, 50)
+		b.ReportMetric(float64(f.Nanoseconds()), "bare-p50-ns")
+		b.ReportMetric(float64(benchkit.Percentile(lat, 50))/float64(f), "p50/bare")
+	}
 	if failed > 0 {
 		b.ReportMetric(float64(failed)/float64(b.N), "failed/op")
 	}
@@ -292,6 +304,24 @@ func benchSetup(b *testing.B, addrs []string) (*redlock.Client, *pingfloor.Floor
 		fl.Wait()
 	})
 	return rl, fl
+}
+
+// benchBare is the bare floor (pingfloor.Bare) over addrs, the nodes that
+// answer, with the quorum of the whole set.
+func benchBare(b *testing.B, addrs []string, quorum int) *pingfloor.Bare {
+	nodes := make([]*redis.Client, len(addrs))
+	for i, a := range addrs {
+		nodes[i] = redis.NewClient(&redis.Options{Addr: a})
+	}
+	b.Cleanup(func() {
+		// The bare floor does not wait for its late PINGs; closing a client
+		// under one makes go-redis log.
+		time.Sleep(50 * time.Millisecond)
+		for _, c := range nodes {
+			_ = c.Close()
+		}
+	})
+	return pingfloor.NewBare(nodes, quorum)
 }
 
 func benchReportLatency(b *testing.B, lat, floors []time.Duration) {

@@ -248,15 +248,20 @@ func cause(err error) string {
 	if qe.Elapsed > 0 {
 		return "no validity"
 	}
-	busy, down := 0, 0
+	busy, down, guarded := 0, 0, 0
 	for _, n := range qe.Nodes {
-		if errors.Is(n.Err, redlock.ErrHeldByOther) {
+		switch {
+		case errors.Is(n.Err, redlock.ErrHeldByOther):
 			busy++
-		} else {
+		case errors.Is(n.Err, redlock.ErrRestartGuard):
+			guarded++
+		default:
 			down++
 		}
 	}
 	switch {
+	case guarded > 0 && down == 0:
+		return map[bool]string{true: "busy+guarded", false: "guarded"}[busy > 0]
 	case down == 0:
 		return "busy"
 	case busy == 0:

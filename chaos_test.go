@@ -258,6 +258,10 @@ func chaosKillMajority(t *testing.T, tab *chaosTable) {
 	})
 }
 
+// chaosGuard is the restart guard of the guarded restart scenario, and the
+// TTL its clients use (a guard must be at least the longest TTL).
+const chaosGuard = 12 * time.Second
+
 // chaosRestart shows the hazard the Redlock spec describes for a master that
 // restarts without persistence, and its cure by delayed restart.
 //
@@ -272,9 +276,10 @@ func chaosRestart(t *testing.T, tab *chaosTable) {
 	cl := startChaosCluster(t, 3)
 	prefix := newKey(t) + ":"
 	a, b := cl.lockClient(), cl.lockClient()
+	ga, gb := cl.lockClient(redlock.WithRestartGuard(chaosGuard)), cl.lockClient(redlock.WithRestartGuard(chaosGuard))
 
 	// holdOnTwo has A acquire key on nodes 0 and 1 only.
-	holdOnTwo := func(t *testing.T, cl *chaosCluster, h *history, key string, ttl time.Duration) *hold {
+	holdOnTwo := func(t *testing.T, cl *chaosCluster, h *history, key string, ttl time.Duration, a *redlock.Client) *hold {
 		t.Helper()
 		cl.each((*containertest.Node).Disconnect, 2)
 		ha := mustAcquire(t, h, a, "A", key, ttl)
@@ -285,7 +290,7 @@ func chaosRestart(t *testing.T, tab *chaosTable) {
 
 	cl.phase("immediate", func(t *testing.T, cl *chaosCluster, h *history) {
 		key := prefix + "immediate"
-		ha := holdOnTwo(t, cl, h, key, 10*time.Second)
+		ha := holdOnTwo(t, cl, h, key, 10*time.Second, a)
 		sa := ha.enter() // A is inside its critical section
 
 		cl.each((*containertest.Node).Restart, 1)
@@ -310,7 +315,7 @@ func chaosRestart(t *testing.T, tab *chaosTable) {
 
 	cl.phase("delayed", func(t *testing.T, cl *chaosCluster, h *history) {
 		key := prefix + "delayed"
-		ha := holdOnTwo(t, cl, h, key, chaosTTL)
+		ha := holdOnTwo(t, cl, h, key, chaosTTL, a)
 		cl.each((*containertest.Node).Kill, 1)
 		killed := time.Now()
 
@@ -337,7 +342,53 @@ func chaosRestart(t *testing.T, tab *chaosTable) {
 		assert.Empty(t, v.Overlaps, "two holders at once")
 		assert.Zero(t, v.LostUpdates, "lost updates")
 	})
-	closeClients(t, a, b)
+
+	// Guarded: 3a again, with both clients under WithRestartGuard. Node 1
+	// comes back empty at once, but votes only after the guard, by when A's
+	// key has expired everywhere.
+	cl.phase("guarded", func(t *testing.T, cl *chaosCluster, h *history) {
+		key := prefix + "guarded"
+		// The nodes are new to the guard (node 1 restarted in the phases
+		// before): the first guarded acquire starts it.
+		_, err := ga.TryAcquire(t.Context(), key+":prime", chaosGuard)
+		require.ErrorIs(t, err, redlock.ErrNotAcquired)
+		time.Sleep(chaosGuard + 100*time.Millisecond)
+
+		ha := holdOnTwo(t, cl, h, key, chaosGuard, ga)
+		sa := ha.enter()
+		before := time.Now()
+		cl.each((*containertest.Node).Restart, 1)
+		restarted := time.Now()
+		t.Logf("restart took %v; A valid for %v more", restarted.Sub(before), time.Until(ha.Until()))
+		require.Equal(t, []string{ha.Token, "", ""}, cl.values(key), "node 1 must come back empty")
+
+		refused := 0
+		for time.Now().Before(ha.Until()) {
+			_, err := h.acquire(t.Context(), gb, "B", key, chaosGuard, true)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, "B got the lock while A held it")
+			if refused++; refused == 1 {
+				require.True(t, sa.exit(), "A's validity ended before B's first attempt returned")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(time.Until(restarted.Add(chaosGuard + 100*time.Millisecond)))
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		hb, err := h.acquire(ctx, gb, "B", key, chaosGuard, false)
+		require.NoError(t, err, "node 1 stayed out after its guard")
+		sb := hb.enter()
+		require.True(t, sb.exit())
+		require.NoError(t, hb.release(ctx))
+		require.ErrorIs(t, ha.release(ctx), redlock.ErrNotHeld)
+
+		v := h.check(nil, nil)
+		row := h.summary("3c", fmt.Sprintf("master restarted empty at once, WithRestartGuard(%v)", chaosGuard), v, false,
+			fmt.Sprintf("no overlap; B refused %d times while A held, then acquired after the guard", refused))
+		tab.record(t, row)
+		assert.Empty(t, v.Overlaps, "two holders at once")
+		assert.Zero(t, v.LostUpdates, "lost updates")
+	})
+	closeClients(t, a, b, ga, gb)
 }
 
 // chaosStall stalls masters instead of killing them: first one of 3 is paused

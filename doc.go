@@ -50,6 +50,61 @@
 // does not rely on it: the waiting side keeps its own deadline, and a call
 // given up on keeps its connection until go-redis's ReadTimeout ends it.
 //
+// # Lease
+//
+// Lock.KeepAlive renews a lock in the background and returns a context that
+// ends when the lock is released (cause ErrReleased) or can no longer be
+// proven held (a cause matching ErrLockLost, saying why); Client.Do wraps
+// acquire, keep-alive and release around a function. Each renewal is an
+// Extend with the lock's TTL, every third of the TTL by default
+// (WithRenewInterval), whose deadline is the validity the lock has left, so
+// a stalled renewal cannot hold the lock past Until. A failed renewal is
+// tried again after a short backoff while validity is left. The lock counts
+// as lost as soon as enough nodes refused a renewal that no quorum can
+// confirm it again (our value is gone from them), when the Client is closed,
+// or when no renewal has reached a quorum and Until draws near: a timer set
+// to Until, less a margin for its own latency (a twentieth of the TTL, 1
+// to 50 ms) and moved by every successful renewal, ends the context before
+// Until whatever the nodes and the network do. Between renewals a kept lock
+// costs one timer and no goroutine; the renewal runs on the timer's
+// goroutine, at most 64 at once per Client (the others wait their turn),
+// and renewals are spread by a random tenth of the interval. Release ends
+// renewal for good before it sends its deletes.
+//
+// What KeepAlive cannot promise: the context ending is a signal, not a
+// barrier. The margin covers the usual latency of a timer; a process starved
+// of CPU for longer sees the context end after Until. A process that is
+// paused (a GC pause, SIGSTOP, swapping) does not run to see it, and can
+// touch the resource after Until as it could without KeepAlive; fencing
+// (below) is what covers that. When the caller's context
+// ends, renewal stops and the lock stays held until its TTL runs out, unless
+// it is released.
+//
+// # Restart guard
+//
+// WithRestartGuard(d) enforces the spec's delayed restart from the clients:
+// a node that lost its data (FLUSHALL, a restart without persistence,
+// eviction of its boot marker, a failover to a replica that lacks the
+// marker) or restarted (its run_id changed) does not count toward an
+// acquire's quorum for d, with d at least the longest TTL in use. The
+// guarded acquire script checks the node's boot marker atomically with the
+// acquire, on the node's own clock, so every client agrees on when the node
+// is back. The cost is availability: such a node, and every node the guard
+// has never seen (after deployment), votes only d after the first guarded
+// acquire that reached it; with a majority inside its guard, acquires fail
+// with ErrNotAcquired and the nodes' NodeError says ErrRestartGuard.
+//
+// # Owners and reentrancy
+//
+// WithOwner(id) derives the token from a request id instead of crypto/rand:
+// a retry of the same request, from any process, re-enters the lock instead
+// of waiting out its own TTL, and within one Client a second Acquire of the
+// owner returns the same Lock with one more hold (released on the nodes by
+// the last Release). Go has no goroutine identity: the id is the caller's
+// to keep unique per request. Do not use a fixed id for unrelated work, and
+// do not hand one Lock's holds to goroutines that could run their critical
+// sections at once: reentrancy lets them all in.
+//
 // # What Redlock guarantees
 //
 // While a Lock is valid (now < Until) no other client holds a lock on the same
@@ -64,9 +119,9 @@
 //   - every node's clock advances at most the drift faster than ours over one
 //     TTL (large clock jumps on a node, e.g. by NTP stepping, break this);
 //   - a node that restarts either kept its keys (AOF with appendfsync always)
-//     or stays down for at least the longest TTL in use; a node that restarts
-//     empty at once lets a second client reach a quorum while the first
-//     still holds the lock;
+//     or stays down for at least the longest TTL in use, or the clients use
+//     WithRestartGuard (below); a node that restarts empty at once lets a
+//     second client reach a quorum while the first still holds the lock;
 //   - the holder stops using the lock at Until.
 //
 // CheckNodes checks what of this can be seen from a client: eviction
@@ -79,18 +134,35 @@
 // touch the protected resource after the lock passed to someone else. No lock
 // service can prevent that alone; the resource must reject the late write.
 // That is what fencing tokens are for: with WithFencing, Lock.Fence returns a
-// number that strictly increases across successive holders of a key, as long
-// as no node of the previous holder's quorum lost its data (persistence with
-// appendfsync always and noeviction are required; waiting out a TTL does not
-// bring a lost counter back). Send it with every write and have the storage
-// refuse a fence lower than the highest it has seen (an equal one is the same
-// holder's next write). Use fencing whenever a late write would corrupt data (payments,
+// number that strictly increases across successive holders of a key. Each
+// fence is above the per-key counters and the clocks that the acquiring
+// quorum read, and is committed to a quorum's counters before it is handed
+// out. The counters carry the order while they survive; a node that lost its
+// counter (FLUSHALL, a restart without persistence, eviction, a failover)
+// still contributes its clock, which is past every earlier fence unless the
+// nodes' clocks disagree or step back by more than the time between the two
+// holders. Send the fence with every write and have the storage refuse one
+// lower than the highest it has seen (an equal one is the same holder's next
+// write). Use fencing whenever a late write would corrupt data (payments,
 // ledgers, files); plain locks suffice when overlap only costs duplicated
-// work. Fencing costs a second round trip per acquisition and one counter key
-// per lock key that is kept forever, so that fences never go back; see
-// docs/fencing.md for the scheme and its argument.
+// work. Fencing costs a second round trip per acquisition, and one counter
+// key per lock key that expires a horizon (WithFenceHorizon, 7 days by
+// default) after the key's last use; see docs/fencing.md for the scheme, its
+// argument, and the failures it does and does not survive.
 //
-// Redlock gives no ordering or fairness among waiters, and a lock is only as
-// live as a quorum of its nodes: with a majority down, every Acquire fails
+// # Waiting
+//
+// Acquire waits to be woken rather than polling. The Acquire calls of one
+// Client for one key queue in FIFO order, and only the first contends on the
+// nodes. It subscribes to the key's release channel on every node after its
+// first refusal (one pub/sub connection per node per Client), tries again at
+// once, and then again when a quorum of nodes announced a release, when a
+// Lock of the same Client released the key, or when the holder's remaining
+// TTL, capped by the RetryStrategy's wait, has passed. Pub/sub is only a
+// hint: without it (an ACL that refuses it) waiting is polling bounded by
+// the holder's TTL. Fairness holds within a Client; across processes, every
+// holder still acquires on the nodes and nothing orders them.
+//
+// A lock is only as live as a quorum of its nodes: with a majority down, every Acquire fails
 // with ErrNotAcquired within its deadlines.
 package redlock

@@ -24,6 +24,17 @@ var (
 	ErrInvalidArgument = errors.New("redlock: invalid argument")
 	// ErrClosed means the Client was closed before the call.
 	ErrClosed = errors.New("redlock: client closed")
+
+	// ErrLockLost is matched by the cause of a KeepAlive context that ended
+	// because the lock could no longer be proven held: so many nodes no
+	// longer have our value that no quorum can confirm it, no renewal
+	// reached a quorum before Until, or the Client was closed. The cause says which, and wraps the failed Extend's
+	// error when there is one. Do's error matches it when the lock was lost
+	// while fn ran.
+	ErrLockLost = errors.New("redlock: lock lost")
+	// ErrReleased is the cause of a KeepAlive context that ended because
+	// Release was called on its lock.
+	ErrReleased = errors.New("redlock: lock released")
 )
 
 // Per-node causes, found in NodeError.Err.
@@ -33,6 +44,10 @@ var (
 	// ErrKeyAbsent means the node does not hold the key at all: it expired,
 	// was never written there, or the node lost it in a restart.
 	ErrKeyAbsent = errors.New("redlock: key absent on node")
+	// ErrRestartGuard means the node lost its data, restarted or failed over
+	// less than the restart guard ago (WithRestartGuard) and does not count
+	// toward an acquire's quorum yet. Nothing was written there.
+	ErrRestartGuard = errors.New("redlock: node within its restart guard")
 	// ErrNoReply means the node did not answer within the per-node timeout.
 	// The command may still have run there: the outcome is unknown, which is
 	// why every failed acquire is rolled back on every node. A node's deadline
@@ -92,6 +107,10 @@ type QuorumError struct {
 
 	sentinel error
 	cause    error // ctx.Err(), ErrClosed, or nil
+	// holderTTL is the longest remaining TTL a refusing node reported for
+	// the other holder's key, -1 when none did: how long a waiter sleeps at
+	// most before its next attempt.
+	holderTTL time.Duration
 }
 
 // Error implements error.

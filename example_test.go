@@ -135,6 +135,59 @@ func ExampleLock_Extend() {
 	// Output: extended by more than 25s: true
 }
 
+func ExampleClient_Do() {
+	var nodes []redis.UniversalClient
+	for _, addr := range exampleAddrs() {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
+	}
+	locks, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
+	ctx := context.Background()
+
+	// The work takes longer than the TTL: Do renews the lock meanwhile, and
+	// releases it when the work returns.
+	err = locks.Do(ctx, "reports:daily", 200*time.Millisecond, func(ctx context.Context) error {
+		select {
+		case <-time.After(500 * time.Millisecond): // the work
+			return nil
+		case <-ctx.Done(): // the lock is lost: stop
+			return context.Cause(ctx)
+		}
+	})
+	fmt.Println(err, errors.Is(err, redlock.ErrLockLost))
+	// Output: <nil> false
+}
+
+func ExampleLock_KeepAlive() {
+	var nodes []redis.UniversalClient
+	for _, addr := range exampleAddrs() {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
+	}
+	locks, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
+	ctx := context.Background()
+
+	lock, err := locks.Acquire(ctx, "job:sync", time.Second)
+	if err != nil {
+		panic(err)
+	}
+	work := lock.KeepAlive(ctx) // work under this context: it ends when the lock does
+	_ = lock.Release(ctx)
+	<-work.Done()
+	fmt.Println(context.Cause(work))
+	// Output: redlock: lock released
+}
+
 // ledgerStore is storage that refuses writes from a holder older than the
 // newest it has seen: the check that makes a paused, expired holder harmless.
 // It accepts a fence equal to the highest, the holder's own next write. In a
@@ -201,6 +254,96 @@ func ExampleLock_Fence() {
 // readmeUse is compiled, never run: its addresses are placeholders.
 var _ = readmeUse
 
+// readmeLeaseDo and readmeLeaseKeepAlive are the code blocks of the README's
+// "## Lease" section, in order, as their bodies: compiled, never run.
+func readmeLeaseDo(ctx context.Context, locks *redlock.Client, buildReport func(context.Context) error) {
+	err := locks.Do(ctx, "reports:daily", 10*time.Second, func(ctx context.Context) error {
+		return buildReport(ctx) // must stop when ctx ends: the lock is lost, or ctx ended
+	})
+	if errors.Is(err, redlock.ErrLockLost) {
+		// the lock could not be proven held while buildReport ran: another
+		// holder may have overlapped it
+	}
+}
+
+func readmeLeaseKeepAlive(ctx context.Context, locks *redlock.Client, process func(context.Context) error) error {
+	lock, err := locks.Acquire(ctx, "orders:42", 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer lock.Release(ctx)
+	work := lock.KeepAlive(ctx) // ends when the lock is released or lost, or ctx ends
+	if err := process(work); err != nil {
+		return errors.Join(err, context.Cause(work)) // a cause matching ErrLockLost says why
+	}
+	return nil
+}
+
+var _, _ = readmeLeaseDo, readmeLeaseKeepAlive
+
+// TestReadmeLease checks that the Go code blocks of the README's "## Lease"
+// section are the bodies of readmeLeaseDo and readmeLeaseKeepAlive.
+func TestReadmeLease(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := bytes.Cut(readme, []byte("\n## Lease\n"))
+	if !ok {
+		t.Fatal(`README.md has no "## Lease" section`)
+	}
+	section, _, _ = bytes.Cut(section, []byte("\n## "))
+	var blocks []string
+	for {
+		var code []byte
+		_, code, ok = bytes.Cut(section, []byte("```go\n"))
+		if !ok {
+			break
+		}
+		code, section, ok = bytes.Cut(code, []byte("```\n"))
+		if !ok {
+			t.Fatal(`an unclosed Go code block in the "## Lease" section`)
+		}
+		blocks = append(blocks, strings.TrimSpace(string(code)))
+	}
+	funcs := []string{"readmeLeaseDo", "readmeLeaseKeepAlive"}
+	if len(blocks) != len(funcs) {
+		t.Fatalf(`the "## Lease" section has %d Go code blocks, example_test.go has %d functions for them`, len(blocks), len(funcs))
+	}
+	for i, name := range funcs {
+		if want := funcBody(t, name); blocks[i] != want {
+			t.Errorf("README's \"## Lease\" code block %d differs from %s's body; make them the same.\nREADME:\n%s\n\n%s:\n%s", i+1, name, blocks[i], name, want)
+		}
+	}
+}
+
+// funcBody returns the body of the function name of example_test.go, one
+// indentation less, without its braces.
+func funcBody(t *testing.T, name string) string {
+	t.Helper()
+	src, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "example_test.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range f.Decls {
+		if d, ok := d.(*ast.FuncDecl); ok && d.Name.Name == name {
+			inner := src[fset.Position(d.Body.Lbrace).Offset+1 : fset.Position(d.Body.Rbrace).Offset]
+			var lines []string
+			for line := range strings.Lines(string(inner)) {
+				lines = append(lines, strings.TrimPrefix(line, "\t"))
+			}
+			return strings.TrimSpace(strings.Join(lines, ""))
+		}
+	}
+	t.Fatalf("example_test.go has no %s", name)
+	return ""
+}
+
 // TestReadmeUse checks that the two are the same, so the README's code is
 // code that compiles.
 func readmeUse(ctx context.Context, db *sql.DB, id, total int64) error {
@@ -209,7 +352,12 @@ func readmeUse(ctx context.Context, db *sql.DB, id, total int64) error {
 		redis.NewClient(&redis.Options{Addr: "10.0.0.2:6379", ContextTimeoutEnabled: true}),
 		redis.NewClient(&redis.Options{Addr: "10.0.0.3:6379", ContextTimeoutEnabled: true}),
 	}
-	locks, err := redlock.New(nodes, redlock.WithFencing())
+	locks, err := redlock.New(nodes,
+		redlock.WithFencing(),
+		// A node that restarted, failed over or lost its data votes again only
+		// after 10s, the longest TTL used here: the spec's delayed restart.
+		redlock.WithRestartGuard(10*time.Second),
+	)
 	if err != nil {
 		return err
 	}

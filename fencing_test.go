@@ -1,14 +1,22 @@
 package redlock_test
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/benchkit"
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 // TestFencingCounterExample replays the sequence that breaks "each node INCRs
@@ -122,4 +130,334 @@ func TestFencingMonotonicUnderOutages(t *testing.T) {
 	t.Logf("granted %d, refused %d, last fence %d, node causes %v", granted, refused, last, causes)
 	assert.Greater(t, granted, 100, "too few grants to mean anything")
 	assert.Greater(t, refused, 50, "too few refusals to mean anything")
+}
+
+// BenchmarkFencedAcquireRelease prices fencing: on the same 5 nodes, one
+// plain and one fenced Acquire+Release alternate in each iteration, so both
+// see the same machine load. extra-p50-ns is what fencing adds to an
+// uncontended acquisition and its release.
+func BenchmarkFencedAcquireRelease(b *testing.B) {
+	servers := redistest.StartT(b, 5)
+	var nodes []redis.UniversalClient
+	for _, s := range servers {
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		b.Cleanup(func() { _ = rc.Close() })
+		nodes = append(nodes, rc)
+	}
+	ctx := context.Background()
+	newClient := func(opts ...redlock.Option) *redlock.Client {
+		c, err := redlock.New(nodes, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = c.Close(context.Background()) })
+		if err := c.Warm(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	plain, fenced := newClient(), newClient(redlock.WithFencing())
+	op := func(c *redlock.Client, key string) time.Duration {
+		start := time.Now()
+		l, err := c.Acquire(ctx, key, benchTTL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	keys := benchKeyRing("bench:fenced:" + b.Name())
+	for i := range 64 {
+		op(plain, keys[i])
+		op(fenced, keys[i])
+	}
+	var p, f []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		key := keys[i%len(keys)]
+		if i%2 == 0 {
+			p = append(p, op(plain, key))
+			f = append(f, op(fenced, key))
+		} else {
+			f = append(f, op(fenced, key))
+			p = append(p, op(plain, key))
+		}
+	}
+	b.StopTimer()
+	pp, fp := benchkit.Percentile(p, 50), benchkit.Percentile(f, 50)
+	b.ReportMetric(float64(pp.Nanoseconds()), "plain-p50-ns")
+	b.ReportMetric(float64(fp.Nanoseconds()), "fenced-p50-ns")
+	b.ReportMetric(float64((fp - pp).Nanoseconds()), "extra-p50-ns")
+}
+
+// counterKey is the fencing counter's name for a key without braces.
+func counterKey(key string) string { return "{" + key + "}:redlock:fence" }
+
+// counter reads node i's fencing counter for key: 0 when it has none.
+func (e *env) counter(i int, key string) uint64 {
+	e.t.Helper()
+	v, err := e.direct[i].Get(context.Background(), counterKey(key)).Uint64()
+	if errors.Is(err, redis.Nil) {
+		return 0
+	}
+	require.NoError(e.t, err)
+	return v
+}
+
+// reachable waits until node i answers through its proxy again: go-redis
+// backs off dialling a node whose connections were refused.
+func (e *env) reachable(i int) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		return e.nodes[i].Ping(context.Background()).Err() == nil
+	}, 10*time.Second, 10*time.Millisecond, "node %d stays unreachable", i)
+}
+
+// TestFencingSurvivesWipedNode replays the counterexample of docs/fencing.md
+// that breaks fences made from counters alone: the only node shared by A's
+// commit quorum and B's acquire quorum loses its data between them. The
+// counters cannot carry A's fence to B; the wiped node's clock must.
+func TestFencingSurvivesWipedNode(t *testing.T) {
+	for _, wipe := range []struct {
+		name string
+		do   func(ctx context.Context, rc *redis.Client) error
+	}{
+		{"flushall", func(ctx context.Context, rc *redis.Client) error { return rc.FlushAll(ctx).Err() }},
+		{"counter-evicted", nil}, // only the counter goes, as an allkeys-* policy may do
+	} {
+		t.Run(wipe.name, func(t *testing.T) {
+			e := newEnv(t, 3, fastClients)
+			c := e.client(redlock.WithFencing())
+			ctx := t.Context()
+			key := newKey(t)
+
+			first, err := c.TryAcquire(ctx, key, time.Minute)
+			require.NoError(t, err)
+			require.NoError(t, first.Release(ctx))
+			e.eventuallyNoKey(key, 5*time.Second) // Release returns at a quorum
+
+			// A holds {0, 1}: node 2 is cut off and keeps first's counter
+			// (blackholed: a refused call is retried by go-redis and could
+			// land later).
+			e.proxies[2].SetBlackhole(true)
+			a, err := c.TryAcquire(ctx, key, time.Minute)
+			require.NoError(t, err)
+			require.NoError(t, a.Release(ctx))
+			e.resetFaults()
+			e.eventuallyNoKey(key, 5*time.Second)
+			e.reachable(2)
+			require.Equal(t, a.Fence(), e.counter(0, key))
+			require.Equal(t, a.Fence(), e.counter(1, key))
+			require.Less(t, e.counter(2, key), a.Fence())
+
+			// Node 0 loses its counter.
+			if wipe.do != nil {
+				require.NoError(t, wipe.do(ctx, e.direct[0]))
+			} else {
+				require.NoError(t, e.direct[0].Del(ctx, counterKey(key)).Err())
+			}
+			require.Zero(t, e.counter(0, key))
+
+			// B holds {0, 2}: node 1, the only other keeper of A's fence,
+			// is cut off.
+			e.proxies[1].SetRefuse(true)
+			b, err := c.TryAcquire(ctx, key, time.Minute)
+			require.NoError(t, err)
+			assert.Greater(t, b.Fence(), a.Fence(), "B's fence is not above A's after node 0 was wiped")
+			require.NoError(t, b.Release(ctx))
+			e.resetFaults()
+		})
+	}
+}
+
+// TestFencingCounterStillRules shows that the clock only ever raises a fence:
+// a counter above every clock (as left by a node whose clock was ahead, or
+// by a clock that stepped back since) still makes the next fence.
+func TestFencingCounterStillRules(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client(redlock.WithFencing())
+	ctx := t.Context()
+	key := newKey(t)
+
+	const ahead = 5_000_000_000_000_000 // µs: the year 2128, below 2^53
+	// On every node: whichever quorum answers first must read it.
+	for _, d := range e.direct {
+		require.NoError(t, d.Set(ctx, counterKey(key), ahead, 0).Err())
+	}
+	l, err := c.TryAcquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(ahead+1), l.Fence())
+	require.NoError(t, l.Release(ctx))
+
+	// And every node's counter was raised, ready for a later wipe.
+	require.Eventually(t, func() bool {
+		for i := range e.direct {
+			if e.counter(i, key) != ahead+1 {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 5*time.Millisecond)
+}
+
+// TestFencingAfterHorizon lets the counters expire with an idle key, then
+// takes the lock again: the next fence comes from the clocks and is still
+// above the last one.
+func TestFencingAfterHorizon(t *testing.T) {
+	const horizon = 200 * time.Millisecond
+	e := newEnv(t, 3, fastClients)
+	c := e.client(redlock.WithFencing(), redlock.WithFenceHorizon(horizon))
+	ctx := t.Context()
+	key := newKey(t)
+
+	var last uint64
+	for round := range 3 {
+		l, err := c.TryAcquire(ctx, key, time.Minute)
+		require.NoError(t, err)
+		require.Greater(t, l.Fence(), last, "round %d", round)
+		last = l.Fence()
+		require.NoError(t, l.Release(ctx))
+		e.settle(c)
+		c = e.client(redlock.WithFencing(), redlock.WithFenceHorizon(horizon))
+		for i := range e.direct {
+			pttl, err := e.direct[i].PTTL(ctx, counterKey(key)).Result()
+			require.NoError(t, err)
+			require.Positive(t, pttl, "node %d: the counter has no expiry", i)
+			require.LessOrEqual(t, pttl, horizon)
+		}
+		require.Eventually(t, func() bool {
+			for i := range e.direct {
+				if e.counter(i, key) != 0 {
+					return false
+				}
+			}
+			return true
+		}, 5*time.Second, 10*time.Millisecond, "a counter outlived its horizon")
+	}
+}
+
+// TestFencingExtendRefreshesCounters: Extend keeps the counters of a held
+// key alive past the horizon, and brings a counter that missed the commit up
+// to the lock's fence.
+func TestFencingExtendRefreshesCounters(t *testing.T) {
+	const horizon = 300 * time.Millisecond
+	e := newEnv(t, 3, fastClients)
+	c := e.client(redlock.WithFencing(), redlock.WithFenceHorizon(horizon))
+	ctx := t.Context()
+	key := newKey(t)
+
+	l, err := c.TryAcquire(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, e.direct[2].Del(ctx, counterKey(key)).Err()) // as if the commit missed node 2
+	for range 6 {
+		time.Sleep(horizon / 3)
+		require.NoError(t, l.Extend(ctx, 5*time.Second))
+	}
+	for i := range e.direct {
+		assert.Equal(t, l.Fence(), e.counter(i, key), "node %d", i)
+	}
+	require.NoError(t, l.Release(ctx))
+}
+
+// TestFencingCommitReachesLateNodes: a node whose acquire reply came after
+// the quorum (and whose lane was still busy when the commit round ended)
+// gets the commit in the background.
+func TestFencingCommitReachesLateNodes(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client(redlock.WithFencing(), redlock.WithNodeTimeout(50*time.Millisecond))
+	ctx := t.Context()
+	key := newKey(t)
+
+	e.proxies[2].SetDelay(120 * time.Millisecond)
+	l, err := c.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return e.counter(2, key) == l.Fence() },
+		5*time.Second, 5*time.Millisecond, "the late node never got the fence")
+	e.resetFaults()
+	require.NoError(t, l.Release(ctx))
+}
+
+// TestFencingCountersBounded takes 100 000 distinct lock names once each,
+// with a short horizon: the number of keys on the nodes stays flat (bounded
+// by the names used within one horizon) instead of growing by one counter
+// per name ever locked, and falls to zero once the horizon has passed.
+func TestFencingCountersBounded(t *testing.T) {
+	const (
+		names      = 100_000
+		workers    = 16 // within go-redis's default pool of 10 per CPU
+		horizon    = time.Second
+		maxPresent = names / 4
+	)
+	// One node: the counters' life on a node does not depend on how many
+	// there are, and the test is about 100 000 acquisitions.
+	e := newEnv(t, 1, fastClients)
+	c := e.client(redlock.WithFencing(), redlock.WithFenceHorizon(horizon))
+	ctx := t.Context()
+	prefix := newKey(t) + ":"
+
+	dbsize := func() int64 {
+		var most int64
+		for _, d := range e.direct {
+			n, err := d.DBSize(ctx).Result()
+			require.NoError(t, err)
+			most = max(most, n)
+		}
+		return most
+	}
+	usedMemory := func() int64 {
+		info, err := e.direct[0].InfoMap(ctx, "memory").Result()
+		require.NoError(t, err)
+		n, err := strconv.ParseInt(info["Memory"]["used_memory"], 10, 64)
+		require.NoError(t, err)
+		return n
+	}
+	require.Zero(t, dbsize())
+	memBefore := usedMemory()
+
+	var next atomic.Int64
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				n := dbsize()
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	for range workers {
+		g.Go(func() error {
+			for i := next.Add(1); i <= names; i = next.Add(1) {
+				l, err := c.TryAcquire(gctx, prefix+strconv.FormatInt(i, 10), time.Minute)
+				if err != nil {
+					return err
+				}
+				if err := l.Release(gctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	require.NoError(t, g.Wait())
+	took := time.Since(start)
+	close(stop)
+	<-sampled
+	memAfter := usedMemory()
+	t.Logf("%d names in %v; peak keys on a node %d; last %v of names held %+d bytes on node 0 (%.0f bytes per name)",
+		names, took.Round(time.Millisecond), peak.Load(), horizon, memAfter-memBefore,
+		float64(memAfter-memBefore)/min(float64(names), float64(names)*horizon.Seconds()/took.Seconds()))
+	assert.LessOrEqual(t, peak.Load(), int64(maxPresent), "the counters piled up")
+	require.Eventually(t, func() bool { return dbsize() == 0 }, 10*time.Second, 50*time.Millisecond,
+		"counters outlived their horizon")
 }

@@ -313,7 +313,7 @@ func TestLeastPrivilegeACL(t *testing.T) {
 	admin := s.Client()
 	rule := []string{"on", ">pw", "resetchannels", "-@all", "+evalsha", "+eval", "+get", "+set", "+pexpire", "+del", "~lock:*"}
 	require.NoError(t, admin.Do(ctx, append([]any{"ACL", "SETUSER", "locker"}, toAny(rule)...)...).Err())
-	require.NoError(t, admin.Do(ctx, append([]any{"ACL", "SETUSER", "fencer"}, toAny(append(rule, "~{lock:*}:redlock:fence"))...)...).Err())
+	require.NoError(t, admin.Do(ctx, append([]any{"ACL", "SETUSER", "fencer"}, toAny(append(rule, "+time", "~{lock:*}:redlock:fence"))...)...).Err())
 	nodes := func(user string) []redis.UniversalClient {
 		c := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: user, Password: "pw", ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = c.Close() })

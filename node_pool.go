@@ -21,6 +21,11 @@ type node struct {
 	client redis.UniversalClient
 	addr   atomic.Pointer[string] // the configured address; a Sentinel master's once resolved
 
+	// bounded: the client ends a call at its context's deadline
+	// (ContextTimeoutEnabled), so a call may run on the caller's goroutine
+	// without holding the caller past the node deadline.
+	bounded bool
+
 	inFlight        atomic.Int64 // calls started and not yet returned by go-redis
 	failures        atomic.Int64 // consecutive calls with no timely, valid reply
 	pendingCleanups atomic.Int64 // deletes waiting to be tried again
@@ -57,11 +62,12 @@ func (n *node) record(err error, late bool) {
 	n.lastErr.Store(&errBox{err})
 }
 
-// call runs one operation on one node and records its health. late means the
-// reply came after the call's deadline.
-func (n *node) call(ctx context.Context, op *nodeOp) reply {
+// call runs one operation on one node and records its health. args is the
+// operation's command line from evalArgs. late means the reply came after the
+// call's deadline.
+func (n *node) call(ctx context.Context, op *nodeOp, args []any) reply {
 	n.inFlight.Add(1)
-	r := op.run(ctx, n)
+	r := n.eval(ctx, op, args)
 	n.inFlight.Add(-1)
 	late := ctx.Err() != nil
 	if late && r.status == statusUnknown {
@@ -75,6 +81,52 @@ func (n *node) call(ctx context.Context, op *nodeOp) reply {
 	n.record(r.transportErr(), late)
 	r.node = n.index
 	return r
+}
+
+// evalArgs appends op's EVALSHA command line to a. A round builds it once,
+// in its own allocation, and its calls on every node share it, read-only:
+// redis.Script.Run would build and box it again for each node (three
+// allocations per call). The script's hash comes boxed from scriptHashes,
+// and the lock's key from its sequencer.
+func (p *nodeSet) evalArgs(seq *sequencer, op *nodeOp, a []any) []any {
+	hash, ok := scriptHashes[op.script]
+	if !ok {
+		hash = op.script.Hash()
+	}
+	a = append(a, "evalsha", hash, op.nkeys)
+	for i, k := range op.keyBuf[:op.nkeys] {
+		if i == 0 {
+			a = append(a, seq.keyArg(k))
+		} else {
+			a = append(a, k)
+		}
+	}
+	return append(a, op.argBuf[:op.nargs]...)
+}
+
+// scriptHashes are the scripts' SHA1 digests, boxed once.
+var scriptHashes = func() map[*redis.Script]any {
+	m := make(map[*redis.Script]any, len(allScripts))
+	for _, s := range allScripts {
+		m[s] = s.Hash()
+	}
+	return m
+}()
+
+// eval runs op with its prepared EVALSHA command line and reads the reply.
+// A node that does not know the script (NOSCRIPT, as after a restart) gets
+// it through nodeOp.run, redis.Script.Run: EVALSHA once more, then EVAL with
+// the source.
+func (n *node) eval(ctx context.Context, op *nodeOp, args []any) reply {
+	cmd := redis.NewCmd(ctx, args...)
+	if op.nkeys > 0 {
+		cmd.SetFirstKeyPos(3) // a cluster client routes by the first key
+	}
+	_ = n.client.Process(ctx, cmd)
+	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")) {
+		return op.run(ctx, n)
+	}
+	return op.read(cmd)
 }
 
 // NodeStatus is a snapshot of one node's health as this Client has seen it.
@@ -102,6 +154,7 @@ type nodeSet struct {
 	nodes  []*node
 	quorum int
 	life   lifecycle
+	obs    *observer // the Client's hooks and logger
 
 	tasks chan task // hands work to idle workers
 
@@ -124,7 +177,7 @@ func newNodeSet(clients []redis.UniversalClient) (*nodeSet, error) {
 		if isNil(c) {
 			return nil, invalid("node %d is nil", i)
 		}
-		n := &node{index: i, client: c}
+		n := &node{index: i, client: c, bounded: boundsCalls(c)}
 		addr := addrOf(c)
 		n.addr.Store(&addr)
 		for _, o := range p.nodes {
@@ -174,6 +227,33 @@ func sameClient(a, b *node) bool {
 		}
 	}
 	return true
+}
+
+// boundsCalls reports whether c ends a call at its context's deadline: go-redis
+// does only with ContextTimeoutEnabled; otherwise a silent node holds the call
+// until ReadTimeout, whatever the context says.
+func boundsCalls(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// inline picks the node whose call a round's caller makes itself, instead of
+// handing it to a worker and waiting for its reply: with one node, whose
+// client bounds the call by its deadline, the caller waits for that reply
+// anyway, and two goroutine hand-offs per round go. With more nodes the
+// caller has to wait on the channel for the others all the same, and running
+// one call itself measured slower (it shares the caller's time slice with the
+// workers it just woke). It returns -1 for none.
+func (p *nodeSet) inline() int {
+	if len(p.nodes) == 1 && p.nodes[0].bounded {
+		return 0
+	}
+	return -1
 }
 
 func addrOf(c redis.UniversalClient) string {

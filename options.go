@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -28,6 +29,10 @@ const (
 	// release. Nobody waits for it, so it can afford to be generous.
 	DefaultCleanupTimeout = time.Second
 
+	// DefaultFenceHorizon is how long a fencing counter is kept after the
+	// last acquire, extend or commit of its key (see WithFenceHorizon).
+	DefaultFenceHorizon = 7 * 24 * time.Hour
+
 	// DefaultRetryMin and DefaultRetryMax bound Acquire's jittered exponential
 	// backoff between attempts.
 	DefaultRetryMin = 5 * time.Millisecond
@@ -46,17 +51,26 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	fencing          bool
+	fenceHorizon     time.Duration
+	horizonArg       any // fenceHorizon in milliseconds, boxed once
+	restartGuard     time.Duration
+	hooks            Hooks
+	logger           *slog.Logger
+	guardArg         any // restartGuard in milliseconds, boxed once
 	retry            RetryStrategy
 	nodeTimeoutFixed time.Duration
 	cleanupTimeout   time.Duration
 	driftFactor      float64
 	driftConst       time.Duration
 	clock            Clock
+	renewInterval    time.Duration // KeepAlive's period; 0 for a third of the TTL
+	renewFailed      func(*Lock, error)
 }
 
 func defaultConfig() config {
 	return config{
 		retry:          ExponentialBackoff(DefaultRetryMin, DefaultRetryMax),
+		fenceHorizon:   DefaultFenceHorizon,
 		cleanupTimeout: DefaultCleanupTimeout,
 		driftFactor:    DefaultDriftFactor,
 		driftConst:     DefaultDriftConst,
@@ -82,19 +96,69 @@ func (c *config) validate() error {
 		return invalid("WithDrift: factor %v is outside [0, 1)", c.driftFactor)
 	case c.driftConst < 0:
 		return invalid("WithDrift: negative constant %v", c.driftConst)
+	case c.fenceHorizon < time.Millisecond:
+		return invalid("WithFenceHorizon: horizon %v is under a millisecond", c.fenceHorizon)
+	case c.renewInterval < 0:
+		return invalid("WithRenewInterval: negative interval %v", c.renewInterval)
 	}
+	if c.restartGuard < 0 || (c.restartGuard > 0 && c.restartGuard < time.Millisecond) {
+		return invalid("WithRestartGuard: guard %v is negative or under a millisecond", c.restartGuard)
+	}
+	c.horizonArg = c.fenceHorizon.Milliseconds()
+	c.guardArg = c.restartGuard.Milliseconds()
 	return nil
 }
 
 // WithFencing makes every acquisition also issue a fencing token (Lock.Fence)
-// that strictly increases across successive holders of a key, provided no
-// node of the previous holder's quorum lost its data: the nodes must persist
-// their keys (appendonly with appendfsync always) and never evict them
-// (maxmemory-policy noeviction: an allkeys-* policy evicts the counters). It
-// costs a second round trip per acquisition and one counter key per lock key
-// that outlives the lock (see docs/fencing.md).
+// that strictly increases across successive holders of a key. Each fence is
+// above the fencing counters and the clocks that the acquiring quorum read,
+// and is committed to the counters of a quorum before it is handed out. It
+// survives the loss of any minority's counters (a restart without
+// persistence, FLUSHALL, eviction, failover to a replica that lacked them),
+// and of all counters once the horizon has passed, as long as the nodes'
+// clocks do not step back by more than the time since: docs/fencing.md
+// states the argument, the limits and their counterexamples. It costs a
+// second round trip per acquisition, and one counter key per lock key that
+// lives until the horizon (WithFenceHorizon) after the key's last use.
 func WithFencing() Option {
 	return optionFunc(func(c *config) { c.fencing = true })
+}
+
+// WithFenceHorizon sets how long a fencing counter is kept after the last
+// acquire, extend or commit of its key; the default is DefaultFenceHorizon.
+// Past the horizon the counter expires, and the next fence comes from the
+// nodes' clocks, which by then are above every fence issued before. It must
+// be far longer than the nodes' clocks may disagree or step back; a
+// horizon under a millisecond is refused.
+func WithFenceHorizon(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.fenceHorizon = d })
+}
+
+// WithRestartGuard keeps a node that may have lost lock keys out of every
+// acquire's quorum for d: the Redlock spec's delayed restart, enforced by the
+// clients instead of the operator. Set d to at least the longest TTL any
+// client of the nodes uses; then a lock held when the node lost its data has
+// expired everywhere before the node votes again.
+//
+// The loss is detected in the acquire itself, atomically with it: each node
+// keeps a boot marker (the key redlock:boot) with its server's run_id and
+// the moment, on the node's own clock, it was first seen with its current
+// data. A marker that is missing (FLUSHALL, a restart without persistence,
+// a failover to a replica that lacks it) or names another run_id (any
+// restart or failover) starts the guard from that acquire; until it has
+// passed, the node refuses with ErrRestartGuard and writes nothing. Every
+// client reads the same marker, so they agree on when the node is back.
+//
+// What it costs: a node the guard has never seen is new too, so after
+// deployment (and after every restart, FLUSHALL or failover) each node
+// counts only d after the first guarded acquire that reached it; an
+// acquire needs a quorum of nodes outside their guard. A restart of a
+// node with appendfsync always is treated like any other. The acquire
+// script also reads TIME and INFO server: a user limited by ACL needs +time,
+// +info and the key pattern ~redlock:boot. Nodes that are Redis Cluster
+// clients are refused (the marker would need one key per slot).
+func WithRestartGuard(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.restartGuard = d })
 }
 
 // WithRetry sets how Acquire waits between attempts. The default is
@@ -127,6 +191,22 @@ func WithDrift(factor float64, constant time.Duration) Option {
 // WithClock sets the clock used for validity. Meant for tests.
 func WithClock(clock Clock) Option {
 	return optionFunc(func(c *config) { c.clock = clock })
+}
+
+// WithRenewInterval sets how often KeepAlive renews a lock: every d instead
+// of every third of the lock's TTL, and never less often than every half of
+// it, so that a failed renewal leaves time for retries before Until. 0 means
+// the default.
+func WithRenewInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.renewInterval = d })
+}
+
+// WithRenewFailed sets a function that KeepAlive calls with the error of
+// each renewal that failed, whether it is retried or the lock is lost: for
+// logs and metrics. It runs on the renewal's goroutine, which is one of the
+// Client's few renewal slots, so it must return quickly.
+func WithRenewFailed(f func(l *Lock, err error)) Option {
+	return optionFunc(func(c *config) { c.renewFailed = f })
 }
 
 // RetryStrategy decides how long Acquire waits before its next attempt.
@@ -207,4 +287,7 @@ type acquireOptionFunc func(*acquireConfig)
 func (f acquireOptionFunc) applyAcquire(c *acquireConfig) { f(c) }
 
 // acquireConfig is what the AcquireOptions of one call set.
-type acquireConfig struct{}
+type acquireConfig struct {
+	owner    string
+	ownerSet bool
+}

@@ -2,6 +2,9 @@ package redlock
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -52,26 +55,117 @@ type roundSpec struct {
 
 // round is one operation sent to the nodes: the jobs, the channel their
 // replies arrive on, and the deadline of its writes. One allocation serves
-// the whole round.
+// the whole round, its context, its jobs and its command line included, for
+// up to maxInline nodes.
 type round struct {
-	spec      roundSpec
-	ctx       context.Context // ends at the round's deadline (a delete's: callTimeout), or when every first try is done
-	cancel    context.CancelFunc
-	stopWatch func() bool     // deletes: stops the watcher of the first tries
-	base      context.Context // the caller's context without its cancellation
-	deadline  time.Time
-	users     atomic.Int32
-	out       chan reply
-	jobs      []job
+	spec     roundSpec
+	ctx      roundCtx // ends at the round's deadline (a delete's: callTimeout), or when every first try is done
+	base     context.Context
+	deadline time.Time // when the caller stops waiting; a write is not sent after it
+	users    atomic.Int32
+	out      chan reply
+	jobs     []job
+	args     []any // the command line every call of the round sends (evalArgs)
+	jobBuf   [maxInline]job
+	argBuf   [3 + 2 + 4]any
+	tally    tally
 }
 
+// maxInline is the most nodes whose jobs a round holds in its own
+// allocation.
+const maxInline = 7
+
 func (r *round) leave() {
-	if r.users.Add(-1) == 0 && r.cancel != nil {
-		if r.stopWatch != nil {
-			r.stopWatch() // every first try returned: nobody to give up on
-		}
-		r.cancel()
+	if r.users.Add(-1) == 0 {
+		r.ctx.end(context.Canceled) // every first try returned: nobody to give up on
 	}
+}
+
+// roundCtx is a round's context: the caller's values, the round's deadline,
+// and a Done channel closed at that deadline or once every first try has
+// returned. It stands in for context.WithDeadline, which costs five
+// allocations per round; this one costs its channel and its timer. It runs
+// context.AfterFunc callbacks itself (the afterFuncer interface of package
+// context), so they need no goroutine of their own either.
+type roundCtx struct {
+	base     context.Context
+	deadline time.Time
+	done     chan struct{}
+	timer    *time.Timer
+	expired  func() // run once at the deadline, before the callbacks; may be nil
+
+	mu    sync.Mutex
+	err   error
+	funcs []*afterFunc
+}
+
+type afterFunc struct{ f func() }
+
+func (c *roundCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *roundCtx) Done() <-chan struct{}       { return c.done }
+func (c *roundCtx) Value(key any) any           { return c.base.Value(key) }
+
+func (c *roundCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// AfterFunc arranges for f to run once the context is done, and returns a
+// function that cancels that if it has not happened yet.
+func (c *roundCtx) AfterFunc(f func()) func() bool {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	a := &afterFunc{f: f}
+	c.funcs = append(c.funcs, a)
+	c.mu.Unlock()
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if i := slices.Index(c.funcs, a); i >= 0 {
+			c.funcs = slices.Delete(c.funcs, i, i+1)
+			return true
+		}
+		return false
+	}
+}
+
+// start arms the deadline.
+func (c *roundCtx) start(base context.Context, deadline time.Time) {
+	c.base = base
+	c.deadline = deadline
+	c.done = make(chan struct{})
+	c.timer = time.AfterFunc(time.Until(deadline), c.expire)
+}
+
+func (c *roundCtx) expire() { c.end(context.DeadlineExceeded) }
+
+// end closes the context with err unless it is closed already, runs the
+// callbacks, and reports whether this call closed it.
+func (c *roundCtx) end(err error) bool {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return false
+	}
+	c.err = err
+	funcs := c.funcs
+	c.funcs = nil
+	close(c.done)
+	c.mu.Unlock()
+	if err != context.DeadlineExceeded {
+		c.timer.Stop()
+	} else if c.expired != nil {
+		c.expired()
+	}
+	for _, a := range funcs {
+		a.f()
+	}
+	return true
 }
 
 // launch queues a round on the nodes, behind the lock's earlier calls there,
@@ -81,6 +175,14 @@ func (r *round) leave() {
 // is simply not counted. launch returns nil when there is no node to send
 // to. It must be called between begin and end of the nodes' lifecycle.
 func (p *nodeSet) launch(ctx context.Context, seq *sequencer, spec roundSpec) *round {
+	r, _ := p.start(ctx, seq, spec, -1)
+	return r
+}
+
+// start is launch, except that the job on node here (-1: none), if its lane
+// is free, is returned instead of being handed to a worker: the caller runs
+// it (sequencer.runHere).
+func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, here int) (*round, *job) {
 	n := len(p.nodes)
 	if spec.only != nil {
 		n = 0
@@ -90,14 +192,19 @@ func (p *nodeSet) launch(ctx context.Context, seq *sequencer, spec roundSpec) *r
 			}
 		}
 		if n == 0 {
-			return nil
+			return nil, nil
 		}
 	}
 	base := ctx
 	if ctx.Done() != nil {
 		base = context.WithoutCancel(ctx)
 	}
-	r := &round{spec: spec, base: base, out: make(chan reply, n), jobs: make([]job, 0, n)}
+	r := &round{spec: spec, base: base, out: make(chan reply, n)}
+	r.jobs = r.jobBuf[:0]
+	if n > len(r.jobBuf) {
+		r.jobs = make([]job, 0, n)
+	}
+	r.args = p.evalArgs(seq, &r.spec.op, r.argBuf[:0])
 	r.deadline = time.Now().Add(spec.wait)
 	for i := range p.nodes {
 		if spec.only == nil || spec.only[i] {
@@ -105,35 +212,42 @@ func (p *nodeSet) launch(ctx context.Context, seq *sequencer, spec roundSpec) *r
 		}
 	}
 	if spec.kind == opWrite {
-		r.ctx, r.cancel = context.WithDeadline(base, r.deadline)
+		r.ctx.start(base, r.deadline)
 	} else {
 		// The first try of each delete that starts at once shares this
-		// deadline, and one watcher gives up on those still held by go-redis
-		// when it passes; a delete that waited in its lane, and every retry,
-		// gets a deadline and a watcher of its own.
-		r.ctx, r.cancel = context.WithTimeout(base, spec.callTimeout)
-		r.stopWatch = context.AfterFunc(r.ctx, func() {
+		// deadline, and it gives up on those still held by go-redis when it
+		// passes; a delete that waited in its lane, and every retry, gets a
+		// deadline and a watcher of its own.
+		r.ctx.expired = func() {
 			for i := range r.jobs {
-				seq.giveUpOn(p, &r.jobs[i], true)
+				seq.giveUpOn(p, &r.jobs[i], true, 0)
 			}
-		})
+		}
+		r.ctx.start(base, time.Now().Add(spec.callTimeout))
 	}
 	r.users.Store(int32(n))
 	p.life.add(n)
+	var mine *job
 	for i := range r.jobs {
-		seq.push(p, &r.jobs[i])
+		if j := &r.jobs[i]; j.node == here {
+			mine = seq.claim(p, j)
+		} else {
+			seq.push(p, j)
+		}
 	}
-	return r
+	return r, mine
 }
 
 // run sends spec to every node and returns as soon as the outcome is
 // decided: a quorum confirmed, or so many refused or failed that a quorum is
 // out of reach, or the wait is over (the silent nodes count as unknown). It
 // returns early with ctx.Err() if ctx ends first and spec is cancellable;
-// the calls go on in the background either way.
+// the calls go on in the background either way. One node's call, if
+// nodeSet.inline picks one, runs on the caller's goroutine: the caller then
+// notices its ctx ending only once that call returned, by the node deadline.
 func (p *nodeSet) run(ctx context.Context, seq *sequencer, spec roundSpec) (*tally, error) {
 	spec.only = nil
-	r := p.launch(ctx, seq, spec)
+	r, mine := p.start(ctx, seq, spec, p.inline())
 	var over <-chan struct{}
 	var timeUp <-chan time.Time
 	if spec.kind == opWrite {
@@ -147,7 +261,11 @@ func (p *nodeSet) run(ctx context.Context, seq *sequencer, spec roundSpec) (*tal
 	if spec.cancellable {
 		done = ctx.Done()
 	}
-	t := newTally(len(p.nodes), p.quorum)
+	if mine != nil {
+		seq.runHere(p, mine)
+	}
+	t := &r.tally
+	t.init(len(p.nodes), p.quorum)
 	for pending := len(p.nodes); pending > 0 && !t.reached() && t.ok+pending >= t.quorum; {
 		select {
 		case rep := <-r.out:
@@ -172,8 +290,8 @@ type tally struct {
 	buf     [7]reply
 }
 
-func newTally(n, quorum int) *tally {
-	t := &tally{quorum: quorum}
+func (t *tally) init(n, quorum int) {
+	t.quorum = quorum
 	if n <= len(t.buf) {
 		t.replies = t.buf[:n]
 	} else {
@@ -182,7 +300,6 @@ func newTally(n, quorum int) *tally {
 	for i := range t.replies {
 		t.replies[i] = reply{node: i, err: errNotAwaited}
 	}
-	return t
 }
 
 // reached reports whether a quorum confirmed.
@@ -232,8 +349,11 @@ func (t *tally) unrefused() []bool {
 
 // newQuorumError describes a round that did not reach its goal.
 func newQuorumError(op, key string, sentinel, cause error, t *tally, p *nodeSet) *QuorumError {
-	qe := &QuorumError{Op: op, Key: key, sentinel: sentinel, cause: cause, OK: t.ok, Quorum: t.quorum}
+	qe := &QuorumError{Op: op, Key: key, sentinel: sentinel, cause: cause, OK: t.ok, Quorum: t.quorum, holderTTL: -1}
 	for i, r := range t.replies {
+		if op == "acquire" && r.status == statusRefused && errors.Is(r.err, ErrHeldByOther) && r.val >= 0 {
+			qe.holderTTL = max(qe.holderTTL, time.Duration(r.val)*time.Millisecond)
+		}
 		if r.status != statusOK {
 			qe.Nodes = append(qe.Nodes, &NodeError{Node: i, Addr: p.nodes[i].address(), Err: r.err})
 		}

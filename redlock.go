@@ -15,8 +15,13 @@ import (
 // for concurrent use. It does not own the Redis clients given to New: closing
 // them stays the caller's job, after Close.
 type Client struct {
-	cfg   config
-	nodes *nodeSet
+	cfg    config
+	nodes  *nodeSet
+	owners owners  // locks held under WithOwner, for reentrancy
+	waits  waiters // Acquire calls waiting for busy keys
+	obs    observer
+
+	renewals renewalQueue // KeepAlive's renewals (lease.go)
 }
 
 // New returns a Client over nodes, one go-redis client per independent
@@ -46,7 +51,17 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, nodes: set}, nil
+	if cfg.restartGuard > 0 {
+		for i, n := range nodes {
+			if _, ok := n.(*redis.ClusterClient); ok {
+				return nil, invalid("WithRestartGuard: node %d is a Redis Cluster client, which the guard does not support", i)
+			}
+		}
+	}
+	c := &Client{cfg: cfg, nodes: set, obs: newObserver(cfg.hooks, cfg.logger)}
+	c.waits.c = c
+	set.obs = &c.obs
+	return c, nil
 }
 
 // Quorum is the number of nodes that must agree for a lock to be held.
@@ -96,24 +111,61 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 }
 
-// Acquire takes the lock on key for ttl, retrying with the Client's
-// RetryStrategy until it succeeds, the strategy gives up, or ctx ends. All
-// attempts of one call share one token, so an attempt whose reply was lost
-// but whose write landed does not lock out its own retry.
+// Acquire takes the lock on key for ttl, retrying until it succeeds, the
+// Client's RetryStrategy gives up, or ctx ends. All attempts of one call
+// share one token, so an attempt whose reply was lost but whose write landed
+// does not lock out its own retry.
+//
+// While the key is busy, Acquire waits to be woken rather than polling: the
+// Acquire calls of one Client for one key queue in FIFO order and only the
+// first contends on the nodes; it attempts again when a quorum of nodes
+// announced the key's release (pub/sub), when a Lock of this Client
+// released it, or at the latest when the holder's remaining TTL or the
+// RetryStrategy's wait has passed, whichever is first. Without pub/sub (an
+// ACL that refuses it) that last rule alone applies.
 //
 // A failed Acquire returns an error matching ErrNotAcquired, and also
 // ctx.Err() when ctx ended. Whatever was written by a failed attempt is
 // deleted again on every node, in the background, even after ctx ended.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	if !c.obs.on {
+		return c.acquire(ctx, key, ttl, opts)
+	}
+	start := time.Now()
+	l, err := c.acquire(ctx, key, ttl, opts)
+	c.obs.done("acquire", key, start, err)
+	return l, err
+}
+
+func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*Lock, error) {
 	l, ttl, err := c.prepare(ctx, key, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer c.nodes.life.end()
+	if held, err := c.reenter(ctx, l); held != nil || err != nil {
+		return held, err
+	}
+	// The first attempt goes straight to the nodes unless others of this
+	// Client already wait for the key: an uncontended Acquire costs the
+	// queue nothing.
+	var wt *waiter
+	if c.waits.waiting(key) {
+		wt = c.waits.join(key)
+		defer c.waits.leave(key, wt)
+		if err := c.await(ctx, wt.turn, nil); err != nil {
+			return nil, queueErr(key, err)
+		}
+	}
 	ttlArg := any(ttl.Milliseconds()) // boxed once for every attempt
+	watching := false
 	for failed := 1; ; failed++ {
-		err := c.attempt(ctx, l, ttl, ttlArg)
+		if wt != nil {
+			c.waits.beforeAttempt(key)
+		}
+		err := c.attempt(ctx, l, ttl, ttlArg, failed)
 		if err == nil {
+			c.owners.register(l)
 			return l, nil
 		}
 		if errors.Is(err, ErrInvalidArgument) {
@@ -126,16 +178,61 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		if !ok {
 			return nil, err
 		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, withCause(err, ctx.Err())
-		case <-c.nodes.life.closing:
-			timer.Stop()
-			return nil, withCause(err, ErrClosed)
+		if wt == nil {
+			wt = c.waits.join(key)
+			defer c.waits.leave(key, wt)
+			select {
+			case <-wt.turn: // at the head at once: wait below
+			default:
+				if err := c.await(ctx, wt.turn, nil); err != nil {
+					return nil, queueErr(key, err)
+				}
+				continue // the previous head is done: our turn, at once
+			}
 		}
+		if !watching {
+			// Subscribe, then attempt again at once: a release that came
+			// before the subscription took effect is not missed.
+			watching = true
+			if ready := c.waits.watch(key); ready != nil {
+				timer := time.NewTimer(c.cfg.nodeTimeout(ttl))
+				werr := c.await(ctx, ready, timer.C)
+				timer.Stop()
+				if werr != nil {
+					return nil, withCause(err, werr)
+				}
+				continue
+			}
+		}
+		var qe *QuorumError
+		if errors.As(err, &qe) && qe.holderTTL >= 0 {
+			wait = min(wait, qe.holderTTL+time.Millisecond)
+		}
+		timer := time.NewTimer(wait)
+		werr := c.await(ctx, wt.wake, timer.C)
+		timer.Stop()
+		if werr != nil {
+			return nil, withCause(err, werr)
+		}
+	}
+}
+
+func queueErr(key string, err error) error {
+	return fmt.Errorf("%w: %q: waiting behind an earlier Acquire of this Client: %w", ErrNotAcquired, key, err)
+}
+
+// await waits for ch or timeUp, and reports ctx's error or ErrClosed when
+// either comes first.
+func (c *Client) await(ctx context.Context, ch <-chan struct{}, timeUp <-chan time.Time) error {
+	select {
+	case <-ch:
+		return nil
+	case <-timeUp:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.nodes.life.closing:
+		return ErrClosed
 	}
 }
 
@@ -143,15 +240,42 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 // an error matching ErrNotAcquired when the lock is held elsewhere or too few
 // nodes answered in time; then it rolls back as Acquire does.
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	if !c.obs.on {
+		return c.tryAcquire(ctx, key, ttl, opts)
+	}
+	start := time.Now()
+	l, err := c.tryAcquire(ctx, key, ttl, opts)
+	c.obs.done("try-acquire", key, start, err)
+	return l, err
+}
+
+func (c *Client) tryAcquire(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*Lock, error) {
 	l, ttl, err := c.prepare(ctx, key, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer c.nodes.life.end()
-	if err := c.attempt(ctx, l, ttl, ttl.Milliseconds()); err != nil {
+	if held, err := c.reenter(ctx, l); held != nil || err != nil {
+		return held, err
+	}
+	if err := c.attempt(ctx, l, ttl, ttl.Milliseconds(), 1); err != nil {
 		return nil, err
 	}
+	c.owners.register(l)
 	return l, nil
+}
+
+// reenter returns the Lock that l's owner already holds through this
+// Client, when l has an owner and that Lock is still valid.
+func (c *Client) reenter(ctx context.Context, l *Lock) (*Lock, error) {
+	if l.owner == "" {
+		return nil, nil
+	}
+	held, err := c.owners.reenter(ctx, l, c.cfg.clock.Now())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, l.key, err)
+	}
+	return held, nil
 }
 
 // prepare validates a lock request before anything is sent and makes the
@@ -168,6 +292,9 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 		}
 		o.applyAcquire(&ac)
 	}
+	if err := ac.validate(); err != nil {
+		return nil, 0, err
+	}
 	if key == "" {
 		return nil, 0, invalid("empty key")
 	}
@@ -182,14 +309,21 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, err)
 	}
 	token := rand.Text()
+	var gen uint64
+	if ac.ownerSet {
+		token, gen = ownerToken(ac.owner), ownerGeneration()
+	}
 	l := &Lock{
 		client:    c,
 		key:       key,
 		token:     token,
+		owner:     ac.owner,
 		prefix:    token + ".",
 		prefixArg: token + ".",
 		seq:       newSequencer(len(c.nodes.nodes)),
 		extending: make(chan struct{}, 1),
+		gen:       gen,
+		holds:     1,
 	}
 	if c.cfg.fencing {
 		l.fenceKey = fenceKeyFor(key)
@@ -202,7 +336,11 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 // and validity left. Otherwise delete what we may have written, everywhere.
 // Each attempt writes its own generation, so the rollback of a failed attempt
 // can never delete what a later attempt wrote.
-func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg any) error {
+func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg any, n int) (err error) {
+	if c.obs.on {
+		start := time.Now()
+		defer func() { c.obs.attempt(l.key, n, start, err) }()
+	}
 	timeout := c.cfg.nodeTimeout(ttl)
 	if err := c.nodes.checkServers(timeout); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, l.key, err)
@@ -213,7 +351,10 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 
 	op := acquireOp(l.key, v, ttlArg)
 	if c.cfg.fencing {
-		op = acquireFencedOp(l.key, l.fenceKey, v, ttlArg)
+		op = acquireFencedOp(l.key, l.fenceKey, v, ttlArg, c.cfg.horizonArg)
+	}
+	if c.cfg.restartGuard > 0 {
+		op = op.guarded(c.cfg.guardArg)
 	}
 	t, err := c.nodes.run(ctx, l.seq, writeRound(op, timeout, ttl))
 	var fence uint64
@@ -228,8 +369,12 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 		l.mu.Unlock()
 		return nil
 	}
+	only := t.unrefused()
 	c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, v, v.gen),
-		wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: t.unrefused()})
+		wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: only})
+	if c.obs.on {
+		c.obs.rollback(l.key, count(only))
+	}
 	qe := newQuorumError("acquire", l.key, ErrNotAcquired, err, t, c.nodes)
 	if quorum {
 		qe.Elapsed = now.Sub(start)
@@ -243,19 +388,30 @@ func writeRound(op nodeOp, timeout, ttl time.Duration) roundSpec {
 	return roundSpec{kind: opWrite, op: op, wait: timeout, ttl: ttl, cancellable: true}
 }
 
-// commitFence is the second round of a fenced acquire. The fence is one more
-// than the highest counter the quorum reported, and it is recorded on a quorum
-// of nodes that still hold our key before anyone may use it; docs/fencing.md
-// argues why that makes fences strictly increase across holders.
-func (c *Client) commitFence(ctx context.Context, l *Lock, v value, t *tally, timeout, ttl time.Duration) (uint64, *tally, error) {
+// commitFence is the second round of a fenced acquire. The fence is above
+// every reading (counter or clock) of the nodes that confirmed the acquire,
+// and it is recorded on a quorum of nodes that still hold our key before
+// anyone may use it; docs/fencing.md argues why that makes fences strictly
+// increase across holders. The nodes whose commit was not confirmed in time
+// (and whose acquire was not refused: our key may be there) get it again in
+// the background, so that lagging counters catch up.
+func (c *Client) commitFence(ctx context.Context, l *Lock, v value, acq *tally, timeout, ttl time.Duration) (uint64, *tally, error) {
 	var highest int64
-	for _, r := range t.replies {
-		if r.status == statusOK && r.val > highest {
-			highest = r.val
+	for _, r := range acq.replies {
+		if r.status == statusOK {
+			highest = max(highest, r.val)
 		}
 	}
-	fence := uint64(highest) + 1
-	t, err := c.nodes.run(ctx, l.seq, writeRound(fenceCommitOp(l.key, l.fenceKey, v, fence), timeout, ttl))
+	fence := fenceAbove(highest)
+	op := fenceCommitOp(l.key, l.fenceKey, v, fence, c.cfg.horizonArg)
+	t, err := c.nodes.run(ctx, l.seq, writeRound(op, timeout, ttl))
+	if err == nil && t.reached() && t.ok < len(t.replies) {
+		late := t.where(func(r reply) bool {
+			return r.status == statusUnknown && acq.replies[r.node].status != statusRefused
+		})
+		c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opWrite, op: op,
+			wait: c.cfg.cleanupTimeout, ttl: ttl, only: late})
+	}
 	return fence, t, err
 }
 
@@ -279,6 +435,7 @@ type Lock struct {
 	client    *Client
 	key       string
 	token     string
+	owner     string // the WithOwner id, if any
 	prefix    string // token + "."; the values we write are prefix + generation
 	prefixArg any    // prefix, boxed once for every script call
 	fenceKey  string // the fence counter's key, with WithFencing
@@ -288,6 +445,7 @@ type Lock struct {
 	extending chan struct{}
 
 	mu          sync.Mutex
+	holds       int    // Acquires of this Lock (reentered by its owner) not yet released
 	gen         uint64 // the generation of the latest value written
 	ttl         time.Duration
 	until       time.Time
@@ -296,6 +454,8 @@ type Lock struct {
 	releaseDone chan struct{} // closed when the first Release has its outcome
 	releaseErr  error
 	deleted     []bool // nodes that confirmed our key's deletion, after Release
+
+	lease *lease // KeepAlive's renewal (lease.go), made by its first call
 }
 
 // nextValue returns the value of the lock's next write.
@@ -315,7 +475,9 @@ func (l *Lock) Key() string {
 }
 
 // Token returns this holder's token, 130 bits from crypto/rand, unique to
-// the Acquire call and stable for the lock's life. The nodes store it,
+// the Acquire call and stable for the lock's life (with WithOwner, 130 bits
+// of a hash of the owner's id instead, the same for every Acquire of that
+// id). The nodes store it,
 // followed by a dot and a generation that grows with each attempt and
 // extension, under the key. It returns "" for a nil Lock.
 func (l *Lock) Token() string {
@@ -330,11 +492,14 @@ func (l *Lock) Token() string {
 // and have the storage reject a write whose fence is lower than the highest
 // it has seen (an equal one is the same holder's next write).
 //
-// Fences strictly increase across successive holders of a key as long as
-// the nodes in the previous holder's quorum keep their counters: no node of
-// that quorum loses its data (a restart without persistence, FLUSHALL,
-// eviction under an allkeys-* policy, failover to a replica that lacked the
-// counter). docs/fencing.md states the argument and its limits.
+// A fence is above both the fencing counters and the clocks (in
+// microseconds since the Unix epoch) that the acquiring quorum read: about
+// 1.8e15 today, growing by about 3.2e13 a year, so it fits a signed 64-bit
+// column. Fences strictly increase across successive holders of a key while
+// the counters of the previous holder's quorum survive, and also when a
+// minority of nodes lost them, or all nodes after the fence horizon, as long
+// as the nodes' clocks do not step back by more than the time since.
+// docs/fencing.md states the argument and its limits.
 func (l *Lock) Fence() uint64 {
 	if l == nil {
 		return 0
@@ -385,6 +550,16 @@ func (l *Lock) prologue(op string, ctx context.Context) (*Client, error) {
 // or a quorum did not confirm our value; that error also matches ctx.Err()
 // when ctx ended first.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil || l.client == nil || !l.client.obs.on {
+		return l.extend(ctx, ttl)
+	}
+	start := time.Now()
+	err := l.extend(ctx, ttl)
+	l.client.obs.done("extend", l.key, start, err)
+	return err
+}
+
+func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	c, err := l.prologue("extend", ctx)
 	if err != nil {
 		return err
@@ -402,6 +577,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, ctx.Err())
 	}
+	defer l.untilMoved() // lease.go: KeepAlive's loss timer follows Until
 	if err := c.nodes.life.begin(); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
 	}
@@ -420,7 +596,11 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	v := l.nextValue()
 	newUntil := c.cfg.validUntil(start, ttl)
 	timeout := c.cfg.nodeTimeout(ttl)
-	t, err := c.nodes.run(ctx, l.seq, writeRound(extendOp(l.key, v, ttl.Milliseconds()), timeout, ttl))
+	op := extendOp(l.key, v, ttl.Milliseconds())
+	if c.cfg.fencing {
+		op = extendFencedOp(l.key, l.fenceKey, v, ttl.Milliseconds(), l.Fence(), c.cfg.horizonArg)
+	}
+	t, err := c.nodes.run(ctx, l.seq, writeRound(op, timeout, ttl))
 	ok := err == nil && t.reached() && c.cfg.clock.Now().Before(newUntil)
 
 	l.mu.Lock()
@@ -461,8 +641,22 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // later (and concurrent) calls wait for it and return nil once a quorum has
 // confirmed the delete, by then or in the background since, and the first
 // call's error otherwise. With a nil ctx the lock is released all the same
-// and the error matches ErrInvalidArgument.
+// and the error matches ErrInvalidArgument. A Lock its owner acquired more
+// than once through this Client (WithOwner) is released on the nodes by the
+// last of its Releases; the earlier ones send nothing and return nil. The
+// Release that sends ends the lock's KeepAlive contexts (cause ErrReleased)
+// before it sends anything.
 func (l *Lock) Release(ctx context.Context) error {
+	if l == nil || l.client == nil || !l.client.obs.on {
+		return l.releaseCall(ctx)
+	}
+	start := time.Now()
+	err := l.releaseCall(ctx)
+	l.client.obs.done("release", l.key, start, err)
+	return err
+}
+
+func (l *Lock) releaseCall(ctx context.Context) error {
 	c, err := l.prologue("release", ctx)
 	if c == nil {
 		return err
@@ -471,6 +665,11 @@ func (l *Lock) Release(ctx context.Context) error {
 		ctx = context.Background()
 	}
 	l.mu.Lock()
+	if l.releaseDone == nil && l.holds > 1 {
+		l.holds-- // the owner still holds it through another Acquire
+		l.mu.Unlock()
+		return err
+	}
 	if done := l.releaseDone; done != nil {
 		l.mu.Unlock()
 		<-done
@@ -481,6 +680,8 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.deleted = make([]bool, len(c.nodes.nodes))
 	ttl := l.ttl
 	l.mu.Unlock()
+	l.stopLease(ErrReleased) // lease.go: no renewal is scheduled from now on
+	c.owners.forget(l)
 
 	outcome := l.release(ctx, c, ttl)
 	l.mu.Lock()
@@ -498,6 +699,7 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error 
 	t, _ := c.nodes.run(ctx, l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, newValue(l.prefix, l.prefixArg, 0), 0),
 		wait: c.cfg.nodeTimeout(ttl), callTimeout: c.cfg.cleanupTimeout, note: l.noteDeleted})
 	if t.reached() {
+		c.waits.released(l.key)
 		return nil
 	}
 	return newQuorumError("release", l.key, ErrNotHeld, nil, t, c.nodes)

@@ -617,6 +617,7 @@ func TestClose(t *testing.T) {
 	key := newKey(t)
 	l, err := c.TryAcquire(ctx, key, time.Minute)
 	require.NoError(t, err)
+	e.awaitHolders(key, l.Token()) // TryAcquire returns at a quorum
 
 	// An Acquire waiting for the held lock is woken by Close.
 	done := make(chan error, 1)

@@ -31,6 +31,8 @@ var (
 	restoreSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
+	//go:embed scripts/restart_guard.lua
+	restartGuardSrc string
 
 	acquireScript       = redis.NewScript(acquireSrc)
 	acquireFencedScript = redis.NewScript(acquireFencedSrc)
@@ -39,7 +41,12 @@ var (
 	restoreScript       = redis.NewScript(restoreSrc)
 	releaseScript       = redis.NewScript(releaseSrc)
 
-	allScripts = []*redis.Script{acquireScript, acquireFencedScript, fenceCommitScript, extendScript, restoreScript, releaseScript}
+	// The guarded acquires run the restart guard's prologue first.
+	acquireGuardedScript       = redis.NewScript(restartGuardSrc + acquireSrc)
+	acquireFencedGuardedScript = redis.NewScript(restartGuardSrc + acquireFencedSrc)
+
+	allScripts = []*redis.Script{acquireScript, acquireFencedScript, fenceCommitScript, extendScript, restoreScript, releaseScript,
+		acquireGuardedScript, acquireFencedGuardedScript}
 )
 
 // nodeOp is one script with its keys and arguments, run on each node of a
@@ -51,10 +58,25 @@ var (
 type nodeOp struct {
 	script *redis.Script
 	read   func(*redis.Cmd) reply
-	keyBuf [2]string
-	argBuf [4]any
+	keyBuf [3]string
+	argBuf [6]any
 	nkeys  int
 	nargs  int
+}
+
+// name says what the op does, for the hooks and the log.
+func (o *nodeOp) name() string {
+	switch o.script {
+	case fenceCommitScript:
+		return "commit"
+	case extendScript:
+		return "extend"
+	case restoreScript:
+		return "restore"
+	case releaseScript:
+		return "delete"
+	}
+	return "acquire"
 }
 
 func (o *nodeOp) run(ctx context.Context, n *node) reply {
@@ -63,16 +85,31 @@ func (o *nodeOp) run(ctx context.Context, n *node) reply {
 
 // writeArgs are the arguments every writing script takes: the value, the
 // TTL in milliseconds, the holder's prefix and the generation.
-func writeArgs(v value, ttlMs any) [4]any {
-	return [4]any{v.s, ttlMs, v.prefixArg, v.gen}
+func writeArgs(v value, ttlMs any) [6]any {
+	return [6]any{v.s, ttlMs, v.prefixArg, v.gen}
 }
 
 func acquireOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: acquireScript, read: readAcquire,
-		keyBuf: [2]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
+		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
 }
 
-func readAcquire(cmd *redis.Cmd) reply { return readCode(cmd, acquireRefusals) }
+// readAcquire reads acquire.lua's reply: a refusal carries the other
+// holder's remaining TTL in milliseconds in val (-1 when unknown).
+func readAcquire(cmd *redis.Cmd) reply {
+	v, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return reply{err: err}
+	case v == 1:
+		return reply{status: statusOK}
+	case v <= 0:
+		return reply{status: statusRefused, val: -v - 1, err: ErrHeldByOther}
+	case v == 3:
+		return reply{status: statusRefused, val: -1, err: ErrRestartGuard}
+	}
+	return reply{err: errUnexpected(v)}
+}
 
 // readCode reads a script's integer reply: 1 is a confirmation, a code in
 // refusals a definite refusal with its cause; an error, or any other code,
@@ -94,51 +131,103 @@ func readCode(cmd *redis.Cmd, refusals map[int64]error) reply {
 // generation of ours is there) is never expected in its own round, except
 // by a delete, which must then leave the later value alone.
 var (
-	acquireRefusals = map[int64]error{0: ErrHeldByOther}
 	commitRefusals  = map[int64]error{0: ErrNotHeld}
 	extendRefusals  = map[int64]error{0: ErrKeyAbsent, -1: ErrHeldByOther}
 	restoreRefusals = map[int64]error{0: ErrHeldByOther}
 	deleteRefusals  = map[int64]error{0: ErrKeyAbsent, -1: ErrHeldByOther, 2: errLaterAttempt}
 )
 
-func acquireFencedOp(key, fenceKey string, v value, ttlMs any) nodeOp {
-	return nodeOp{script: acquireFencedScript, read: readAcquireFenced,
-		keyBuf: [2]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs), nargs: 4}
+// acquireFencedOp is acquireOp that also reads the node's fencing counter
+// and clock; horizonMs is how long the counter is kept once idle.
+func acquireFencedOp(key, fenceKey string, v value, ttlMs, horizonMs any) nodeOp {
+	op := nodeOp{script: acquireFencedScript, read: readAcquireFenced,
+		keyBuf: [3]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs), nargs: 5}
+	op.argBuf[4] = horizonMs
+	return op
 }
 
+// readAcquireFenced reads {code, counter, seconds, microseconds[, pttl]}: a
+// confirmation's val is the node's fence reading (see fenceReading), a
+// refusal's the other holder's remaining TTL as for readAcquire.
 func readAcquireFenced(cmd *redis.Cmd) reply {
-	v, err := cmd.Int64Slice()
-	switch {
-	case err != nil:
+	v, err := cmd.Slice()
+	if err != nil {
 		return reply{err: err}
-	case len(v) != 2 || v[1] < 0:
-		return reply{err: errUnexpected(v)}
-	case v[0] == 1:
-		return reply{status: statusOK, val: v[1]}
-	case v[0] == 0:
-		return reply{status: statusRefused, val: v[1], err: ErrHeldByOther}
-	default:
+	}
+	if len(v) != 4 && len(v) != 5 {
 		return reply{err: errUnexpected(v)}
 	}
+	code, ok := v[0].(int64)
+	counter, err1 := parseReplyInt(v[1])
+	sec, err2 := parseReplyInt(v[2])
+	usec, err3 := parseReplyInt(v[3])
+	if !ok || err1 != nil || err2 != nil || err3 != nil || usec >= 1e6 {
+		return reply{err: errUnexpected(v)}
+	}
+	r := fenceReading(counter, sec, usec)
+	switch code {
+	case 1:
+		return reply{status: statusOK, val: r}
+	case 0:
+		pttl := int64(-1)
+		if len(v) == 5 {
+			if p, ok := v[4].(int64); ok {
+				pttl = p
+			}
+		}
+		return reply{status: statusRefused, val: pttl, err: ErrHeldByOther}
+	case 3:
+		return reply{status: statusRefused, val: -1, err: ErrRestartGuard}
+	}
+	return reply{err: errUnexpected(v)}
 }
 
-func fenceCommitOp(key, fenceKey string, v value, fence uint64) nodeOp {
+// parseReplyInt reads a non-negative integer that a script returned as a
+// string (a stored counter, TIME's fields) or as an integer.
+func parseReplyInt(x any) (int64, error) {
+	switch x := x.(type) {
+	case string:
+		n, err := strconv.ParseInt(x, 10, 64)
+		if err == nil && n < 0 {
+			err = errUnexpected(x)
+		}
+		return n, err
+	case int64:
+		if x < 0 {
+			return 0, errUnexpected(x)
+		}
+		return x, nil
+	}
+	return 0, errUnexpected(x)
+}
+
+func fenceCommitOp(key, fenceKey string, v value, fence uint64, horizonMs any) nodeOp {
 	return nodeOp{script: fenceCommitScript, read: readFenceCommit,
-		keyBuf: [2]string{key, fenceKey}, nkeys: 2, argBuf: [4]any{v.prefixArg, strconv.FormatUint(fence, 10)}, nargs: 2}
+		keyBuf: [3]string{key, fenceKey}, nkeys: 2,
+		argBuf: [6]any{v.prefixArg, strconv.FormatUint(fence, 10), horizonMs}, nargs: 3}
 }
 
 func readFenceCommit(cmd *redis.Cmd) reply { return readCode(cmd, commitRefusals) }
 
 func extendOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: extendScript, read: readExtend,
-		keyBuf: [2]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
+		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
+}
+
+// extendFencedOp is extendOp that also raises the node's fencing counter to
+// the lock's fence and keeps it for horizonMs more.
+func extendFencedOp(key, fenceKey string, v value, ttlMs any, fence uint64, horizonMs any) nodeOp {
+	op := nodeOp{script: extendScript, read: readExtend,
+		keyBuf: [3]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs), nargs: 6}
+	op.argBuf[4], op.argBuf[5] = strconv.FormatUint(fence, 10), horizonMs
+	return op
 }
 
 func readExtend(cmd *redis.Cmd) reply { return readCode(cmd, extendRefusals) }
 
 func restoreOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: restoreScript, read: readRestore,
-		keyBuf: [2]string{key}, nkeys: 1, argBuf: [4]any{v.s, ttlMs}, nargs: 2}
+		keyBuf: [3]string{key}, nkeys: 1, argBuf: [6]any{v.s, ttlMs}, nargs: 2}
 }
 
 func readRestore(cmd *redis.Cmd) reply { return readCode(cmd, restoreRefusals) }
@@ -146,7 +235,7 @@ func readRestore(cmd *redis.Cmd) reply { return readCode(cmd, restoreRefusals) }
 // deleteOp deletes our key up to generation upTo (0: any of ours).
 func deleteOp(key string, v value, upTo uint64) nodeOp {
 	return nodeOp{script: releaseScript, read: readDelete,
-		keyBuf: [2]string{key}, nkeys: 1, argBuf: [4]any{v.prefixArg, upTo}, nargs: 2}
+		keyBuf: [3]string{key}, nkeys: 1, argBuf: [6]any{v.prefixArg, upTo}, nargs: 2}
 }
 
 func readDelete(cmd *redis.Cmd) reply { return readCode(cmd, deleteRefusals) }
@@ -166,4 +255,22 @@ type value struct {
 
 func newValue(prefix string, prefixArg any, gen uint64) value {
 	return value{prefixArg: prefixArg, gen: gen, s: prefix + strconv.FormatUint(gen, 10)}
+}
+
+// restartMarker is the key of a node's boot marker (scripts/restart_guard.lua).
+const restartMarker = "redlock:boot"
+
+// guarded turns an acquire op into its restart-guarded form: the marker as
+// the last key, the guard in milliseconds as the last argument.
+func (o nodeOp) guarded(guardMs any) nodeOp {
+	if o.script == acquireFencedScript {
+		o.script = acquireFencedGuardedScript
+	} else {
+		o.script = acquireGuardedScript
+	}
+	o.keyBuf[o.nkeys] = restartMarker
+	o.nkeys++
+	o.argBuf[o.nargs] = guardMs
+	o.nargs++
+	return o
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,6 +52,21 @@ const (
 type sequencer struct {
 	mu    sync.Mutex
 	lanes []lane
+	// key is the lock's key, boxed once for the command lines of all its
+	// rounds (see keyArg).
+	key    any
+	keyStr string
+}
+
+// keyArg returns k boxed, from the sequencer's cache when it is the lock's
+// key, as it always is for a lock's first key.
+func (s *sequencer) keyArg(k string) any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.key == nil || s.keyStr != k {
+		s.key, s.keyStr = k, k
+	}
+	return s.key
 }
 
 // lane is one lock's calls to one node.
@@ -79,13 +95,17 @@ type job struct {
 	// reported is set once the reply went to the round; retries and redos
 	// report only to the round's note.
 	reported bool
-	skip     error  // set when dequeued: the job is obsolete and not sent
-	shared   bool   // a delete's first try, started at once: it runs under its round's deadline
-	watched  bool   // a write whose round's end will stop the lane waiting
-	detached bool   // a write the lane no longer waits for
-	mark     uint64 // the lane's delete count when it was detached
-	tries    int    // deletes: sends so far
-	retrying bool   // a delete parked for, or on, another try: counted in PendingCleanups
+	skip     error        // set when dequeued: the job is obsolete and not sent
+	shared   bool         // a delete's first try, started at once: it runs under its round's deadline
+	watched  bool         // a write whose round's end will stop the lane waiting
+	detached bool         // a write the lane no longer waits for
+	mark     uint64       // the lane's delete count when it was detached
+	tries    atomic.Int32 // deletes: sends so far; read by watchers of earlier tries
+	retrying bool         // a delete parked for, or on, another try: counted in PendingCleanups
+	// here: the round's caller runs this first try itself (runHere) on a
+	// node whose client bounds the call; a delete's then ends at the
+	// round's wait, and an unknown outcome is retried as usual.
+	here bool
 }
 
 // push queues j on its node's lane and starts it if the lane is idle.
@@ -95,6 +115,28 @@ func (s *sequencer) push(p *nodeSet, j *job) {
 	s.mu.Unlock()
 	if start != nil {
 		p.work(task{s: s, j: start})
+	}
+}
+
+// claim queues j on its node's lane and, if the lane is idle, returns it for
+// the caller to run with runHere instead of starting a worker.
+func (s *sequencer) claim(p *nodeSet, j *job) *job {
+	s.mu.Lock()
+	start := s.enqueue(p, j)
+	if start != nil {
+		start.here = true
+		start.shared = false // its own deadline, not the round's watcher
+	}
+	s.mu.Unlock()
+	return start
+}
+
+// runHere runs j, claimed by the caller, on the caller's goroutine, and
+// hands the lane's next job, if any, to a worker.
+func (s *sequencer) runHere(p *nodeSet, j *job) {
+	rep := j.run(s, p)
+	if next := s.done(p, j, rep); next != nil {
+		p.work(task{s: s, j: next})
 	}
 }
 
@@ -128,7 +170,7 @@ func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 		}
 		if !cur.watched {
 			cur.watched = true
-			context.AfterFunc(cur.r.ctx, func() { s.unstick(p, i, cur) })
+			cur.r.ctx.AfterFunc(func() { go s.unstick(p, i, cur) })
 		}
 	}
 	j.shared = false
@@ -249,7 +291,7 @@ func (s *sequencer) advance(l *lane) *job {
 // have expired by then or the client gave up on its background work.
 // Called with s.mu held.
 func (s *sequencer) retry(p *nodeSet, l *lane, j *job) bool {
-	wait := cleanupRetryMin << min(j.tries-1, 5)
+	wait := cleanupRetryMin << min(j.tries.Load()-1, 5)
 	wait = min(wait, cleanupRetryMax)
 	if p.life.abandoned() || time.Now().Add(wait).After(l.expireBy) {
 		return false
@@ -261,6 +303,9 @@ func (s *sequencer) retry(p *nodeSet, l *lane, j *job) bool {
 	}
 	l.current = nil
 	time.AfterFunc(wait, func() { s.resume(p, j) })
+	if p.obs.on {
+		p.obs.cleanupRetry(j.r.spec.op.keyBuf[0], j.node, p.nodes[j.node].address(), int(j.tries.Load()), wait)
+	}
 	return true
 }
 
@@ -271,10 +316,10 @@ func (s *sequencer) retry(p *nodeSet, l *lane, j *job) bool {
 //
 // firstTry is set by the round's shared watcher: it gives up only on first
 // tries that run under the round's deadline.
-func (s *sequencer) giveUpOn(p *nodeSet, j *job, firstTry bool) {
+func (s *sequencer) giveUpOn(p *nodeSet, j *job, firstTry bool, try int32) {
 	s.mu.Lock()
 	l := &s.lanes[j.node]
-	if l.current != j || j.detached || l.strandedDeletes > 0 || firstTry && !j.shared {
+	if try != 0 && j.tries.Load() != try || l.current != j || j.detached || l.strandedDeletes > 0 || firstTry && !j.shared {
 		// With one delete of this lane already left to go-redis, the lane
 		// waits for this one: a stalled node holds at most one abandoned
 		// write and one abandoned delete per lock.
@@ -288,11 +333,12 @@ func (s *sequencer) giveUpOn(p *nodeSet, j *job, firstTry bool) {
 		j.retrying = false
 		p.nodes[j.node].pendingCleanups.Add(-1)
 	}
-	tries := 1
+	tries := int32(1)
 	if !firstTry {
-		tries = j.tries // set by this job's worker before it armed the watcher
+		tries = try
 	}
-	again := &job{r: j.r, node: j.node, reported: true, tries: tries}
+	again := &job{r: j.r, node: j.node, reported: true}
+	again.tries.Store(tries)
 	p.life.add(1)
 	if !s.retry(p, l, again) {
 		// No time left for another try: the lane goes on.
@@ -339,25 +385,38 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 		if r.ctx.Err() != nil {
 			rep = reply{err: errNotSent}
 		} else {
-			rep = n.call(r.ctx, &r.spec.op)
+			rep = n.call(&r.ctx, &r.spec.op, r.args)
 		}
 	default:
 		// A delete's deadline runs from when it is sent, however long it
 		// waited in the lane.
-		j.tries++
-		if j.shared {
-			rep = n.call(r.ctx, &r.spec.op) // the round's deadline and watcher
+		try := j.tries.Add(1)
+		if j.here && try == 1 {
+			// On the caller's goroutine, on a client that bounds the call:
+			// it ends when the caller stops waiting.
+			c := &roundCtx{}
+			c.start(r.base, r.deadline)
+			rep = n.call(c, &r.spec.op, r.args)
+			c.end(context.Canceled)
 			break
 		}
-		ctx, cancel := context.WithTimeout(r.base, r.spec.callTimeout)
-		stop := context.AfterFunc(ctx, func() { s.giveUpOn(p, j, false) })
-		rep = n.call(ctx, &r.spec.op)
-		stop()
-		cancel()
+		if j.shared {
+			rep = n.call(&r.ctx, &r.spec.op, r.args) // the round's deadline and watcher
+			break
+		}
+		// A watcher that fires late, once this try is over, must not give
+		// up on the job's next try: it names its own.
+		c := &roundCtx{expired: func() { s.giveUpOn(p, j, false, try) }}
+		c.start(r.base, time.Now().Add(r.spec.callTimeout))
+		rep = n.call(c, &r.spec.op, r.args)
+		c.end(context.Canceled) // returned in time: nobody to give up on
 	}
 	rep.node = n.index
 	if r.spec.note != nil {
 		r.spec.note(rep)
+	}
+	if p.obs.on && rep.status != statusOK {
+		p.obs.nodeError(r.spec.op.name(), r.spec.op.keyBuf[0], n.index, n.address(), rep.err)
 	}
 	if !j.reported {
 		j.reported = true

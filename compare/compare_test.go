@@ -36,18 +36,19 @@ func TestHarness(t *testing.T) {
 		"## Uncontended Acquire+Release",
 		"## Contention: many goroutines, one key",
 		"## Many keys: 64 goroutines, a key each",
-		"| N=1 | floor |", "| N=1 | redlock |", "| N=1 | redsync |", "| N=1 | redsync-failfast |", "| N=1 | redislock |",
+		"| N=1 | floor-bare |", "| N=1 | floor-ctx |", "| N=1 | min-setnx-script |", "| N=1 | min-script-script |", "| N=1 | redlock |", "| N=1 | redlock-ctxtimeout |", "| N=1 | redsync |", "| N=1 | redsync-failfast |", "| N=1 | redislock |",
 		"| N=3 | redlock |",
 		"| N=5, 1 node +20ms | redlock |", "| N=5, 2 nodes +20ms | redsync |", "| N=5, 1 node blackholed | redsync-failfast |",
 		"| N=5, 64 goroutines, 1 key | redlock |", "| N=1, 16 goroutines, 1 key | redislock |",
-		"| N=5, 64 goroutines, 64 keys | floor |",
+		"| N=5, 64 goroutines, 64 keys | floor-bare |",
+		"## Targets",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
 	// redislock locks on one node only; the floor has no place in contention.
-	for _, bad := range []string{"| N=3 | redislock |", "1 key | floor |"} {
+	for _, bad := range []string{"| N=3 | redislock |", "1 key | floor", "+20ms | min-setnx", "1 key | min-"} {
 		if strings.Contains(md, bad) {
 			t.Errorf("output has %q", bad)
 		}

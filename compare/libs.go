@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -27,7 +28,10 @@ type contender struct {
 	// floor: not a lock at all but the round-trip floor; it takes part in the
 	// uncontended and many-keys scenarios only.
 	floor bool
-	open  func(clients []*redis.Client, contended bool) (locker, error)
+	// experiment: a minimal lock written here, without deadlines, to show
+	// what the commands themselves cost; healthy nodes, no contention.
+	experiment bool
+	open       func(clients []*redis.Client, sc *scenario) (locker, error)
 }
 
 // locker is what a workload needs from a library. Handles are pointers, so
@@ -44,8 +48,13 @@ type locker interface {
 }
 
 const (
-	nameFloor      = "floor"
+	nameBare       = "floor-bare"
+	nameFloor      = "floor-ctx"
+	nameMinScript  = "min-setnx-script"
+	nameMinPlain   = "min-setnx-del"
+	nameMinScripts = "min-script-script"
 	nameRedlock    = "redlock"
+	nameRedlockCtx = "redlock-ctxtimeout"
 	nameRedsync    = "redsync"
 	nameRedsyncFF  = "redsync-failfast"
 	nameRedislock  = "redislock"
@@ -56,11 +65,16 @@ const (
 
 func contenders() []contender {
 	return []contender{
+		{name: nameBare, floor: true, open: openBare},
 		{name: nameFloor, floor: true, open: openFloor},
 		{name: nameRedlock, open: openRedlock},
+		{name: nameRedlockCtx, open: openRedlockCtx},
 		{name: nameRedsync, open: openRedsync(false)},
 		{name: nameRedsyncFF, open: openRedsync(true)},
 		{name: nameRedislock, singleNode: true, open: openRedislock},
+		{name: nameMinPlain, experiment: true, open: openMinimal(releaseDel)},
+		{name: nameMinScript, experiment: true, open: openMinimal(releaseScript)},
+		{name: nameMinScripts, experiment: true, open: openMinimal(acquireScriptReleaseScript)},
 	}
 }
 
@@ -69,7 +83,7 @@ func contenders() []contender {
 
 type redlockLocker struct{ c *redlock.Client }
 
-func openRedlock(clients []*redis.Client, _ bool) (locker, error) {
+func openRedlock(clients []*redis.Client, _ *scenario) (locker, error) {
 	nodes := make([]redis.UniversalClient, len(clients))
 	for i, c := range clients {
 		nodes[i] = c
@@ -79,6 +93,39 @@ func openRedlock(clients []*redis.Client, _ bool) (locker, error) {
 		return nil, err
 	}
 	return redlockLocker{c}, nil
+}
+
+// ---- redlock on clients of its own with ContextTimeoutEnabled, as its
+// README recommends: go-redis then ends a call at its context's deadline, and
+// redlock makes one node's call on the caller's goroutine instead of a
+// worker's. The other libraries do not change with that option the same way,
+// so this row is redlock's alone (with -ctx-timeout it equals redlock's).
+
+type redlockCtxLocker struct {
+	redlockLocker
+	own []*redis.Client
+}
+
+func openRedlockCtx(clients []*redis.Client, sc *scenario) (locker, error) {
+	own := make([]*redis.Client, len(clients))
+	for i, c := range clients {
+		o := *c.Options()
+		o.ContextTimeoutEnabled = true
+		own[i] = redis.NewClient(&o)
+	}
+	l, err := openRedlock(own, sc)
+	if err != nil {
+		return nil, err
+	}
+	return redlockCtxLocker{l.(redlockLocker), own}, nil
+}
+
+func (r redlockCtxLocker) close(ctx context.Context) error {
+	err := r.c.Close(ctx)
+	for _, c := range r.own {
+		_ = c.Close()
+	}
+	return err
 }
 
 func (r redlockLocker) lock(ctx context.Context, key string) (any, error) {
@@ -101,8 +148,8 @@ type redsyncLocker struct {
 	opts []redsync.Option
 }
 
-func openRedsync(failFast bool) func([]*redis.Client, bool) (locker, error) {
-	return func(clients []*redis.Client, _ bool) (locker, error) {
+func openRedsync(failFast bool) func([]*redis.Client, *scenario) (locker, error) {
+	return func(clients []*redis.Client, _ *scenario) (locker, error) {
 		pools := make([]redsyncredis.Pool, len(clients))
 		for i, c := range clients {
 			pools[i] = goredis.NewPool(c)
@@ -141,11 +188,11 @@ type redislockLocker struct {
 	contended bool
 }
 
-func openRedislock(clients []*redis.Client, contended bool) (locker, error) {
+func openRedislock(clients []*redis.Client, sc *scenario) (locker, error) {
 	if len(clients) != 1 {
 		return nil, fmt.Errorf("redislock runs on one node, not %d", len(clients))
 	}
-	return redislockLocker{c: redislock.New(clients[0]), contended: contended}, nil
+	return redislockLocker{c: redislock.New(clients[0]), contended: sc.kind == contention}, nil
 }
 
 func (r redislockLocker) lock(ctx context.Context, key string) (any, error) {
@@ -176,7 +223,7 @@ func (redislockLocker) close(context.Context) error { return nil }
 
 type floorLocker struct{ f *pingfloor.Floor }
 
-func openFloor(clients []*redis.Client, _ bool) (locker, error) {
+func openFloor(clients []*redis.Client, _ *scenario) (locker, error) {
 	return floorLocker{pingfloor.New(clients, floorTimeout)}, nil
 }
 
@@ -201,6 +248,109 @@ func (f floorLocker) close(ctx context.Context) error {
 	}
 }
 
+// ---- the bare floor: two fan-outs of one fresh goroutine per node sending
+// PING, the caller waiting on a channel for a quorum; nothing else. With slow
+// nodes it runs on the fast ones only (it has no deadline), with the quorum
+// of the whole set: the floor of the fast quorum.
+
+type bareLocker struct{ b *pingfloor.Bare }
+
+func openBare(clients []*redis.Client, sc *scenario) (locker, error) {
+	return bareLocker{pingfloor.NewBare(clients[sc.slow:], len(clients)/2+1)}, nil
+}
+
+func (f bareLocker) lock(context.Context, string) (any, error) { return nil, f.b.FanOut() }
+func (f bareLocker) unlock(context.Context, any) error         { return f.b.FanOut() }
+func (bareLocker) close(context.Context) error                 { return nil }
+
+// ---- minimal locks: the least a correct lock sends, each fan-out one fresh
+// goroutine per node and a channel, like the bare floor, no deadlines, no
+// rollback. Acquire is SET NX PX with a random token (or, in
+// min-script-script, a script like redlock's); release is either the
+// token-checked delete script (the least a correct release sends on Redis 7,
+// which has no compare-and-delete command) or a plain DEL (not correct: it
+// would delete another holder's key; it shows what the script round costs).
+
+var (
+	minReleaseScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+	// minAcquireScript does what redlock's acquire.lua does when the key is
+	// absent: GET, then SET PX.
+	minAcquireScript = redis.NewScript(`local v = redis.call('GET', KEYS[1])
+if v and v ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1`)
+)
+
+type minRelease int
+
+const (
+	releaseScript minRelease = iota
+	releaseDel
+	acquireScriptReleaseScript // acquire with a script too, as redlock does
+)
+
+type minimalLocker struct {
+	nodes   []*redis.Client
+	release minRelease
+}
+
+type minimalLock struct{ key, token string }
+
+func openMinimal(release minRelease) func([]*redis.Client, *scenario) (locker, error) {
+	return func(clients []*redis.Client, _ *scenario) (locker, error) {
+		return &minimalLocker{nodes: clients, release: release}, nil
+	}
+}
+
+func (m *minimalLocker) fanOut(call func(c *redis.Client) bool) bool {
+	out := make(chan bool, len(m.nodes))
+	for _, c := range m.nodes {
+		go func() { out <- call(c) }()
+	}
+	q, ok := len(m.nodes)/2+1, 0
+	for pending := len(m.nodes); pending > 0 && ok < q && ok+pending >= q; pending-- {
+		if <-out {
+			ok++
+		}
+	}
+	return ok >= q
+}
+
+func (m *minimalLocker) lock(ctx context.Context, key string) (any, error) {
+	l := &minimalLock{key: key, token: rand.Text()}
+	set := func(c *redis.Client) bool { return c.SetNX(ctx, key, l.token, ttl).Val() }
+	if m.release == acquireScriptReleaseScript {
+		set = func(c *redis.Client) bool {
+			n, _ := minAcquireScript.Run(ctx, c, []string{key}, l.token, ttl.Milliseconds()).Int()
+			return n == 1
+		}
+	}
+	if !m.fanOut(set) {
+		return nil, errNotAcquired
+	}
+	return l, nil
+}
+
+func (m *minimalLocker) unlock(ctx context.Context, h any) error {
+	l := h.(*minimalLock)
+	var ok bool
+	if m.release == releaseDel {
+		ok = m.fanOut(func(c *redis.Client) bool { return c.Del(ctx, l.key).Val() == 1 })
+	} else {
+		ok = m.fanOut(func(c *redis.Client) bool {
+			n, _ := minReleaseScript.Run(ctx, c, []string{l.key}, l.token).Int()
+			return n == 1
+		})
+	}
+	if !ok {
+		return errNotReleased
+	}
+	return nil
+}
+
+func (*minimalLocker) close(context.Context) error { return nil }
+
 var (
 	errNotReleased = errors.New("unlock reported no quorum")
+	errNotAcquired = errors.New("lock reported no quorum")
 )

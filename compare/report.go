@@ -13,12 +13,59 @@ import (
 	"github.com/redlock-go/redlock/internal/benchkit"
 )
 
-// Targets for redlock's rows, from the benchmark issue.
+// Targets for redlock's rows, from the fast-path issue; floors are the bare
+// floor (pingfloor.Bare).
 const (
-	targetFloor      = 1.15 // uncontended p50 ÷ floor
-	targetDelayFloor = 1.5  // p50 ÷ floor of the fast quorum, one node delayed
-	targetScale      = 2.0  // (p50 ÷ floor at N=7) ÷ (p50 ÷ floor at N=1)
+	targetFloor    = 1.2 // uncontended p50 ÷ bare floor, N ≥ 3 and with one slow or silent node
+	targetFailFast = 0.9 // uncontended p50 ÷ redsync WithFailFast's, N ≥ 3
+	targetAllocs5  = 100 // allocations per Acquire+Release at N = 5
+	targetManyKeys = 0.9 // many keys: locks/s ÷ the bare floor's pairs/s
 )
+
+// goal is one target for redlock's row in a scenario, and whether it was met.
+type goal struct {
+	text     string
+	measured string
+	met      bool
+}
+
+// goals are the targets for redlock's row in an uncontended scenario; none
+// when the scenario has none.
+func goals(r *result, st stats) []goal {
+	bare, okB := statsOf(r.get(nameBare))
+	var out []goal
+	vsBare := func(what string) {
+		if okB {
+			x := ratio(st.p50, bare.p50)
+			out = append(out, goal{fmt.Sprintf("p50 ≤ %.1f × bare floor%s", targetFloor, what),
+				fmt.Sprintf("%s µs = %.2f × %s µs", us(st.p50), x, us(bare.p50)), x <= targetFloor})
+		}
+	}
+	switch {
+	case r.sc.slow > 0:
+		if r.sc.faultTarget {
+			vsBare(" of the fast nodes")
+		}
+		return out
+	case r.sc.nodes == 1:
+		if rl, ok := statsOf(r.get(nameRedislock)); ok {
+			out = append(out,
+				goal{"p50 ≤ redislock's", fmt.Sprintf("%s µs vs %s µs", us(st.p50), us(rl.p50)), st.p50 <= rl.p50},
+				goal{"allocs ≤ redislock's", fmt.Sprintf("%.1f vs %.1f", st.allocs, rl.allocs), st.allocs <= rl.allocs})
+		}
+		return out
+	}
+	vsBare("")
+	if ff, ok := statsOf(r.get(nameRedsyncFF)); ok {
+		x := ratio(st.p50, ff.p50)
+		out = append(out, goal{fmt.Sprintf("p50 ≤ %.1f × redsync-failfast", targetFailFast),
+			fmt.Sprintf("%.2f × %s µs", x, us(ff.p50)), x <= targetFailFast})
+	}
+	if r.sc.nodes == 5 {
+		out = append(out, goal{fmt.Sprintf("allocs ≤ %d", targetAllocs5), fmt.Sprintf("%.1f", st.allocs), st.allocs <= targetAllocs5})
+	}
+	return out
+}
 
 // stats are the figures derived from one sample.
 type stats struct {
@@ -34,8 +81,10 @@ func statsOf(s *sample) (st stats, ok bool) {
 	}
 	d := slices.Clone(s.lat)
 	st = stats{n: len(d), p50: benchkit.Percentile(d, 50), p99: benchkit.Percentile(d, 99)}
+	if s.allocOps > 0 {
+		st.allocs = float64(s.mallocs) / float64(s.allocOps)
+	}
 	if s.ops > 0 {
-		st.allocs = float64(s.mallocs) / float64(s.ops)
 		if s.busy > 0 {
 			st.rate = float64(s.ops) / s.busy.Seconds()
 		}
@@ -78,14 +127,20 @@ func writeSetup(w io.Writer, cfg config, took time.Duration) {
 	fmt.Fprintf(w, "Every library gets its own go-redis clients with the same options "+
 		"(defaults, ContextTimeoutEnabled=%v), TTL %v, its default settings otherwise; "+
 		"redsync through its goredis/v9 pool adapter, one Mutex per lock. "+
-		"%d interleaved rounds per scenario, the order of the libraries rotating each round; "+
-		"uncontended: up to %d ops or %v per library and round; contention and many keys: %v per library and round; "+
+		"%d rounds per scenario; uncontended: up to %d iterations per round (or %v per library), each iteration one "+
+		"Acquire+Release of every library in a fresh random order, allocations counted afterwards in a batch per library; "+
+		"contention and many keys: %v per library and round, the order rotating each round; "+
 		"at most %v per library and scenario (rounds skipped after that are marked †).\n\n",
 		cfg.ctxTimeout, ttl, cfg.rounds, cfg.ops, cfg.roundTime, cfg.sliceTime, cfg.budget)
-	fmt.Fprintf(w, "The floor is two parallel PING fan-outs in a row, each returning when a quorum has answered "+
-		"(one round trip for acquire, one for release), measured in the same rounds on the same nodes; "+
-		"with slow nodes it is the floor of the fast quorum. Faulted nodes sit behind an in-process TCP proxy, "+
-		"the others are direct.\n\n")
+	fmt.Fprintf(w, "Two floors, each two PING fan-outs in a row that return when a quorum has answered "+
+		"(one round trip for acquire, one for release), measured in the same loop on the same nodes. "+
+		"**floor-bare**: one fresh goroutine per node and a channel, nothing else; with slow nodes it runs on the fast "+
+		"ones only (with the quorum of all). The targets use it. **floor-ctx**: the previous floor, which adds a "+
+		"context with the 50 ms node deadline and a WaitGroup per fan-out. "+
+		"min-setnx-del, min-setnx-script and min-script-script are minimal locks written in the harness the same way "+
+		"as the bare floor: SET NX PX (or a GET-then-SET script like redlock's) to acquire, and DEL (not a correct "+
+		"release) or a token-checked delete script to release. "+
+		"Faulted nodes sit behind an in-process TCP proxy, the others are direct.\n\n")
 }
 
 func redisVersion() string {
@@ -142,46 +197,39 @@ func writeUncontended(w io.Writer, results []*result) {
 		return
 	}
 	fmt.Fprintf(w, "## Uncontended Acquire+Release\n\n")
-	fmt.Fprintf(w, "| scenario | library | ops | p50 µs | p99 µs | p50 ÷ floor | p99 ÷ floor | p50 ÷ redsync | allocs/op | target (redlock) | met |\n")
-	fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|---|---|\n")
+	fmt.Fprintf(w, "| scenario | library | ops | p50 µs | p99 µs | p50 ÷ bare floor | p50 ÷ floor-ctx | p99 ÷ bare floor | p50 ÷ redsync-failfast | allocs/op | target (redlock) | met |\n")
+	fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n")
 	for _, r := range rows {
+		bare, _ := statsOf(r.get(nameBare))
 		floor, _ := statsOf(r.get(nameFloor))
-		rs, hasRS := statsOf(r.get(nameRedsync))
+		ff, hasFF := statsOf(r.get(nameRedsyncFF))
 		for _, s := range r.samples {
 			st, ok := statsOf(s)
 			if !ok {
-				fmt.Fprintf(w, "| %s | %s | 0 | – | – | – | – | – | – | | failed: %v |\n", r.sc.name, s.lib, s.firstErr)
+				fmt.Fprintf(w, "| %s | %s | 0 | – | – | – | – | – | – | – | | failed: %v |\n", r.sc.name, s.lib, s.firstErr)
 				continue
 			}
-			vsRS := "–"
-			if hasRS {
-				vsRS = fmt.Sprintf("%.2f", ratio(st.p50, rs.p50))
+			vsFF := "–"
+			if hasFF {
+				vsFF = fmt.Sprintf("%.2f", ratio(st.p50, ff.p50))
 			}
-			target, met := "", ""
-			if s.lib == nameRedlock && r.sc.target != "" {
-				target = r.sc.target
-				met = yesNo(rowMet(r, st, floor, rs, hasRS))
+			var texts, mets []string
+			if s.lib == nameRedlock || s.lib == nameRedlockCtx {
+				for _, g := range goals(r, st) {
+					texts = append(texts, g.text)
+					mets = append(mets, yesNo(g.met))
+				}
 			}
-			fmt.Fprintf(w, "| %s | %s | %d%s | %s | %s | %.2f | %.2f | %s | %.1f | %s | %s |\n",
+			goal, met := strings.Join(texts, "; "), strings.Join(mets, "; ")
+			fmt.Fprintf(w, "| %s | %s | %d%s | %s | %s | %.2f | %.2f | %.2f | %s | %.1f | %s | %s |\n",
 				r.sc.name, s.lib, st.n, mark(s), us(st.p50), us(st.p99),
-				ratio(st.p50, floor.p50), ratio(st.p99, floor.p50), vsRS, st.allocs, target, met)
+				ratio(st.p50, bare.p50), ratio(st.p50, floor.p50), ratio(st.p99, bare.p50), vsFF, st.allocs, goal, met)
 		}
 	}
-	fmt.Fprintf(w, "\nallocs/op counts every heap allocation in the process while the library ran, "+
-		"including its background goroutines and go-redis.\n\n")
+	fmt.Fprintf(w, "\nallocs/op counts every heap allocation in the process during a batch of one library's "+
+		"Acquire+Release run after the interleaved rounds, including its background goroutines and go-redis; "+
+		"the lowest of three batches.\n\n")
 	writeFailures(w, rows)
-}
-
-// rowMet checks redlock's row against its scenario's target.
-func rowMet(r *result, st, floor, rs stats, hasRS bool) bool {
-	if r.sc.slow > 0 {
-		return ratio(st.p50, floor.p50) <= targetDelayFloor
-	}
-	ok := ratio(st.p50, floor.p50) <= targetFloor
-	if hasRS {
-		ok = ok && st.p50 <= rs.p50 && st.allocs <= rs.allocs
-	}
-	return ok
 }
 
 func writeFailures(w io.Writer, rows []*result) {
@@ -199,7 +247,7 @@ func writeFailures(w io.Writer, rows []*result) {
 func uncontendedFloor(results []*result, n int) (time.Duration, bool) {
 	for _, r := range results {
 		if r.sc.kind == uncontended && r.sc.slow == 0 && r.sc.nodes == n {
-			if st, ok := statsOf(r.get(nameFloor)); ok {
+			if st, ok := statsOf(r.get(nameBare)); ok {
 				return st.p50, true
 			}
 		}
@@ -214,7 +262,7 @@ func writeContention(w io.Writer, results []*result) {
 	}
 	fmt.Fprintf(w, "## Contention: many goroutines, one key\n\n")
 	fmt.Fprintf(w, "Handoff: from the moment a holder starts to release to the moment the next holder's acquire returns; "+
-		"its floor is the uncontended floor at the same N. Each library retries its default way "+
+		"its floor is the uncontended bare floor at the same N. Each library retries its default way "+
 		"(redlock: jittered exponential 5–200 ms; redsync: 50–250 ms, 32 tries; "+
 		"redislock has no default retry and gets exponential 5–200 ms).\n\n")
 	fmt.Fprintf(w, "| scenario | library | acquisitions | locks/s | handoff p50 µs | handoff p99 µs | handoff p50 ÷ floor | failures | overlaps |\n")
@@ -249,11 +297,11 @@ func writeManyKeys(w io.Writer, results []*result) {
 		return
 	}
 	fmt.Fprintf(w, "## Many keys: 64 goroutines, a key each\n\n")
-	fmt.Fprintf(w, "The floor's rate is PING fan-out pairs per second under the same concurrency.\n\n")
+	fmt.Fprintf(w, "A floor's rate is PING fan-out pairs per second under the same concurrency; ÷ floor divides by the bare floor's.\n\n")
 	fmt.Fprintf(w, "| scenario | library | ops | locks/s | ÷ floor | ÷ redsync | p50 µs | p99 µs |\n")
 	fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rows {
-		floor, _ := statsOf(r.get(nameFloor))
+		floor, _ := statsOf(r.get(nameBare))
 		rs, hasRS := statsOf(r.get(nameRedsync))
 		for _, s := range r.samples {
 			st, ok := statsOf(s)
@@ -277,71 +325,30 @@ func writeManyKeys(w io.Writer, results []*result) {
 	writeFailures(w, rows)
 }
 
-// find returns the uncontended result with n nodes and slow faulted nodes.
-func find(results []*result, n, slow int, delay bool) *result {
-	for _, r := range results {
-		if r.sc.kind != uncontended || r.sc.nodes != n || r.sc.slow != slow {
-			continue
-		}
-		if slow > 0 && strings.Contains(r.sc.name, "+20ms") != delay {
-			continue
-		}
-		return r
-	}
-	return nil
-}
-
 func writeTargets(w io.Writer, results []*result) {
 	type line struct{ target, measured, met string }
 	var lines []line
 	add := func(target, measured string, ok bool) {
 		lines = append(lines, line{target, measured, yesNo(ok)})
 	}
-	if r := find(results, 5, 0, false); r != nil {
-		rl, ok1 := statsOf(r.get(nameRedlock))
-		fl, ok2 := statsOf(r.get(nameFloor))
-		rs, ok3 := statsOf(r.get(nameRedsync))
-		ff, ok4 := statsOf(r.get(nameRedsyncFF))
-		if ok1 && ok2 {
-			x := ratio(rl.p50, fl.p50)
-			add(fmt.Sprintf("N=5 uncontended: p50 ≤ %.2f × floor", targetFloor),
-				fmt.Sprintf("%s µs = %.2f × floor (%s µs)", us(rl.p50), x, us(fl.p50)), x <= targetFloor)
-		}
-		if ok1 && ok3 {
-			m := fmt.Sprintf("redlock %s µs, redsync %s µs", us(rl.p50), us(rs.p50))
-			if ok4 {
-				m += fmt.Sprintf(", redsync-failfast %s µs", us(ff.p50))
+	for _, lib := range []string{nameRedlock, nameRedlockCtx} {
+		for _, r := range ofKind(results, uncontended) {
+			rl, ok := statsOf(r.get(lib))
+			if !ok {
+				continue
 			}
-			add("N=5 uncontended: p50 ≤ redsync's", m, rl.p50 <= rs.p50)
-			add("N=5 uncontended: allocs per Acquire+Release ≤ redsync's",
-				fmt.Sprintf("redlock %.1f, redsync %.1f", rl.allocs, rs.allocs), rl.allocs <= rs.allocs)
-		}
-	}
-	if r := find(results, 5, 1, true); r != nil {
-		rl, ok1 := statsOf(r.get(nameRedlock))
-		fl, ok2 := statsOf(r.get(nameFloor))
-		rs, ok3 := statsOf(r.get(nameRedsync))
-		if ok1 && ok2 {
-			x := ratio(rl.p50, fl.p50)
-			m := fmt.Sprintf("%s µs = %.2f × floor (%s µs)", us(rl.p50), x, us(fl.p50))
-			if ok3 {
-				m += fmt.Sprintf("; redsync %s µs", us(rs.p50))
+			for _, g := range goals(r, rl) {
+				add(lib+", "+r.sc.name+": "+g.text, g.measured, g.met)
 			}
-			add(fmt.Sprintf("N=5, 1 node +20 ms: p50 ≤ %.1f × floor of the fast quorum", targetDelayFloor), m, x <= targetDelayFloor)
 		}
-	}
-	r1, r7 := find(results, 1, 0, false), find(results, 7, 0, false)
-	if r1 != nil && r7 != nil {
-		a1, ok1 := statsOf(r1.get(nameRedlock))
-		f1, ok2 := statsOf(r1.get(nameFloor))
-		a7, ok3 := statsOf(r7.get(nameRedlock))
-		f7, ok4 := statsOf(r7.get(nameFloor))
-		if ok1 && ok2 && ok3 && ok4 {
-			x1, x7 := ratio(a1.p50, f1.p50), ratio(a7.p50, f7.p50)
-			add(fmt.Sprintf("N=7 ≤ %.0f × N=1, each relative to its floor", targetScale),
-				fmt.Sprintf("%.2f × floor at N=7 vs %.2f × at N=1: %.2f (absolute: %s vs %s µs, %.2f; floor %s vs %s µs)",
-					x7, x1, x7/x1, us(a7.p50), us(a1.p50), ratio(a7.p50, a1.p50), us(f7.p50), us(f1.p50)),
-				x7/x1 <= targetScale)
+		for _, r := range ofKind(results, manyKeys) {
+			rl, ok1 := statsOf(r.get(lib))
+			bare, ok2 := statsOf(r.get(nameBare))
+			if ok1 && ok2 && bare.rate > 0 {
+				x := rl.rate / bare.rate
+				add(fmt.Sprintf("%s, %s: locks/s ≥ %.1f × bare floor's", lib, r.sc.name, targetManyKeys),
+					fmt.Sprintf("%.0f/s = %.2f × bare floor (%.0f/s)", rl.rate, x, bare.rate), x >= targetManyKeys)
+			}
 		}
 	}
 	if len(lines) == 0 {

@@ -6,7 +6,9 @@
 -- ARGV[3]  the holder's prefix (its token and a dot)
 -- ARGV[4]  this attempt's generation
 -- Returns  1 when the key now holds ARGV[1] with the new expiry,
---          0 when another holder's value is there (nothing is changed),
+--          -(pttl + 1), 0 or less, when another holder's value is there
+--            (nothing is changed): pttl is its remaining time to live in
+--            milliseconds, -1 when unknown: a waiter sleeps at most that,
 --          2 when a later generation of ours is there: this call is stale
 --            (it landed after a later one) and changes nothing.
 -- Taking over our own earlier value is what makes a retry after a lost reply
@@ -14,7 +16,11 @@
 local v = redis.call('GET', KEYS[1])
 if v then
   if string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then
-    return 0
+    local ok, pttl = pcall(redis.call, 'PTTL', KEYS[1])
+    if not ok then
+      pttl = -1 -- an ACL without PTTL: the waiter falls back to its backoff
+    end
+    return -pttl - 1
   end
   local gen = tonumber(string.sub(v, #ARGV[3] + 1))
   if gen and gen > tonumber(ARGV[4]) then

@@ -8,6 +8,9 @@
 --          0 when the key was absent (expired, or never set on this node),
 --         -1 when another holder's value is there (nothing is changed),
 --          2 when a later generation of ours is there (nothing is changed).
+-- A delete is announced on the key's release channel, to wake the clients
+-- waiting for the key; a node that refuses PUBLISH (an ACL without channel
+-- rights) still deletes, and its waiters fall back to polling.
 local v = redis.call('GET', KEYS[1])
 if not v then
   return 0
@@ -23,4 +26,5 @@ if limit > 0 then
   end
 end
 redis.call('DEL', KEYS[1])
+pcall(redis.call, 'PUBLISH', 'redlock:released:' .. KEYS[1], '')
 return 1

@@ -100,3 +100,48 @@ func (f *Floor) Pairs(ctx context.Context, n int) []time.Duration {
 
 // Wait waits for the PINGs still running in the background.
 func (f *Floor) Wait() { f.wg.Wait() }
+
+// Bare is the floor with nothing around the round trips: each fan-out starts
+// one goroutine per node that sends PING, and the caller waits on a channel
+// for a quorum of replies. No context deadline, no timer, no WaitGroup. It is
+// the least any quorum lock can spend, and the one the targets are set
+// against; Floor, which also carries a per-node deadline, is reported beside
+// it. Bare has no deadline, so give it only nodes that answer: in a scenario
+// with slow or silent nodes, the fast ones, with the quorum of the whole set.
+type Bare struct {
+	nodes  []*redis.Client
+	quorum int
+}
+
+// NewBare returns a Bare floor over nodes that needs quorum replies.
+func NewBare(nodes []*redis.Client, quorum int) *Bare {
+	return &Bare{nodes: nodes, quorum: quorum}
+}
+
+// FanOut sends PING to every node, each from a fresh goroutine, and returns
+// once a quorum has answered, or ErrNoQuorum when that became impossible.
+func (b *Bare) FanOut() error {
+	out := make(chan error, len(b.nodes))
+	for _, c := range b.nodes {
+		go func() { out <- c.Ping(context.Background()).Err() }()
+	}
+	ok := 0
+	for pending := len(b.nodes); pending > 0 && ok < b.quorum && ok+pending >= b.quorum; pending-- {
+		if <-out == nil {
+			ok++
+		}
+	}
+	if ok < b.quorum {
+		return ErrNoQuorum
+	}
+	return nil
+}
+
+// Pair times two bare fan-outs in a row, the bare floor of one
+// Acquire+Release.
+func (b *Bare) Pair() time.Duration {
+	start := time.Now()
+	_ = b.FanOut()
+	_ = b.FanOut()
+	return time.Since(start)
+}

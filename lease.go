@@ -1,0 +1,485 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+)
+
+// KeepAlive renews l in the background until l is released, lost, or ctx
+// ends, and returns a context derived from ctx that is cancelled when l is
+// released (cause: ErrReleased) or can no longer be proven held (cause
+// matches ErrLockLost) — never later than l.Until() at that moment. Read the
+// reason with context.Cause.
+//
+// Each renewal is l.Extend with the lock's current TTL, every third of the
+// TTL (see WithRenewInterval); its deadline is the end of the validity the
+// lock has left, so a stalled renewal cannot hold the lock past Until. A
+// failed renewal is tried again after a short backoff while validity is
+// left (WithRenewFailed sees each failure). The lock is lost, and the context cancelled, when enough nodes refused
+// a renewal (our value is gone from them) that no quorum can confirm it
+// again, when the Client was closed, or when Until draws near without a
+// renewal having reached a quorum: the context then ends a small margin
+// before Until (a twentieth of the TTL, 1 to 50 ms) so that the latency of
+// its timer does not carry it past Until (a process starved of CPU for
+// longer than that can still see it end late).
+//
+// KeepAlive does not make the holder safe against its own pauses: a process
+// stalled by a GC pause or SIGSTOP can run past Until before it sees the
+// context end. Use fencing (WithFencing, Lock.Fence) where a late write
+// would do harm.
+//
+// When ctx ends, the renewal stops and the lock stays held until its TTL
+// runs out: the caller must still Release it. Client.Do does all of this.
+//
+// Calls on one Lock share one renewal, which runs while any of their
+// contexts is live; each call gets its own context. Between renewals a kept
+// lock costs one timer and no goroutine; a Client runs at most 64 renewals
+// at once, the others wait their turn. KeepAlive never panics: on a nil
+// Lock or with a nil ctx it returns a context already cancelled with a cause
+// matching ErrInvalidArgument, on a released Lock one cancelled with
+// ErrReleased, and on a lost or expired Lock one cancelled with a cause
+// matching ErrLockLost.
+func (l *Lock) KeepAlive(ctx context.Context) context.Context {
+	if ctx == nil {
+		out, cancel := context.WithCancelCause(context.Background())
+		cancel(invalid("keep-alive of %q: nil context", l.Key()))
+		return out
+	}
+	out, cancel := context.WithCancelCause(ctx)
+	if l == nil || l.client == nil {
+		cancel(invalid("keep-alive of a nil lock"))
+		return out
+	}
+	ls := l.leaseOf()
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.cause == nil && len(ls.watchers) == 0 {
+		// Not renewing: the lock may have run out since it was acquired.
+		if until := l.Until(); !ls.now().Before(until) {
+			ls.endLocked(fmt.Errorf("%w: %q: validity ended at %v", ErrLockLost, l.key, until.Format(time.StampMicro)))
+		}
+	}
+	if ls.cause != nil {
+		cancel(ls.cause)
+		return out
+	}
+	if out.Err() != nil { // ctx has ended already: nothing to renew for
+		cancel(context.Cause(ctx)) // a no-op, out has ended with ctx's cause
+		return out
+	}
+	ls.lastID++
+	id := ls.lastID
+	ls.watchers = append(ls.watchers, watcher{id: id, cancel: cancel})
+	if len(ls.watchers) == 1 {
+		ls.startLocked()
+	}
+	// Runs on a goroutine of its own once out ends, for whatever reason.
+	context.AfterFunc(out, func() { ls.leave(id) })
+	return out
+}
+
+// Do acquires key as Acquire does, runs fn under KeepAlive's context, and
+// releases the lock when fn returns or panics (re-panicking after the
+// release). It returns nil only when fn returned nil and the lock was held
+// throughout; otherwise fn's error joined with ErrLockLost or the release
+// error.
+//
+// fn must stop when its context ends: the lock is then lost, released, or
+// ctx has ended. When the lock is lost, Do's error matches ErrLockLost (the
+// context's cause, which says why) and not the release's failure. The
+// release runs under a context of its own, bounded by the cleanup timeout
+// (WithCleanupTimeout), so it frees the lock even when ctx has ended. When
+// the acquire fails, fn is not called and Do returns that error, which
+// matches ErrNotAcquired; a nil fn is an error matching ErrInvalidArgument.
+func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...AcquireOption) error {
+	if fn == nil {
+		return invalid("do on %q: nil function", key)
+	}
+	l, err := c.Acquire(ctx, key, ttl, opts...)
+	if err != nil {
+		return err
+	}
+	// Do's own watcher of the lease ends with Do: a reentrant Do (WithOwner)
+	// whose Release sends nothing must not keep renewing for its caller.
+	dctx, stop := context.WithCancel(ctx)
+	defer stop()
+	kctx := l.KeepAlive(dctx)
+	released := false
+	defer func() {
+		if !released { // fn panicked or called runtime.Goexit: the panic goes on after this
+			_ = c.releaseAfterDo(ctx, l)
+		}
+	}()
+	fnErr := fn(kctx)
+	// Read before Release, which ends kctx with ErrReleased.
+	cause := context.Cause(kctx)
+	released = true
+	relErr := c.releaseAfterDo(ctx, l)
+	switch {
+	case errors.Is(cause, ErrLockLost):
+		return errors.Join(fnErr, cause)
+	case fnErr == nil && relErr == nil:
+		return nil
+	}
+	return errors.Join(fnErr, relErr)
+}
+
+// releaseAfterDo releases Do's lock with a deadline of its own: ctx may
+// have ended, and the caller must not wait for long either way.
+func (c *Client) releaseAfterDo(ctx context.Context, l *Lock) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanupTimeout)
+	defer cancel()
+	return l.Release(rctx)
+}
+
+// lease is the renewal shared by the KeepAlive calls of one Lock. It costs
+// one timer and no goroutine between renewals: the timer fires at the next
+// renewal, on a goroutine of the runtime's that runs the renewal and ends,
+// and while a renewal runs it is set to the loss deadline instead, so that a
+// stalled renewal cannot delay the loss signal.
+type lease struct {
+	l *Lock
+
+	mu       sync.Mutex
+	timer    *time.Timer
+	next     time.Time          // when the next renewal is due
+	running  bool               // a renewal is waiting in the Client's queue or in progress
+	stopRun  context.CancelFunc // ends the renewal in progress
+	failed   int                // renewals failed in a row
+	watchers []watcher          // the live KeepAlive contexts; renewal runs while there is one
+	lastID   uint64
+	// cause is why the lease ended for good (ErrReleased or an error
+	// matching ErrLockLost); nil while the lock may still be held.
+	cause error
+}
+
+// watcher is one KeepAlive call's context, cancelled with the lease's cause.
+type watcher struct {
+	id     uint64
+	cancel context.CancelCauseFunc
+}
+
+// leaseOf returns the Lock's lease, made on first use. A lease made after
+// Release started is over from the start.
+func (l *Lock) leaseOf() *lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lease == nil {
+		l.lease = &lease{l: l}
+		if l.releasing {
+			l.lease.cause = ErrReleased
+		}
+	}
+	return l.lease
+}
+
+// stopLease ends the lease for good with cause, if there is one: Release
+// calls it once it has marked the lock as releasing.
+func (l *Lock) stopLease(cause error) {
+	l.mu.Lock()
+	ls := l.lease
+	l.mu.Unlock()
+	if ls == nil {
+		return
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.endLocked(cause)
+}
+
+// untilMoved sets the timer to follow Until and the TTL, which an Extend may
+// have just changed: a renewal's, or the holder's own, which can move Until
+// earlier or shorten the TTL. Extend defers it, so it runs once Extend has
+// let go of l.mu.
+func (l *Lock) untilMoved() {
+	l.mu.Lock()
+	ls := l.lease
+	l.mu.Unlock()
+	if ls == nil {
+		return
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	switch {
+	case ls.cause != nil || len(ls.watchers) == 0:
+	case ls.running: // the renewal schedules the next one when it is done
+		ls.armLocked(ls.now())
+	default: // the holder's own Extend, which may have shortened the TTL
+		ls.scheduleLocked(ls.now())
+	}
+}
+
+func (ls *lease) now() time.Time { return ls.l.client.cfg.clock.Now() }
+
+// window returns the lock's validity and TTL, as the latest extension set
+// them.
+func (ls *lease) window() (until time.Time, ttl time.Duration) {
+	ls.l.mu.Lock()
+	defer ls.l.mu.Unlock()
+	return ls.l.until, ls.l.ttl
+}
+
+// deadline is when the lock is given up as lost unless a renewal succeeds
+// first: a margin before Until, which absorbs the latency of the timer and
+// of the cancellation.
+func (ls *lease) deadline() time.Time {
+	until, ttl := ls.window()
+	return until.Add(-min(max(ttl/20, time.Millisecond), 50*time.Millisecond))
+}
+
+// interval is the time between successful renewals.
+func (ls *lease) interval() time.Duration {
+	_, ttl := ls.window()
+	d := ttl / 3
+	if fixed := ls.l.client.cfg.renewInterval; fixed > 0 {
+		d = min(fixed, ttl/2)
+	}
+	return max(d, time.Millisecond)
+}
+
+// backoff is the wait before retrying a failed renewal: a tenth of the
+// interval, 5 to 100 ms, doubling with each failure in a row. Retries that
+// would fall after the deadline do not happen: the timer fires at the
+// deadline first.
+func (ls *lease) backoff() time.Duration {
+	d := min(max(ls.interval()/10, 5*time.Millisecond), 100*time.Millisecond)
+	for i := 1; i < ls.failed && d < time.Second; i++ {
+		d *= 2
+	}
+	return d
+}
+
+// startLocked schedules the first renewal of a lease that had no watcher.
+func (ls *lease) startLocked() {
+	ls.failed = 0
+	ls.scheduleLocked(ls.now())
+}
+
+// scheduleLocked sets the next renewal about an interval from now, or sooner when
+// less than an interval would be left before the deadline by then (a lock
+// that was kept for a while before KeepAlive was called): a renewal then
+// still has time to land.
+func (ls *lease) scheduleLocked(now time.Time) {
+	interval := ls.interval()
+	// Up to a tenth earlier, at random: locks kept alive together (a
+	// service starting up) do not all fall due in the same instant, each
+	// timer starting a goroutine when it fires.
+	ls.next = now.Add(interval - rand.N(interval/10+1))
+	if latest := ls.deadline().Add(-interval); latest.Before(ls.next) {
+		ls.next = latest
+	}
+	ls.armLocked(now)
+}
+
+// armLocked sets the timer to the next event: the next renewal, or the
+// deadline if it comes first or a renewal is running.
+func (ls *lease) armLocked(now time.Time) {
+	at := ls.deadline()
+	if !ls.running && ls.next.Before(at) {
+		at = ls.next
+	}
+	d := at.Sub(now)
+	if ls.timer == nil {
+		ls.timer = time.AfterFunc(d, ls.fire)
+	} else {
+		ls.timer.Reset(d)
+	}
+}
+
+// fire runs when the timer goes off: it declares the lock lost at the
+// deadline, or hands a renewal that is due to the Client's renewal queue. A
+// firing that finds neither sets the timer again.
+func (ls *lease) fire() {
+	ls.mu.Lock()
+	if ls.cause != nil || len(ls.watchers) == 0 {
+		ls.mu.Unlock()
+		return
+	}
+	now := ls.now()
+	if !now.Before(ls.deadline()) {
+		ls.endLocked(fmt.Errorf("%w: %q: no renewal reached a quorum before the validity ran out (%d failed)",
+			ErrLockLost, ls.l.key, ls.failed))
+		ls.mu.Unlock()
+		return
+	}
+	if ls.running || now.Before(ls.next) {
+		ls.armLocked(now) // Until may have moved since the timer was set
+		ls.mu.Unlock()
+		return
+	}
+	ls.running = true
+	ls.armLocked(now) // to the deadline while the renewal waits and runs
+	ls.mu.Unlock()
+	ls.l.client.renewals.run(ls)
+}
+
+// renew runs one renewal that fire found due, and schedules what comes
+// next.
+func (ls *lease) renew() {
+	ls.mu.Lock()
+	if ls.cause != nil || len(ls.watchers) == 0 {
+		ls.running = false // ended or stopped while it waited: the timer is off
+		ls.mu.Unlock()
+		return
+	}
+	deadline := ls.deadline()
+	_, ttl := ls.window()
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ls.stopRun = cancel
+	ls.mu.Unlock()
+
+	start := time.Now()
+	err := ls.l.Extend(ctx, ttl)
+	cancel()
+	if obs := &ls.l.client.obs; obs.on {
+		obs.renewal(ls.l.key, start, err)
+	}
+	if ls.settle(err) {
+		if hook := ls.l.client.cfg.renewFailed; hook != nil {
+			hook(ls.l, err)
+		}
+	}
+}
+
+// settle takes in a renewal's outcome: it schedules the next renewal, a
+// retry, or declares the lock lost. It reports whether err is a failure to
+// tell the Client's hook about: not when the lease ended or stopped while
+// the renewal ran, which cancelled it.
+func (ls *lease) settle(err error) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.running, ls.stopRun = false, nil
+	if ls.cause != nil || len(ls.watchers) == 0 {
+		return false // the timer is off
+	}
+	now := ls.now()
+	if err == nil {
+		ls.failed = 0
+		ls.scheduleLocked(now)
+		return false
+	}
+	if lost := ls.lostBy(err); lost != nil {
+		ls.endLocked(lost)
+		return true
+	}
+	ls.failed++
+	ls.next = now.Add(ls.backoff())
+	ls.armLocked(now)
+	return true
+}
+
+// maxConcurrentRenewals bounds the KeepAlive renewals of one Client that
+// run at once; the others wait their turn in order. Thousands of locks
+// renewed by one Client then cost a bounded number of goroutines and
+// connections when their renewals fall due together, and a lock whose
+// renewal waits too long is still declared lost at its deadline.
+const maxConcurrentRenewals = 64
+
+// renewalQueue runs a Client's renewals, at most maxConcurrentRenewals at
+// once, on the goroutines of the timers that found them due: a goroutine
+// whose renewal is done takes the next one waiting, or ends.
+type renewalQueue struct {
+	mu      sync.Mutex
+	running int
+	waiting []*lease
+}
+
+func (q *renewalQueue) run(ls *lease) {
+	q.mu.Lock()
+	if q.running >= maxConcurrentRenewals {
+		q.waiting = append(q.waiting, ls)
+		q.mu.Unlock()
+		return
+	}
+	q.running++
+	q.mu.Unlock()
+	for ls != nil {
+		ls.renew()
+		q.mu.Lock()
+		ls = nil
+		if len(q.waiting) > 0 {
+			ls = q.waiting[0]
+			q.waiting[0] = nil
+			q.waiting = q.waiting[1:]
+		} else {
+			q.running--
+		}
+		q.mu.Unlock()
+	}
+}
+
+// lostBy returns the loss that a failed renewal proves, or nil when a retry
+// may still succeed.
+func (ls *lease) lostBy(err error) error {
+	switch {
+	case errors.Is(err, ErrClosed):
+		return fmt.Errorf("%w: %q: the client was closed, renewal stopped: %w", ErrLockLost, ls.l.key, err)
+	case errors.Is(err, ErrInvalidArgument):
+		return fmt.Errorf("%w: %q: %w", ErrLockLost, ls.l.key, err)
+	}
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		return nil
+	}
+	refused := 0
+	for _, n := range qe.Nodes {
+		if errors.Is(n.Err, ErrKeyAbsent) || errors.Is(n.Err, ErrHeldByOther) {
+			refused++
+		}
+	}
+	// A node that refused lost our value for good: Extend puts it back only
+	// after a quorum of the others confirmed.
+	if nodes := len(ls.l.client.nodes.nodes); refused > nodes-qe.Quorum {
+		return fmt.Errorf("%w: %q: %d of %d nodes no longer hold our value: %w", ErrLockLost, ls.l.key, refused, nodes, err)
+	}
+	return nil
+}
+
+// endLocked ends the lease for good: the timer stops, a renewal in progress
+// is cancelled, and every KeepAlive context is cancelled with cause. Only
+// the first cause counts.
+func (ls *lease) endLocked(cause error) {
+	if ls.cause != nil {
+		return
+	}
+	ls.cause = cause
+	if obs := &ls.l.client.obs; obs.on && errors.Is(cause, ErrLockLost) {
+		obs.lost(ls.l.key, cause)
+	}
+	ls.haltLocked()
+	for _, w := range ls.watchers {
+		w.cancel(cause)
+	}
+	ls.watchers = nil
+}
+
+// haltLocked stops renewing: the timer, and the renewal in progress.
+func (ls *lease) haltLocked() {
+	if ls.timer != nil {
+		ls.timer.Stop()
+	}
+	if ls.stopRun != nil {
+		ls.stopRun()
+	}
+}
+
+// leave drops the KeepAlive context id, whose context ended; renewal stops
+// with the last one.
+func (ls *lease) leave(id uint64) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for i, w := range ls.watchers {
+		if w.id == id {
+			ls.watchers = slices.Delete(ls.watchers, i, i+1)
+			if len(ls.watchers) == 0 {
+				ls.haltLocked()
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+const testGuard = time.Second
+
+// guardRefusals counts the nodes that refused with ErrRestartGuard.
+func guardRefusals(t *testing.T, err error) int {
+	t.Helper()
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe)
+	n := 0
+	for _, ne := range qe.Nodes {
+		if errors.Is(ne.Err, redlock.ErrRestartGuard) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRestartGuardNewNodes: nodes the guard has never seen vote only after
+// the guard, and every client agrees on when, from the nodes' markers.
+func TestRestartGuardNewNodes(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	a := e.client(redlock.WithRestartGuard(testGuard))
+	b := e.client(redlock.WithRestartGuard(testGuard))
+	ctx := t.Context()
+	key := newKey(t)
+
+	start := time.Now()
+	_, err := a.TryAcquire(ctx, key, testGuard)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	assert.GreaterOrEqual(t, guardRefusals(t, err), 2, "the refusals that decided it")
+	e.requireNoKey(key)
+	for i := range e.direct {
+		m, err := e.direct[i].Get(ctx, "redlock:boot").Result()
+		require.NoError(t, err, "node %d has no marker", i)
+		run, _, ok := strings.Cut(m, ":")
+		require.True(t, ok)
+		info, err := e.direct[i].Info(ctx, "server").Result()
+		require.NoError(t, err)
+		assert.Contains(t, info, "run_id:"+run)
+	}
+	_, err = b.TryAcquire(ctx, key, testGuard)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "another client did not see the guard")
+
+	time.Sleep(time.Until(start.Add(testGuard + 50*time.Millisecond)))
+	l, err := b.TryAcquire(ctx, key, testGuard)
+	require.NoError(t, err, "the guard did not end for another client")
+	require.NoError(t, l.Release(ctx))
+	l, err = a.TryAcquire(ctx, key, testGuard)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+}
+
+// TestRestartGuard replays the Redlock spec's restart hazard on real nodes:
+// A holds on nodes {0, 1}; node 1 loses its data; a client without the guard
+// then finds a quorum {1, 2} while A's validity runs (the hazard), and a
+// guarded client does not until the guard has passed.
+func TestRestartGuard(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		loss func(t *testing.T, e *env)
+	}{
+		{"flushall", func(t *testing.T, e *env) {
+			require.NoError(t, e.direct[1].FlushAll(t.Context()).Err())
+		}},
+		{"restart-empty", func(t *testing.T, e *env) {
+			require.NoError(t, e.servers[1].Restart())
+		}},
+		// A replica promoted in place of node 1 has the old marker (it was
+		// replicated) but not A's key, and another run_id.
+		{"failover-with-marker", func(t *testing.T, e *env) {
+			m, err := e.direct[1].Get(t.Context(), "redlock:boot").Result()
+			require.NoError(t, err)
+			require.NoError(t, e.servers[1].Restart())
+			require.NoError(t, e.direct[1].Set(t.Context(), "redlock:boot", m, 0).Err())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 3, fastClients)
+			guarded := e.client(redlock.WithRestartGuard(testGuard))
+			other := e.client(redlock.WithRestartGuard(testGuard))
+			plain := e.client()
+			ctx := t.Context()
+			key := newKey(t)
+
+			// The nodes are new to the guard: wait it out once.
+			_, err := guarded.TryAcquire(ctx, key+":prime", testGuard)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired)
+			time.Sleep(testGuard + 50*time.Millisecond)
+
+			// A holds {0, 1}: node 2 is blackholed, so that nothing A sent
+			// there lands later (a refused connection's call is retried by
+			// go-redis, and could).
+			e.proxies[2].SetBlackhole(true)
+			a, err := guarded.TryAcquire(ctx, key, testGuard)
+			require.NoError(t, err)
+			e.resetFaults()
+			e.reachable(2)
+			require.Empty(t, e.value(2, key))
+
+			tc.loss(t, e)
+			lost := time.Now()
+			e.reachable(1)
+			require.Empty(t, e.value(1, key), "node 1 still has A's key")
+
+			// Without the guard: two holders.
+			u, err := plain.TryAcquire(ctx, key, testGuard)
+			if time.Now().Before(a.Until()) {
+				require.NoError(t, err, "the hazard did not show without the guard")
+				require.NoError(t, u.Release(ctx))
+			}
+			// With it: node 1 does not vote while A may hold.
+			for time.Now().Before(a.Until()) {
+				l, err := other.TryAcquire(ctx, key, testGuard)
+				if err == nil && !time.Now().Before(a.Until()) {
+					// A's key expired on node 0 meanwhile: {0, 2} is a
+					// quorum without node 1.
+					require.NoError(t, l.Release(ctx))
+					break
+				}
+				require.ErrorIs(t, err, redlock.ErrNotAcquired, "a guarded client got the lock while A held it")
+				require.Equal(t, 1, guardRefusals(t, err), "%v", err)
+				time.Sleep(50 * time.Millisecond)
+			}
+			time.Sleep(time.Until(lost.Add(testGuard + 50*time.Millisecond)))
+			l, err := other.TryAcquire(ctx, key, testGuard)
+			require.NoError(t, err, "node 1 stayed out after its guard")
+			require.NoError(t, l.Release(ctx))
+			_ = a.Release(ctx)
+		})
+	}
+}
+
+// TestRestartGuardOptions: a guard under a millisecond, a negative one, or
+// one over cluster nodes is refused by New.
+func TestRestartGuardOptions(t *testing.T) {
+	e := newEnv(t, 1, fastClients)
+	for _, d := range []time.Duration{-time.Second, time.Microsecond} {
+		_, err := redlock.New(e.nodes, redlock.WithRestartGuard(d))
+		require.ErrorIs(t, err, redlock.ErrInvalidArgument)
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{e.servers[0].Addr()}})
+	defer cc.Close()
+	_, err := redlock.New([]redis.UniversalClient{cc}, redlock.WithRestartGuard(time.Second))
+	require.ErrorIs(t, err, redlock.ErrInvalidArgument)
+	c, err := redlock.New(e.nodes, redlock.WithRestartGuard(0)) // off
+	require.NoError(t, err)
+	require.NoError(t, c.Close(context.Background()))
+}
+
+// TestRestartGuardACL runs the guarded acquire as a user with the README's
+// least-privilege rule plus what the guard needs.
+func TestRestartGuardACL(t *testing.T) {
+	s := redistest.StartT(t, 1)[0]
+	ctx := t.Context()
+	rule := []any{"ACL", "SETUSER", "guarded", "on", ">pw", "resetchannels", "-@all",
+		"+evalsha", "+eval", "+get", "+set", "+pexpire", "+del", "~lock:*", "+time", "+info", "~redlock:boot"}
+	require.NoError(t, s.Client().Do(ctx, rule...).Err())
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: "guarded", Password: "pw", ContextTimeoutEnabled: true})
+	defer rc.Close()
+	c, err := redlock.New([]redis.UniversalClient{rc}, redlock.WithRestartGuard(time.Millisecond))
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	_, err = c.TryAcquire(ctx, "lock:guard", time.Second) // starts the guard
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	time.Sleep(10 * time.Millisecond)
+	l, err := c.TryAcquire(ctx, "lock:guard", time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+}
