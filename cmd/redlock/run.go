@@ -72,6 +72,15 @@ func runCmd(args []string) error {
 	if *fencing {
 		opts = append(opts, redlock.WithFencing())
 	}
+	if *verbose {
+		opts = append(opts, redlock.WithHooks(redlock.Hooks{Renewal: func(r redlock.RenewalInfo) {
+			if r.Err != nil {
+				logf("renewal of %q failed after %v: %v", r.Key, r.Elapsed, r.Err)
+			} else {
+				logf("renewed %q in %v", r.Key, r.Elapsed)
+			}
+		}}))
+	}
 	locks, err := redlock.New(clients(nodes), opts...)
 	if err != nil {
 		return exit(exitUsage, "%v", err)
@@ -100,7 +109,7 @@ func runCmd(args []string) error {
 	logf("acquired %q, valid until %s, fence %d", *key, lock.Until().Format(time.RFC3339Nano), lock.Fence())
 
 	renewing, stopRenewing := context.WithCancel(context.Background())
-	lost := keepAlive(renewing, lock, *ttl, logf)
+	lost := keepAlive(renewing, lock, *ttl)
 	code, runErr := supervise(fs.Args(), lock, *fencing, *grace, lost, sigs, logf)
 	stopRenewing()
 
