@@ -124,6 +124,9 @@
 //     second client reach a quorum while the first still holds the lock;
 //   - the holder stops using the lock at Until.
 //
+// CheckNodes checks what of this can be seen from a client: eviction
+// policy, persistence, clock offset, two nodes that are one server.
+//
 // # What it does not guarantee
 //
 // The last assumption is the weak one. A holder can be paused after it

@@ -401,10 +401,8 @@ func runID(ctx context.Context, c redis.Cmdable) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok && id != "" {
-			return id, nil
-		}
+	if id := infoFields(info)["run_id"]; id != "" {
+		return id, nil
 	}
 	return "", errors.New("INFO server has no run_id")
 }

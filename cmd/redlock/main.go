@@ -1,16 +1,41 @@
 // Command redlock works with Redlock locks over independent Redis masters.
 //
+//	redlock run --nodes URL,... --key K [--ttl 30s] [--wait 0] [--fencing] [--grace 10s] [--verbose] -- command [args...]
+//	redlock status --nodes URL,... --key K [--json]
+//	redlock check --nodes URL,... [--strict] [--json]
 //	redlock demo [-addrs host:port,...] [-miniredis] [-workers n] [-rounds n]
+//
+// run holds the lock on K while a command runs: it waits up to --wait for it,
+// renews it while the command runs, and stops the command if the lock is
+// lost. status shows what each node holds for K, and check what in the
+// nodes' configuration puts the lock at risk. Nodes are redis:// or rediss://
+// URLs (user, password, database, TLS), from --nodes or REDLOCK_NODES.
 //
 // demo shows the lock at work on five local nodes it starts itself, with no
 // setup: workers contend for one key under fencing while one node is stalled
 // and another killed.
+//
+// Exit statuses (from sysexits.h): 64 a usage error or a bad node URL, 69 a
+// quorum of nodes unreachable, 70 run's command stopped because the lock was
+// lost, 75 run's lock not acquired within --wait, 1 check --strict found a
+// warning or another failure. run otherwise exits with its command's status.
 package main
 
 import (
+	"errors"
 	"fmt"
-	"log"
 	"os"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Exit statuses, as sysexits.h names them.
+const (
+	exitUsage       = 64 // EX_USAGE: bad flags, arguments or node URLs
+	exitUnavailable = 69 // EX_UNAVAILABLE: a quorum of nodes unreachable
+	exitSoftware    = 70 // EX_SOFTWARE: run lost the lock and stopped its command
+	exitTempFail    = 75 // EX_TEMPFAIL: run did not get the lock within --wait
 )
 
 // commands are the subcommands, in the order usage lists them.
@@ -18,22 +43,44 @@ var commands = []struct {
 	name, summary string
 	run           func(args []string) error
 }{
+	{"run", "run a command while holding a lock, renewed until it exits", runCmd},
+	{"status", "show what each node holds for a key, and whether a quorum agrees", statusCmd},
+	{"check", "check the nodes' settings that the lock's safety depends on", checkCmd},
 	{"demo", "contend for one key on five local nodes while one stalls and one dies", demo},
 }
 
+// exitError ends the command with code; a nil err prints nothing.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// exit returns an error that ends the command with code.
+func exit(code int, format string, args ...any) error {
+	return &exitError{code: code, err: fmt.Errorf(format, args...)}
+}
+
 func main() {
-	log.SetFlags(0)
+	// go-redis logs every failed dial; the commands report what matters
+	// themselves, in one line.
+	redis.SetLogger(quiet{})
 	if len(os.Args) < 2 {
 		usage()
-		os.Exit(2)
+		os.Exit(exitUsage)
 	}
 	name := os.Args[1]
 	for _, c := range commands {
 		if c.name == name {
-			if err := c.run(os.Args[2:]); err != nil {
-				log.Fatal(err)
-			}
-			return
+			os.Exit(report("redlock "+name, c.run(os.Args[2:])))
 		}
 	}
 	if name == "help" || name == "-h" || name == "-help" || name == "--help" {
@@ -42,7 +89,29 @@ func main() {
 	}
 	fmt.Fprintf(os.Stderr, "redlock: unknown command %q\n", name)
 	usage()
-	os.Exit(2)
+	os.Exit(exitUsage)
+}
+
+// report prints err as one line on stderr and returns the exit status.
+func report(prefix string, err error) int {
+	if err == nil {
+		return 0
+	}
+	code := 1
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+		if ee.err == nil {
+			return code
+		}
+	}
+	fmt.Fprintf(os.Stderr, "%s: %s\n", prefix, oneLine(err.Error()))
+	return code
+}
+
+// oneLine joins a multi-line message (errors.Join) into one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ; ")), " ")
 }
 
 func usage() {

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+// serverJSON is one server in check --json.
+type serverJSON struct {
+	Node            int      `json:"node"`
+	Addr            string   `json:"addr"`
+	Reachable       bool     `json:"reachable"`
+	Error           string   `json:"error,omitempty"`
+	Version         string   `json:"version,omitempty"`
+	RunID           string   `json:"run_id,omitempty"`
+	UptimeSeconds   int64    `json:"uptime_s,omitempty"`
+	MaxmemoryPolicy string   `json:"maxmemory_policy,omitempty"`
+	AppendOnly      string   `json:"appendonly,omitempty"`
+	AppendFsync     string   `json:"appendfsync,omitempty"`
+	ClockOffsetMs   float64  `json:"clock_offset_ms"`
+	RoundTripMs     float64  `json:"round_trip_ms"`
+	Warnings        []string `json:"warnings"`
+}
+
+func checkCmd(args []string) error {
+	fs := flag.NewFlagSet("redlock check", flag.ContinueOnError)
+	var nf nodeFlag
+	nf.register(fs)
+	strict := fs.Bool("strict", false, "exit 1 on any warning")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := parseFlags(fs, "[--nodes URL,...] [--strict] [--json]", args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	nodes, err := nf.open()
+	if err != nil {
+		return err
+	}
+	defer closeNodes(nodes)
+	r, err := redlock.CheckNodes(context.Background(), clients(nodes))
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		err = printCheckJSON(r)
+	} else {
+		printCheck(r)
+	}
+	switch {
+	case err != nil:
+		return err
+	case r.Reachable < r.Quorum:
+		return exit(exitUnavailable, "only %d of %d nodes answered, fewer than the quorum of %d", r.Reachable, len(nodes), r.Quorum)
+	case *strict && len(r.Warnings) > 0:
+		return exit(1, "%d warning(s), --strict", len(r.Warnings))
+	}
+	return nil
+}
+
+func printCheck(r *redlock.CheckReport) {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "node\taddress\tversion\tmaxmemory-policy\tappendonly\tappendfsync\tuptime\tclock offset\trun_id")
+	for _, s := range r.Servers {
+		if s.Err != nil {
+			fmt.Fprintf(tw, "%d\t%s\tunreachable: %v\t\t\t\t\t\t\n", s.Node, s.Addr, s.Err)
+			continue
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%v\t%v (±%v)\t%.8s…\n", s.Node, s.Addr, s.Version, s.MaxmemoryPolicy,
+			s.AppendOnly, s.AppendFsync, s.Uptime, s.ClockOffset, (s.RoundTrip / 2).Round(time.Microsecond), s.RunID)
+	}
+	_ = tw.Flush()
+	if len(r.Warnings) == 0 {
+		fmt.Println("no warnings")
+		return
+	}
+	fmt.Printf("%d warning(s):\n", len(r.Warnings))
+	for _, w := range r.Warnings {
+		fmt.Println("  - " + w)
+	}
+}
+
+func printCheckJSON(r *redlock.CheckReport) error {
+	out := struct {
+		Quorum    int          `json:"quorum"`
+		Reachable int          `json:"reachable"`
+		Servers   []serverJSON `json:"servers"`
+		Warnings  []string     `json:"warnings"`
+	}{Quorum: r.Quorum, Reachable: r.Reachable, Warnings: r.Warnings}
+	if out.Warnings == nil {
+		out.Warnings = []string{}
+	}
+	for _, s := range r.Servers {
+		j := serverJSON{Node: s.Node, Addr: s.Addr, Reachable: s.Err == nil, Version: s.Version, RunID: s.RunID,
+			UptimeSeconds: int64(s.Uptime / time.Second), MaxmemoryPolicy: s.MaxmemoryPolicy, AppendOnly: s.AppendOnly,
+			AppendFsync: s.AppendFsync, ClockOffsetMs: ms(s.ClockOffset), RoundTripMs: ms(s.RoundTrip), Warnings: s.Warnings}
+		if s.Err != nil {
+			j.Error = s.Err.Error()
+		}
+		if j.Warnings == nil {
+			j.Warnings = []string{}
+		}
+		out.Servers = append(out.Servers, j)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

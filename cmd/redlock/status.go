@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// nodeTimeout bounds each node's part of status and check.
+const nodeTimeout = 2 * time.Second
+
+// holderChars is how much of a holder's token status shows: enough to tell
+// holders apart, too little to release someone else's lock with.
+const holderChars = 8
+
+// Verdicts of status.
+const (
+	verdictHeld    = "held"    // a quorum holds one token
+	verdictFree    = "free"    // no reachable node holds it, and a quorum answered
+	verdictSplit   = "split"   // some nodes hold it, no quorum agrees on a holder
+	verdictUnknown = "unknown" // fewer than a quorum answered
+)
+
+// keyState is what one node holds for the key.
+type keyState struct {
+	Node      int    `json:"node"`
+	Addr      string `json:"addr"`
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+	Held      bool   `json:"held"`
+	// Holder is the start of the holder's token; never the whole value.
+	Holder string `json:"holder,omitempty"`
+	// TTLMillis is the key's remaining time to live; -1 when it has none
+	// (not written by the library), absent when the key is.
+	TTLMillis *int64 `json:"ttl_ms,omitempty"`
+	// Fence is the fence counter, absent when the node has none.
+	Fence *uint64 `json:"fence,omitempty"`
+
+	token string // the whole token, to compare holders; never shown
+}
+
+// keyStatus is status's report.
+type keyStatus struct {
+	Key     string     `json:"key"`
+	Quorum  int        `json:"quorum"`
+	Nodes   []keyState `json:"nodes"`
+	Verdict string     `json:"verdict"`
+	// Holder and HeldOn are the quorum's holder and how many nodes hold it,
+	// with verdict held.
+	Holder string `json:"holder,omitempty"`
+	HeldOn int    `json:"held_on,omitempty"`
+}
+
+func statusCmd(args []string) error {
+	fs := flag.NewFlagSet("redlock status", flag.ContinueOnError)
+	var nf nodeFlag
+	nf.register(fs)
+	key := fs.String("key", "", "the lock's key (required)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := parseFlags(fs, "--key K [--nodes URL,...] [--json]", args); err != nil {
+		return err
+	}
+	if *key == "" {
+		return usageError(fs, "--key is required")
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	nodes, err := nf.open()
+	if err != nil {
+		return err
+	}
+	defer closeNodes(nodes)
+
+	st := readStatus(context.Background(), nodes, *key)
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(st); err != nil {
+			return err
+		}
+	} else {
+		printStatus(st)
+	}
+	if st.Verdict == verdictUnknown {
+		return exit(exitUnavailable, "only %d of %d nodes answered, fewer than the quorum of %d", st.reachable(), len(st.Nodes), st.Quorum)
+	}
+	return nil
+}
+
+// readStatus asks every node, in parallel, for the key, its TTL and the fence
+// counter, in one round trip each.
+func readStatus(ctx context.Context, nodes []node, key string) *keyStatus {
+	st := &keyStatus{Key: key, Quorum: len(nodes)/2 + 1, Nodes: make([]keyState, len(nodes))}
+	fenceKey := fenceKeyFor(key)
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, nodeTimeout)
+			defer cancel()
+			st.Nodes[i] = readNode(ctx, i, n, key, fenceKey)
+		})
+	}
+	wg.Wait()
+	st.judge()
+	return st
+}
+
+func readNode(ctx context.Context, i int, n node, key, fenceKey string) keyState {
+	s := keyState{Node: i, Addr: n.addr}
+	pipe := n.client.Pipeline()
+	get := pipe.Get(ctx, key)
+	pttl := pipe.Do(ctx, "PTTL", key)
+	fence := pipe.Get(ctx, fenceKey)
+	_, _ = pipe.Exec(ctx)
+	if err := pttl.Err(); err != nil { // PTTL never fails on a reachable node
+		s.Error = err.Error()
+		return s
+	}
+	s.Reachable = true
+	switch v, err := get.Result(); {
+	case errors.Is(err, redis.Nil):
+	case err != nil:
+		s.Error = err.Error()
+	default:
+		s.Held = true
+		s.token, _, _ = strings.Cut(v, ".")
+		s.Holder = shortHolder(s.token)
+	}
+	if ms, err := pttl.Int64(); err == nil && ms != -2 {
+		s.TTLMillis = &ms
+	}
+	switch v, err := fence.Result(); {
+	case errors.Is(err, redis.Nil):
+	case err != nil:
+		s.Error = strings.TrimPrefix(s.Error+"; fence: "+err.Error(), "; ")
+	default:
+		if f, err := strconv.ParseUint(v, 10, 64); err == nil {
+			s.Fence = &f
+		}
+	}
+	return s
+}
+
+func shortHolder(token string) string {
+	if len(token) > holderChars {
+		return token[:holderChars]
+	}
+	return token
+}
+
+// judge sets the verdict: held when a quorum of nodes holds one token.
+func (st *keyStatus) judge() {
+	count := map[string]int{}
+	holding := 0
+	for _, n := range st.Nodes {
+		if n.Held {
+			count[n.token]++
+			holding++
+		}
+	}
+	for token, c := range count {
+		if c >= st.Quorum {
+			st.Verdict, st.Holder, st.HeldOn = verdictHeld, shortHolder(token), c
+			return
+		}
+	}
+	switch {
+	case st.reachable() < st.Quorum:
+		st.Verdict = verdictUnknown
+	case holding == 0:
+		st.Verdict = verdictFree
+	default:
+		st.Verdict = verdictSplit
+	}
+}
+
+func (st *keyStatus) reachable() int {
+	r := 0
+	for _, n := range st.Nodes {
+		if n.Reachable {
+			r++
+		}
+	}
+	return r
+}
+
+func printStatus(st *keyStatus) {
+	fmt.Printf("key %q on %d nodes (quorum %d)\n", st.Key, len(st.Nodes), st.Quorum)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "node\taddress\tkey\tholder\tttl\tfence")
+	for _, n := range st.Nodes {
+		if !n.Reachable {
+			fmt.Fprintf(tw, "%d\t%s\tunreachable: %s\t\t\t\n", n.Node, n.Addr, n.Error)
+			continue
+		}
+		state, holder, ttl, fence := "free", "-", "-", "-"
+		if n.Held {
+			state, holder = "held", n.Holder+"…"
+		}
+		if n.Error != "" {
+			state = "error: " + n.Error
+		}
+		if n.TTLMillis != nil {
+			ttl = "no expiry"
+			if *n.TTLMillis >= 0 {
+				ttl = (time.Duration(*n.TTLMillis) * time.Millisecond).String()
+			}
+		}
+		if n.Fence != nil {
+			fence = strconv.FormatUint(*n.Fence, 10)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", n.Node, n.Addr, state, holder, ttl, fence)
+	}
+	_ = tw.Flush()
+	switch st.Verdict {
+	case verdictHeld:
+		fmt.Printf("verdict: held by a quorum (%s… on %d of %d nodes)\n", st.Holder, st.HeldOn, len(st.Nodes))
+	case verdictFree:
+		fmt.Println("verdict: free")
+	case verdictSplit:
+		fmt.Println("verdict: split (held on some nodes, by no quorum: an acquire in progress, a lock expiring, or leftovers that expire with their TTL)")
+	default:
+		fmt.Printf("verdict: unknown (only %d of %d nodes answered, fewer than the quorum of %d)\n", st.reachable(), len(st.Nodes), st.Quorum)
+	}
+}
