@@ -4,8 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -16,9 +18,10 @@ import (
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
-// demo shows the lock at work: workers contend for one key on five Redis
-// masters, each critical section guarded by a fence, while one master is
-// stalled and then killed. With no -addrs it starts five local nodes itself:
+// demo shows the lock at work, narrated: workers contend for one key on five
+// Redis masters, each critical section guarded by a fence, while one master
+// is stalled and another killed; a lease renewed past its TTL; a holder
+// paused past its validity whose stale fenced write is refused. With no -addrs it starts five local nodes itself:
 // redis-server processes when the binary is found, in-process miniredis
 // servers otherwise.
 func demo(args []string) error {
@@ -83,8 +86,9 @@ func startNodes(addrs string, inProcess bool) (*nodeSet, error) {
 	return ns, nil
 }
 
-// run returns an error when the lock failed to exclude: a lost update or a
-// stale fence.
+// run narrates four scenes on the nodes and returns an error when the lock
+// failed to exclude: a lost update, a fence that went back, or a stale write
+// the fences let through.
 func run(addrs string, inProcess bool, workers, rounds int) error {
 	// go-redis logs every failed dial to the killed node; the demo reports
 	// what matters itself.
@@ -102,7 +106,14 @@ func run(addrs string, inProcess bool, workers, rounds int) error {
 		defer c.Close()
 		clients = append(clients, c)
 	}
-	locks, err := redlock.New(clients, redlock.WithFencing())
+	var renewals atomic.Int64
+	locks, err := redlock.New(clients, redlock.WithFencing(), redlock.WithHooks(redlock.Hooks{
+		Renewal: func(r redlock.RenewalInfo) {
+			if r.Err == nil {
+				renewals.Add(1)
+			}
+		},
+	}))
 	if err != nil {
 		return err
 	}
@@ -110,59 +121,17 @@ func run(addrs string, inProcess bool, workers, rounds int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	if nodes.stall != nil {
-		fmt.Println("stalling node 0 (SIGSTOP): a quorum of the others answers without it")
-		if err := nodes.stall(0); err != nil {
-			return err
-		}
+	st := &demoStore{}
+	fmt.Println("\n1. workers contend for one key; a master is stalled, another killed, and the lock stays with the quorum")
+	if err := contend(ctx, locks, nodes, st, workers, rounds); err != nil {
+		return err
 	}
-	if nodes.kill != nil {
-		fmt.Println("killing node 1: 3 of 5 still make a quorum")
-		if err := nodes.kill(1); err != nil {
-			return err
-		}
+	fmt.Println("\n2. a lease renewed past its TTL: Do runs 2s of work under a 600ms lock")
+	if err := lease(ctx, locks, &renewals); err != nil {
+		return err
 	}
-
-	// shared is the resource the lock protects: a counter written by
-	// read-modify-write, and the highest fence seen, as a storage would keep.
-	var shared struct {
-		sync.Mutex
-		counter, highest uint64
-		stale            int
-	}
-	var g errgroup.Group
-	for w := range workers {
-		g.Go(func() error {
-			for r := range rounds {
-				start := time.Now()
-				lock, err := locks.Acquire(ctx, "demo:orders", 10*time.Second)
-				if err != nil {
-					return err
-				}
-				took := time.Since(start)
-				shared.Lock()
-				if lock.Fence() < shared.highest {
-					shared.stale++
-				}
-				shared.highest = lock.Fence()
-				v := shared.counter
-				shared.Unlock()
-				time.Sleep(2 * time.Millisecond) // the work, between read and write
-				shared.Lock()
-				shared.counter = v + 1
-				shared.Unlock()
-				fmt.Printf("worker %d round %d: fence %3d, acquired in %8v, valid for %v\n",
-					w, r, lock.Fence(), took.Round(time.Microsecond), time.Until(lock.Until()).Round(time.Millisecond))
-				if err := lock.Release(ctx); err != nil {
-					// Safe to go on: the lock expires by itself, and a
-					// late delete still runs in the background.
-					fmt.Printf("worker %d round %d: release: %v\n", w, r, err)
-				}
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	fmt.Println("\n3. a holder pauses past its validity; the next holder writes; the paused one's stale write is refused by its fence")
+	if err := paused(ctx, locks, st); err != nil {
 		return err
 	}
 	if nodes.wake != nil {
@@ -172,12 +141,187 @@ func run(addrs string, inProcess bool, workers, rounds int) error {
 			return err
 		}
 	}
+
 	want := uint64(workers * rounds)
-	fmt.Printf("counter %d of %d expected (lost updates: %d), stale fences: %d\n", shared.counter, want, want-shared.counter, shared.stale)
-	if shared.counter != want || shared.stale != 0 {
-		return fmt.Errorf("mutual exclusion failed: counter %d of %d, %d stale fences", shared.counter, want, shared.stale)
+	st.Lock()
+	defer st.Unlock()
+	fmt.Printf("\nacquisitions %d, fences issued %d (strictly increasing: %v), stale writes rejected %d, lost updates: %d\n",
+		st.acquired, st.fences, st.backwards == 0, st.rejected, want-st.counter)
+	if st.counter != want || st.backwards != 0 || st.rejected != 1 {
+		return fmt.Errorf("mutual exclusion failed: counter %d of %d, %d fences went back, %d stale writes rejected of 1",
+			st.counter, want, st.backwards, st.rejected)
 	}
 	return nil
+}
+
+// demoStore is the resource the lock protects: a counter written by
+// read-modify-write, and the highest fence seen, as a storage would keep.
+type demoStore struct {
+	sync.Mutex
+	counter, highest uint64
+	acquired, fences int
+	backwards        int // fences lower than one seen before
+	rejected         int // writes refused for a stale fence
+}
+
+// write stores value with fence, refusing a fence lower than the highest.
+func (s *demoStore) write(fence uint64, apply func()) bool {
+	s.Lock()
+	defer s.Unlock()
+	if fence < s.highest {
+		s.rejected++
+		return false
+	}
+	s.highest = fence
+	apply()
+	return true
+}
+
+// progress prints a line that updates in place on a terminal, and only its
+// last state otherwise.
+type progress struct {
+	tty  bool
+	last string
+}
+
+func newProgress() *progress {
+	fi, err := os.Stdout.Stat()
+	return &progress{tty: err == nil && fi.Mode()&os.ModeCharDevice != 0}
+}
+
+func (p *progress) show(format string, args ...any) {
+	p.last = fmt.Sprintf(format, args...)
+	if p.tty {
+		fmt.Printf("\r\033[K   %s", p.last)
+	}
+}
+
+func (p *progress) done() {
+	if p.tty {
+		fmt.Println()
+		return
+	}
+	fmt.Printf("   %s\n", p.last)
+}
+
+func contend(ctx context.Context, locks *redlock.Client, nodes *nodeSet, st *demoStore, workers, rounds int) error {
+	total := workers * rounds
+	var done atomic.Int64
+	var mu sync.Mutex
+	var lastFence uint64
+	var slowest time.Duration
+	pr := newProgress()
+	var g errgroup.Group
+	for range workers {
+		g.Go(func() error {
+			for range rounds {
+				start := time.Now()
+				lock, err := locks.Acquire(ctx, "demo:orders", 10*time.Second)
+				if err != nil {
+					return err
+				}
+				took := time.Since(start)
+				st.Lock()
+				st.acquired++
+				st.fences++
+				if lock.Fence() <= st.highest {
+					st.backwards++
+				}
+				st.Unlock()
+				var v uint64
+				st.write(lock.Fence(), func() { v = st.counter })
+				time.Sleep(2 * time.Millisecond) // the work, between read and write
+				st.write(lock.Fence(), func() { st.counter = v + 1 })
+				if err := lock.Release(ctx); err != nil {
+					// Safe to go on: the lock expires by itself, and a
+					// late delete still runs in the background.
+					fmt.Printf("\n   release: %v\n", err)
+				}
+				n := done.Add(1)
+				mu.Lock()
+				lastFence, slowest = lock.Fence(), max(slowest, took)
+				pr.show("%d/%d acquisitions, fence %d, slowest acquire %v", n, total, lastFence, slowest.Round(time.Microsecond))
+				mu.Unlock()
+				if n == int64(total/3) {
+					if err := fault(nodes, pr); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	pr.done()
+	return err
+}
+
+// fault stalls node 0 and kills node 1, once, a third of the way in.
+func fault(nodes *nodeSet, pr *progress) error {
+	if nodes.stall != nil {
+		pr.show("stalling node 0 (SIGSTOP): the others answer without it")
+		pr.done()
+		if err := nodes.stall(0); err != nil {
+			return err
+		}
+	}
+	if nodes.kill != nil {
+		pr.show("killing node 1: 3 of 5 still make a quorum")
+		pr.done()
+		if err := nodes.kill(1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func lease(ctx context.Context, locks *redlock.Client, renewals *atomic.Int64) error {
+	const ttl, work = 600 * time.Millisecond, 2 * time.Second
+	pr := newProgress()
+	start := time.Now()
+	before := renewals.Load()
+	err := locks.Do(ctx, "demo:report", ttl, func(ctx context.Context) error {
+		for time.Since(start) < work {
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-time.After(100 * time.Millisecond):
+			}
+			pr.show("working %v on a %v lock, renewed %d times", time.Since(start).Round(100*time.Millisecond), ttl, renewals.Load()-before)
+		}
+		return nil
+	})
+	pr.done()
+	if err != nil {
+		return fmt.Errorf("the lease did not hold: %w", err)
+	}
+	fmt.Printf("   held %v on a %v TTL, renewed %d times, released\n", time.Since(start).Round(100*time.Millisecond), ttl, renewals.Load()-before)
+	return nil
+}
+
+func paused(ctx context.Context, locks *redlock.Client, st *demoStore) error {
+	a, err := locks.Acquire(ctx, "demo:ledger", 300*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("   A holds fence %d, checks its lock is valid, then pauses (a GC pause, SIGSTOP)\n", a.Fence())
+	time.Sleep(time.Until(a.Until()) + 100*time.Millisecond)
+	b, err := locks.Acquire(ctx, "demo:ledger", 10*time.Second)
+	if err != nil {
+		return err
+	}
+	st.Lock()
+	st.acquired += 2
+	st.fences += 2
+	if b.Fence() <= a.Fence() {
+		st.backwards++
+	}
+	st.Unlock()
+	ok := st.write(b.Fence(), func() {})
+	fmt.Printf("   B acquires with fence %d and writes: accepted=%v\n", b.Fence(), ok)
+	ok = st.write(a.Fence(), func() {})
+	fmt.Printf("   A wakes and writes with fence %d: accepted=%v\n", a.Fence(), ok)
+	return b.Release(ctx)
 }
 
 type quiet struct{}
