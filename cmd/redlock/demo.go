@@ -41,7 +41,10 @@ type nodeSet struct {
 	stall func(i int) error // nil when the nodes cannot be stalled
 	wake  func(i int) error
 	kill  func(i int) error
-	stop  func()
+	// elapse makes the nodes' clocks move by d for key expiry: in-process
+	// miniredis nodes expire keys only when told; nil for real servers.
+	elapse func(d time.Duration)
+	stop   func()
 }
 
 func startNodes(addrs string, inProcess bool) (*nodeSet, error) {
@@ -78,6 +81,11 @@ func startNodes(addrs string, inProcess bool) (*nodeSet, error) {
 		ns.addrs = append(ns.addrs, m.Addr())
 	}
 	ns.kill = func(i int) error { servers[i].Close(); return nil }
+	ns.elapse = func(d time.Duration) {
+		for _, m := range servers {
+			m.FastForward(d)
+		}
+	}
 	ns.stop = func() {
 		for _, m := range servers {
 			m.Close()
@@ -131,7 +139,7 @@ func run(addrs string, inProcess bool, workers, rounds int) error {
 		return err
 	}
 	fmt.Println("\n3. a holder pauses past its validity; the next holder writes; the paused one's stale write is refused by its fence")
-	if err := paused(ctx, locks, st); err != nil {
+	if err := paused(ctx, locks, nodes, st); err != nil {
 		return err
 	}
 	if nodes.wake != nil {
@@ -299,13 +307,17 @@ func lease(ctx context.Context, locks *redlock.Client, renewals *atomic.Int64) e
 	return nil
 }
 
-func paused(ctx context.Context, locks *redlock.Client, st *demoStore) error {
+func paused(ctx context.Context, locks *redlock.Client, nodes *nodeSet, st *demoStore) error {
 	a, err := locks.Acquire(ctx, "demo:ledger", 300*time.Millisecond)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("   A holds fence %d, checks its lock is valid, then pauses (a GC pause, SIGSTOP)\n", a.Fence())
-	time.Sleep(time.Until(a.Until()) + 100*time.Millisecond)
+	pause := time.Until(a.Until()) + 100*time.Millisecond
+	time.Sleep(pause)
+	if nodes.elapse != nil {
+		nodes.elapse(pause + 100*time.Millisecond) // A's key expires on the nodes
+	}
 	b, err := locks.Acquire(ctx, "demo:ledger", 10*time.Second)
 	if err != nil {
 		return err
