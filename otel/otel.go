@@ -84,6 +84,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redlock-go/redlock"
@@ -136,14 +137,16 @@ type config struct {
 	maxKeys     int
 }
 
-// WithTracerProvider sets where spans go; the default is the global
-// provider (otel.GetTracerProvider) at the time Hooks is called.
+// WithTracerProvider sets where spans go; the default, and what nil means,
+// is the global provider (otel.GetTracerProvider) at the time Hooks is
+// called.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) { c.tp = tp })
 }
 
-// WithMeterProvider sets where metrics go; the default is the global
-// provider (otel.GetMeterProvider) at the time Hooks is called.
+// WithMeterProvider sets where metrics go; the default, and what nil means,
+// is the global provider (otel.GetMeterProvider) at the time Hooks is
+// called.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.mp = mp })
 }
@@ -173,13 +176,15 @@ func WithMaxPendingKeys(n int) Option {
 // Hooks returns redlock hooks that report to OpenTelemetry. Give each Client
 // its own: the events it holds for keys are per call (see the package
 // documentation). Instruments that cannot be made are reported to
-// otel.Handle and replaced by ones that record nothing.
+// otel.Handle and replaced by ones that record nothing. A nil option is a
+// programming error: Hooks panics.
 func Hooks(opts ...Option) redlock.Hooks {
 	cfg := config{keyOnSpans: true, maxKeys: DefaultMaxPendingKeys}
 	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
+		if o == nil {
+			panic("redlockotel: nil option")
 		}
+		o.apply(&cfg)
 	}
 	if cfg.tp == nil {
 		cfg.tp = otel.GetTracerProvider()
@@ -227,6 +232,9 @@ func (a *adapter) instruments(m metric.Meter) {
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
 		errs = append(errs, err)
+		if c == nil {
+			return noop.Int64Counter{}
+		}
 		return c
 	}
 	a.attempts = counter("redlock.attempts", "{attempt}", "Attempts of Acquire and TryAcquire, by whether they took the lock.")
@@ -239,6 +247,9 @@ func (a *adapter) instruments(m metric.Meter) {
 		metric.WithDescription("Duration of Acquire, TryAcquire, Extend and Release calls, by op and outcome."),
 		metric.WithExplicitBucketBoundaries(durationBounds...))
 	a.duration = h
+	if h == nil {
+		a.duration = noop.Float64Histogram{}
+	}
 	if err := errors.Join(append(errs, err)...); err != nil {
 		otel.Handle(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/faultproxy"
 	"github.com/redlock-go/redlock/internal/redistest"
 	redlockotel "github.com/redlock-go/redlock/otel"
 )
@@ -36,16 +37,19 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// env is three real redis-server processes, a span recorder and a manual
-// metric reader: what the adapter reports is read back from the SDK.
+// env is three real redis-server processes, each behind a fault-injecting
+// proxy, a span recorder and a manual metric reader: what the adapter
+// reports is read back from the SDK. Lock clients talk through the proxies;
+// direct clients bypass them.
 type env struct {
-	t      *testing.T
-	nodes  []redis.UniversalClient
-	direct []*redis.Client
-	spans  *tracetest.SpanRecorder
-	reader *sdkmetric.ManualReader
-	tp     *sdktrace.TracerProvider
-	mp     *sdkmetric.MeterProvider
+	t       *testing.T
+	nodes   []redis.UniversalClient
+	direct  []*redis.Client
+	proxies []*faultproxy.Proxy
+	spans   *tracetest.SpanRecorder
+	reader  *sdkmetric.ManualReader
+	tp      *sdktrace.TracerProvider
+	mp      *sdkmetric.MeterProvider
 }
 
 func newEnv(t *testing.T) *env {
@@ -58,10 +62,16 @@ func newEnv(t *testing.T) *env {
 		_ = e.mp.Shutdown(context.Background())
 	})
 	for _, s := range redistest.StartT(t, 3) {
-		c := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
+		p, err := faultproxy.New(s.Addr())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		e.proxies = append(e.proxies, p)
+		d := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = d.Close() })
+		e.direct = append(e.direct, d)
+		c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = c.Close() })
 		e.nodes = append(e.nodes, c)
-		e.direct = append(e.direct, c)
 	}
 	return e
 }
@@ -70,8 +80,14 @@ func newEnv(t *testing.T) *env {
 // its background work done, when the test ends.
 func (e *env) client(opts ...redlockotel.Option) *redlock.Client {
 	e.t.Helper()
+	return e.clientWith(nil, opts...)
+}
+
+// clientWith is client with redlock options as well.
+func (e *env) clientWith(lockOpts []redlock.Option, opts ...redlockotel.Option) *redlock.Client {
+	e.t.Helper()
 	opts = append([]redlockotel.Option{redlockotel.WithTracerProvider(e.tp), redlockotel.WithMeterProvider(e.mp)}, opts...)
-	return e.plainClient(redlock.WithHooks(redlockotel.Hooks(opts...)))
+	return e.plainClient(append(lockOpts, redlock.WithHooks(redlockotel.Hooks(opts...)))...)
 }
 
 func (e *env) plainClient(opts ...redlock.Option) *redlock.Client {
@@ -461,6 +477,44 @@ func TestLease(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, absent)
+	e.noSecrets(l.Token())
+}
+
+// TestNodeTimeout: a node that stops answering during a Release is counted
+// as a node error with timeout=true under its address, and the delete tried
+// again as a cleanup retry.
+func TestNodeTimeout(t *testing.T) {
+	e := newEnv(t)
+	c := e.clientWith([]redlock.Option{
+		redlock.WithNodeTimeout(100 * time.Millisecond), redlock.WithCleanupTimeout(100 * time.Millisecond)})
+	ctx := t.Context()
+	key := newKey(t)
+
+	l, err := c.Acquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		for _, d := range e.direct {
+			if d.Exists(ctx, key).Val() != 1 {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond, "not every node took the key")
+	e.proxies[2].SetBlackhole(true)
+	require.NoError(t, l.Release(ctx)) // on the quorum of nodes 0 and 1
+	addr := attribute.String("redlock.node.addr", e.proxies[2].Addr())
+	require.Eventually(t, func() bool { return sum(e.metrics()["redlock.cleanup.retries"], addr) > 0 },
+		5*time.Second, 10*time.Millisecond, "no cleanup retry counted")
+	e.proxies[2].Reset()
+	e.settle(c)
+
+	m := e.metrics()
+	assert.GreaterOrEqual(t, sum(m["redlock.node.errors"], addr, attribute.Bool("redlock.node.timeout", true),
+		attribute.String("redlock.node.reason", "no_reply"), attribute.String("redlock.node.op", "delete")), 1.0)
+	assert.Equal(t, 0.0, sum(m["redlock.node.errors"], attribute.Bool("redlock.node.timeout", true),
+		attribute.String("redlock.node.addr", e.proxies[0].Addr())))
+	assert.Equal(t, 1.0, sum(m["redlock.operation.duration"], attribute.String("redlock.op", "release"),
+		attribute.String("redlock.outcome", "ok")))
 	e.noSecrets(l.Token())
 }
 
