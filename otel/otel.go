@@ -78,6 +78,7 @@ package redlockotel
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -210,9 +211,10 @@ func Hooks(opts ...Option) redlock.Hooks {
 }
 
 type adapter struct {
-	cfg     config
-	tracer  trace.Tracer
-	pending *pending
+	cfg        config
+	tracer     trace.Tracer
+	pending    *pending
+	metricOpts sync.Map // attrKey to metric.MeasurementOption, without keys
 
 	attempts   metric.Int64Counter
 	duration   metric.Float64Histogram
@@ -292,13 +294,28 @@ func nodeReason(err error) string {
 	return "error"
 }
 
-// metricAttrs returns the measurement option for attrs, with the key when
-// WithKeyOnMetrics asked for it.
+// attrKey identifies a metric's attributes, at most four of them, in the
+// cache of measurement options.
+type attrKey [4]attribute.KeyValue
+
+// metricAttrs returns the measurement option for attrs (at most four), with
+// the key when WithKeyOnMetrics asked for it. Without the key the options
+// are made once and cached: every attribute of a metric has few values (an
+// op, an outcome, a node address, a reason), so the cache stays small, and
+// building the set each time was most of a hook's cost.
 func (a *adapter) metricAttrs(key string, attrs ...attribute.KeyValue) metric.MeasurementOption {
 	if a.cfg.keyOnMetric {
-		attrs = append(attrs, keyKey.String(key))
+		return metric.WithAttributes(append(attrs, keyKey.String(key))...)
 	}
-	return metric.WithAttributes(attrs...)
+	var k attrKey
+	if copy(k[:], attrs) < len(attrs) {
+		panic("redlockotel: more metric attributes than attrKey holds")
+	}
+	if o, ok := a.metricOpts.Load(k); ok {
+		return o.(metric.MeasurementOption)
+	}
+	o, _ := a.metricOpts.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(attrs...)))
+	return o.(metric.MeasurementOption)
 }
 
 func (a *adapter) attempt(i redlock.AttemptInfo) {
@@ -355,7 +372,8 @@ func (a *adapter) done(i redlock.OpInfo) {
 	a.duration.Record(context.Background(), i.Elapsed.Seconds(),
 		a.metricAttrs(i.Key, keyOp.String(i.Op), keyOutcome.String(out)))
 
-	attrs := []attribute.KeyValue{keyOp.String(i.Op), keyOutcome.String(out)}
+	attrs := make([]attribute.KeyValue, 0, 5) // room for all: no growing
+	attrs = append(attrs, keyOp.String(i.Op), keyOutcome.String(out))
 	if a.cfg.keyOnSpans {
 		attrs = append(attrs, keyKey.String(i.Key))
 	}

@@ -540,3 +540,20 @@ func TestManyKeys(t *testing.T) {
 		assert.True(t, strings.HasPrefix(s.Name(), "redlock."))
 	}
 }
+
+// BenchmarkHooks is the adapter's cost per uncontended Acquire (an attempt
+// and its Done) with the SDK recording everything, without Redis.
+func BenchmarkHooks(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	b.Cleanup(func() {
+		_ = tp.Shutdown(context.Background())
+		_ = mp.Shutdown(context.Background())
+	})
+	h := redlockotel.Hooks(redlockotel.WithTracerProvider(tp), redlockotel.WithMeterProvider(mp))
+	b.ReportAllocs()
+	for b.Loop() {
+		h.Attempt(redlock.AttemptInfo{Key: "orders:42", Attempt: 1, Elapsed: time.Millisecond, Acquired: true})
+		h.Done(redlock.OpInfo{Op: "acquire", Key: "orders:42", Elapsed: time.Millisecond})
+	}
+}
