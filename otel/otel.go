@@ -18,10 +18,11 @@
 // not a child of the caller's span. The attempts, rollbacks and per-node
 // refusals, errors and timeouts of the operation arrive before its Done;
 // they are held per key until the Done of that key turns them into events
-// of its span, each at the time it happened. The events of a key held
-// earlier than the operation's start are dropped: they came from an earlier
-// operation's background work, such as the rollback or the late replies of
-// a release that returned on a quorum.
+// of its span, each at the time it happened. Only the events between the
+// operation's start and end go into its span: earlier ones came from an
+// earlier operation's background work, such as a rollback or the late
+// replies of a Release that returned on a quorum, and are dropped; later
+// ones came while the span was being made, and stay held for the next.
 //
 // That correlation by key has limits, which cost events, never memory:
 //   - Concurrent operations on one key through one Client share the events
@@ -377,7 +378,7 @@ func (a *adapter) done(i redlock.OpInfo) {
 	if a.cfg.keyOnSpans {
 		attrs = append(attrs, keyKey.String(i.Key))
 	}
-	events, dropped := a.pending.take(i.Key, start)
+	events, dropped := a.pending.take(i.Key, start, end)
 	attempts := 0
 	for _, e := range events {
 		if e.name == "redlock.attempt" {

@@ -2,7 +2,6 @@ package redlockotel
 
 import (
 	"container/list"
-	"slices"
 	"sync"
 	"time"
 
@@ -65,25 +64,38 @@ func (p *pending) add(key string, e event) {
 	h.events = append(h.events, e)
 }
 
-// take removes what is held for key and returns the events that happened
-// at or after since, and how many were dropped for want of room. Earlier
-// events belong to an earlier operation and are discarded.
-func (p *pending) take(key string, since time.Time) ([]event, int) {
+// take returns the events held for key that happened from since to until,
+// and how many events of the key were dropped for want of room. Earlier
+// events belong to an earlier operation and are discarded; later ones came
+// while the operation's span was being made, and stay held for the next.
+func (p *pending) take(key string, since, until time.Time) ([]event, int) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	el, ok := p.keys[key]
-	if ok {
-		p.order.Remove(el)
-		delete(p.keys, key)
-	}
-	p.mu.Unlock()
 	if !ok {
 		return nil, 0
 	}
 	h := el.Value.(*held)
 	// Events of different goroutines are held in the order they came, not
 	// strictly in the order of their times: look at each.
-	events := slices.DeleteFunc(h.events, func(e event) bool { return e.at.Before(since) })
-	return events, h.dropped
+	var taken, later []event
+	for _, e := range h.events {
+		switch {
+		case e.at.Before(since):
+		case e.at.After(until):
+			later = append(later, e)
+		default:
+			taken = append(taken, e)
+		}
+	}
+	dropped := h.dropped
+	if len(later) == 0 {
+		p.order.Remove(el)
+		delete(p.keys, key)
+	} else {
+		h.events, h.dropped = later, 0
+	}
+	return taken, dropped
 }
 
 // size returns how many keys have events held.
