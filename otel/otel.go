@@ -59,6 +59,17 @@
 // under contention that is the expected answer: filter on error.type to
 // tell contention from trouble.
 //
+// A span has redlock.op, redlock.outcome, redlock.key and, for acquires,
+// redlock.attempts; its events are:
+//
+//	redlock.attempt     redlock.attempt (1 for the first), redlock.acquired, redlock.elapsed (seconds), error.type
+//	redlock.node.error  redlock.node.op, redlock.node (index), redlock.node.addr, redlock.node.reason, redlock.node.timeout, redlock.node.error
+//	redlock.rollback    redlock.nodes (where the failed attempt may have written)
+//
+// redlock.node.reason is "held_by_other", "key_absent", "restart_guard",
+// "no_reply" or "error"; redlock.node.op is the script the node was asked
+// to run: "acquire", "commit", "extend", "restore" or "delete".
+//
 // Metrics, all with the instrumentation scope of this package:
 //
 //	redlock.attempts            counter    redlock.acquired
@@ -113,7 +124,7 @@ const (
 	keyDropped    = attribute.Key("redlock.events.dropped")
 	keyAttempt    = attribute.Key("redlock.attempt")
 	keyAcquired   = attribute.Key("redlock.acquired")
-	keyElapsed    = attribute.Key("redlock.elapsed")
+	keyElapsed    = attribute.Key("redlock.elapsed") // seconds
 	keyNodes      = attribute.Key("redlock.nodes")
 	keyNodeOp     = attribute.Key("redlock.node.op")
 	keyNode       = attribute.Key("redlock.node")
