@@ -17,7 +17,7 @@ fi
 
 # The library, then the nested modules, which have their own go.mod so that
 # their dependencies stay out of the library's.
-modules=(. compare cmd/redlock)
+modules=(. compare cmd/redlock otel)
 
 staticcheck="honnef.co/go/tools/cmd/staticcheck@v0.8.2"
 for mod in "${modules[@]}"; do
@@ -69,4 +69,5 @@ fi
 echo "== tests"
 go test -race -count=1 -p 1 -timeout 30m ./...
 (cd cmd/redlock && go test -race -count=1 -timeout 10m ./...)
+(cd otel && go test -race -count=1 -timeout 10m ./...)
 (cd compare && go test -count=1 -timeout 10m ./...)

@@ -1,0 +1,446 @@
+// Package redlockotel adapts redlock's Hooks to OpenTelemetry: a span per
+// lock operation, with the attempts and the nodes that did not confirm as
+// span events, and metrics of attempts, operations, node errors, rollbacks,
+// cleanup retries, renewals and lost locks.
+//
+// It lives in a module of its own so that the redlock library depends on no
+// telemetry package. Wire it in with one call per Client:
+//
+//	c, err := redlock.New(nodes, redlock.WithHooks(redlockotel.Hooks()))
+//
+// # Spans after the fact
+//
+// redlock calls its hooks when something has happened, without a context:
+// the Done hook reports an operation once it has returned, with its
+// duration. The span of an operation is therefore made at that moment, with
+// its start set back by the duration, so it has the right start, end and
+// status but no parent: each operation is the root of a trace of its own,
+// not a child of the caller's span. The attempts, rollbacks and per-node
+// refusals, errors and timeouts of the operation arrive before its Done;
+// they are held per key until the Done of that key turns them into events
+// of its span, each at the time it happened. Only the events between the
+// operation's start and end go into its span: earlier ones came from an
+// earlier operation's background work, such as a rollback or the late
+// replies of a Release that returned on a quorum, and are dropped; later
+// ones came while the span was being made, and stay held for the next.
+//
+// That correlation by key has limits, which cost events, never memory:
+//   - Concurrent operations on one key through one Client share the events
+//     held for the key: the first Done takes them all. Acquire calls of one
+//     Client for one key queue and contend one at a time, so this is about
+//     an Extend or Release on a key while another call waits for it.
+//   - An operation returns as soon as its outcome is decided, without
+//     waiting for the other nodes: their replies, and background work such
+//     as the deletes of a rollback, come after its span was made. They show
+//     in the next span of the key when they fall in that span's time, and
+//     otherwise in no span. The metrics count all of them.
+//   - At most maxEventsPerKey events are held per key (the oldest go
+//     first, and the span says how many with redlock.events.dropped) and
+//     at most WithMaxPendingKeys keys (the least recently touched go
+//     first). Keys whose events no Done takes are evicted in the same way.
+//
+// Call Hooks once per Client: each call holds its own events, so two
+// Clients locking the same key do not mix theirs.
+//
+// # What is recorded
+//
+// No attribute ever holds a token or a value: the hooks never see one. The
+// key is an attribute of spans (redlock.key) unless WithoutKeyOnSpans, and
+// of metrics only with WithKeyOnMetrics, because a key per entity would make
+// a time series per entity. Without keys on spans, the error messages of
+// operations, which quote the key, are left out too: the span then says
+// why it failed with error.type alone.
+//
+// A failed operation's span has status Error, the error recorded as an
+// exception event, and error.type set to its outcome: "not_acquired",
+// "not_held", "canceled", "deadline_exceeded", "invalid_argument",
+// "closed" or "error". A TryAcquire refused because another holder has the
+// key is an Error too, since it did not do what it was asked to, though
+// under contention that is the expected answer: filter on error.type to
+// tell contention from trouble.
+//
+// A span has redlock.op, redlock.outcome, redlock.key and, for acquires,
+// redlock.attempts; its events are:
+//
+//	redlock.attempt     redlock.attempt (1 for the first), redlock.acquired, redlock.elapsed (seconds), error.type
+//	redlock.node.error  redlock.node.op, redlock.node (index), redlock.node.addr, redlock.node.reason, redlock.node.timeout, redlock.node.error
+//	redlock.rollback    redlock.nodes (where the failed attempt may have written)
+//
+// redlock.node.reason is "held_by_other", "key_absent", "restart_guard",
+// "no_reply" or "error"; redlock.node.op is the script the node was asked
+// to run: "acquire", "commit", "extend", "restore" or "delete".
+//
+// Metrics, all with the instrumentation scope of this package:
+//
+//	redlock.attempts            counter    redlock.acquired
+//	redlock.operation.duration  histogram  redlock.op, redlock.outcome (seconds)
+//	redlock.node.errors         counter    redlock.node.op, redlock.node.addr, redlock.node.reason, redlock.node.timeout
+//	redlock.rollbacks           counter
+//	redlock.cleanup.retries     counter    redlock.node.addr
+//	redlock.renewals            counter    redlock.outcome
+//	redlock.locks.lost          counter
+//
+// The count of redlock.operation.duration is the number of operations by op
+// and outcome: there is no separate counter of operations, which would
+// repeat it. A renewal of KeepAlive is an Extend, so it has a
+// "redlock.extend" span as well as its count in redlock.renewals; a lost
+// lock has a span of its own, "redlock.lock-lost", with no duration.
+package redlockotel
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redlock-go/redlock"
+)
+
+// ScopeName is the instrumentation scope of the tracer and the meter.
+const ScopeName = "github.com/redlock-go/redlock/otel"
+
+// DefaultMaxPendingKeys is how many keys may have events waiting for their
+// operation's end at once, unless WithMaxPendingKeys says otherwise.
+const DefaultMaxPendingKeys = 1024
+
+// maxEventsPerKey bounds the events held for one key: the attempts of a long
+// Acquire under contention, with a refusal per node each, would otherwise
+// grow without end. The newest are kept.
+const maxEventsPerKey = 128
+
+// Attribute keys.
+const (
+	keyOp         = attribute.Key("redlock.op")
+	keyKey        = attribute.Key("redlock.key")
+	keyOutcome    = attribute.Key("redlock.outcome")
+	keyAttempts   = attribute.Key("redlock.attempts")
+	keyDropped    = attribute.Key("redlock.events.dropped")
+	keyAttempt    = attribute.Key("redlock.attempt")
+	keyAcquired   = attribute.Key("redlock.acquired")
+	keyElapsed    = attribute.Key("redlock.elapsed") // seconds
+	keyNodes      = attribute.Key("redlock.nodes")
+	keyNodeOp     = attribute.Key("redlock.node.op")
+	keyNode       = attribute.Key("redlock.node")
+	keyNodeAddr   = attribute.Key("redlock.node.addr")
+	keyNodeReason = attribute.Key("redlock.node.reason")
+	keyTimeout    = attribute.Key("redlock.node.timeout")
+	keyNodeError  = attribute.Key("redlock.node.error")
+	keyErrorType  = attribute.Key("error.type")
+)
+
+// Option configures Hooks.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	tp          trace.TracerProvider
+	mp          metric.MeterProvider
+	keyOnSpans  bool
+	keyOnMetric bool
+	maxKeys     int
+}
+
+// WithTracerProvider sets where spans go; the default, and what nil means,
+// is the global provider (otel.GetTracerProvider) at the time Hooks is
+// called.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) { c.tp = tp })
+}
+
+// WithMeterProvider sets where metrics go; the default, and what nil means,
+// is the global provider (otel.GetMeterProvider) at the time Hooks is
+// called.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.mp = mp })
+}
+
+// WithoutKeyOnSpans leaves the key, and the error messages that quote it,
+// out of spans: for keys that name what must not reach the tracing backend.
+func WithoutKeyOnSpans() Option {
+	return optionFunc(func(c *config) { c.keyOnSpans = false })
+}
+
+// WithKeyOnMetrics adds the key (redlock.key) to the metrics of operations,
+// attempts, node errors, rollbacks, cleanup retries, renewals and lost
+// locks. Use it only with few, fixed keys: each key is a time series of
+// each metric.
+func WithKeyOnMetrics() Option {
+	return optionFunc(func(c *config) { c.keyOnMetric = true })
+}
+
+// WithMaxPendingKeys bounds the keys whose events wait for their
+// operation's end (DefaultMaxPendingKeys unless set; n < 1 means 1). Past
+// it the key least recently touched loses its events, so a span may lack
+// some when more keys than n are in operation at once.
+func WithMaxPendingKeys(n int) Option {
+	return optionFunc(func(c *config) { c.maxKeys = max(n, 1) })
+}
+
+// Hooks returns redlock hooks that report to OpenTelemetry. Give each Client
+// its own: the events it holds for keys are per call (see the package
+// documentation). Instruments that cannot be made are reported to
+// otel.Handle and replaced by ones that record nothing. A nil option is a
+// programming error: Hooks panics.
+func Hooks(opts ...Option) redlock.Hooks {
+	cfg := config{keyOnSpans: true, maxKeys: DefaultMaxPendingKeys}
+	for _, o := range opts {
+		if o == nil {
+			panic("redlockotel: nil option")
+		}
+		o.apply(&cfg)
+	}
+	if cfg.tp == nil {
+		cfg.tp = otel.GetTracerProvider()
+	}
+	if cfg.mp == nil {
+		cfg.mp = otel.GetMeterProvider()
+	}
+	a := &adapter{
+		cfg:     cfg,
+		tracer:  cfg.tp.Tracer(ScopeName),
+		pending: newPending(cfg.maxKeys, maxEventsPerKey),
+	}
+	a.instruments(cfg.mp.Meter(ScopeName))
+	return redlock.Hooks{
+		Attempt:      a.attempt,
+		Done:         a.done,
+		NodeError:    a.nodeError,
+		Rollback:     a.rollback,
+		CleanupRetry: a.cleanupRetry,
+		Renewal:      a.renewal,
+		LockLost:     a.lost,
+	}
+}
+
+type adapter struct {
+	cfg        config
+	tracer     trace.Tracer
+	pending    *pending
+	metricOpts sync.Map // attrKey to metric.MeasurementOption, without keys
+
+	attempts   metric.Int64Counter
+	duration   metric.Float64Histogram
+	nodeErrors metric.Int64Counter
+	rollbacks  metric.Int64Counter
+	cleanups   metric.Int64Counter
+	renewals   metric.Int64Counter
+	lostLocks  metric.Int64Counter
+}
+
+// durationBounds suit lock operations, which take from a fraction of a
+// millisecond on a LAN to seconds when Acquire waits for a holder.
+var durationBounds = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+
+func (a *adapter) instruments(m metric.Meter) {
+	var errs []error
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		if c == nil {
+			return noop.Int64Counter{}
+		}
+		return c
+	}
+	a.attempts = counter("redlock.attempts", "{attempt}", "Attempts of Acquire and TryAcquire, by whether they took the lock.")
+	a.nodeErrors = counter("redlock.node.errors", "{reply}", "Node replies that were not a confirmation: a refusal, an error, or no reply in time.")
+	a.rollbacks = counter("redlock.rollbacks", "{rollback}", "Failed attempts whose writes were deleted again.")
+	a.cleanups = counter("redlock.cleanup.retries", "{retry}", "Deletes with no definite answer, to be tried again.")
+	a.renewals = counter("redlock.renewals", "{renewal}", "Renewals of locks kept alive by KeepAlive, by outcome.")
+	a.lostLocks = counter("redlock.locks.lost", "{lock}", "Kept-alive locks that could no longer be proven held.")
+	h, err := m.Float64Histogram("redlock.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of Acquire, TryAcquire, Extend and Release calls, by op and outcome."),
+		metric.WithExplicitBucketBoundaries(durationBounds...))
+	a.duration = h
+	if h == nil {
+		a.duration = noop.Float64Histogram{}
+	}
+	if err := errors.Join(append(errs, err)...); err != nil {
+		otel.Handle(err)
+	}
+}
+
+// Outcomes of an operation or a renewal, from its error. The context's
+// errors come first: they are joined with ErrNotAcquired or ErrNotHeld.
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline_exceeded"
+	case errors.Is(err, redlock.ErrInvalidArgument):
+		return "invalid_argument"
+	case errors.Is(err, redlock.ErrClosed):
+		return "closed"
+	case errors.Is(err, redlock.ErrNotAcquired):
+		return "not_acquired"
+	case errors.Is(err, redlock.ErrNotHeld):
+		return "not_held"
+	}
+	return "error"
+}
+
+// nodeReason names why a node did not confirm.
+func nodeReason(err error) string {
+	switch {
+	case errors.Is(err, redlock.ErrHeldByOther):
+		return "held_by_other"
+	case errors.Is(err, redlock.ErrKeyAbsent):
+		return "key_absent"
+	case errors.Is(err, redlock.ErrRestartGuard):
+		return "restart_guard"
+	case errors.Is(err, redlock.ErrNoReply):
+		return "no_reply"
+	}
+	return "error"
+}
+
+// attrKey identifies a metric's attributes, at most four of them, in the
+// cache of measurement options.
+type attrKey [4]attribute.KeyValue
+
+// metricAttrs returns the measurement option for attrs (at most four), with
+// the key when WithKeyOnMetrics asked for it. Without the key the options
+// are made once and cached: every attribute of a metric has few values (an
+// op, an outcome, a node address, a reason), so the cache stays small, and
+// building the set each time was most of a hook's cost.
+func (a *adapter) metricAttrs(key string, attrs ...attribute.KeyValue) metric.MeasurementOption {
+	if a.cfg.keyOnMetric {
+		return metric.WithAttributes(append(attrs, keyKey.String(key))...)
+	}
+	var k attrKey
+	if copy(k[:], attrs) < len(attrs) {
+		panic("redlockotel: more metric attributes than attrKey holds")
+	}
+	if o, ok := a.metricOpts.Load(k); ok {
+		return o.(metric.MeasurementOption)
+	}
+	o, _ := a.metricOpts.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(attrs...)))
+	return o.(metric.MeasurementOption)
+}
+
+func (a *adapter) attempt(i redlock.AttemptInfo) {
+	a.attempts.Add(context.Background(), 1, a.metricAttrs(i.Key, keyAcquired.Bool(i.Acquired)))
+	attrs := []attribute.KeyValue{
+		keyAttempt.Int(i.Attempt),
+		keyAcquired.Bool(i.Acquired),
+		keyElapsed.Float64(i.Elapsed.Seconds()),
+	}
+	if i.Err != nil {
+		attrs = append(attrs, keyErrorType.String(outcome(i.Err)))
+	}
+	a.pending.add(i.Key, event{name: "redlock.attempt", at: time.Now(), attrs: attrs})
+}
+
+func (a *adapter) nodeError(i redlock.NodeInfo) {
+	reason := nodeReason(i.Err)
+	a.nodeErrors.Add(context.Background(), 1, a.metricAttrs(i.Key,
+		keyNodeOp.String(i.Op), keyNodeAddr.String(i.Addr), keyNodeReason.String(reason), keyTimeout.Bool(i.Timeout)))
+	attrs := []attribute.KeyValue{
+		keyNodeOp.String(i.Op),
+		keyNode.Int(i.Node),
+		keyNodeAddr.String(i.Addr),
+		keyNodeReason.String(reason),
+		keyTimeout.Bool(i.Timeout),
+	}
+	// A node's error is a sentinel or its client's error, neither of which
+	// quotes the key.
+	if i.Err != nil {
+		attrs = append(attrs, keyNodeError.String(i.Err.Error()))
+	}
+	a.pending.add(i.Key, event{name: "redlock.node.error", at: time.Now(), attrs: attrs})
+}
+
+func (a *adapter) rollback(i redlock.RollbackInfo) {
+	a.rollbacks.Add(context.Background(), 1, a.metricAttrs(i.Key))
+	a.pending.add(i.Key, event{name: "redlock.rollback", at: time.Now(), attrs: []attribute.KeyValue{keyNodes.Int(i.Nodes)}})
+}
+
+// cleanupRetry is counted only: a retried delete is background work that
+// outlives the operation that launched it.
+func (a *adapter) cleanupRetry(i redlock.CleanupInfo) {
+	a.cleanups.Add(context.Background(), 1, a.metricAttrs(i.Key, keyNodeAddr.String(i.Addr)))
+}
+
+func (a *adapter) renewal(i redlock.RenewalInfo) {
+	a.renewals.Add(context.Background(), 1, a.metricAttrs(i.Key, keyOutcome.String(outcome(i.Err))))
+}
+
+func (a *adapter) done(i redlock.OpInfo) {
+	end := time.Now()
+	start := end.Add(-i.Elapsed)
+	out := outcome(i.Err)
+	a.duration.Record(context.Background(), i.Elapsed.Seconds(),
+		a.metricAttrs(i.Key, keyOp.String(i.Op), keyOutcome.String(out)))
+
+	attrs := make([]attribute.KeyValue, 0, 5) // room for all: no growing
+	attrs = append(attrs, keyOp.String(i.Op), keyOutcome.String(out))
+	if a.cfg.keyOnSpans {
+		attrs = append(attrs, keyKey.String(i.Key))
+	}
+	events, dropped := a.pending.take(i.Key, start, end)
+	attempts := 0
+	for _, e := range events {
+		if e.name == "redlock.attempt" {
+			attempts++
+		}
+	}
+	if attempts > 0 {
+		attrs = append(attrs, keyAttempts.Int(attempts))
+	}
+	if dropped > 0 {
+		attrs = append(attrs, keyDropped.Int(dropped))
+	}
+	_, span := a.tracer.Start(context.Background(), "redlock."+i.Op,
+		trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	for _, e := range events {
+		span.AddEvent(e.name, trace.WithTimestamp(e.at), trace.WithAttributes(e.attrs...))
+	}
+	a.fail(span, i.Err, out, end)
+	span.End(trace.WithTimestamp(end))
+}
+
+// lost makes a span of no duration for a lock that KeepAlive could no
+// longer prove held: nothing else marks the moment in a trace.
+func (a *adapter) lost(i redlock.LostInfo) {
+	a.lostLocks.Add(context.Background(), 1, a.metricAttrs(i.Key))
+	now := time.Now()
+	var attrs []attribute.KeyValue
+	if a.cfg.keyOnSpans {
+		attrs = append(attrs, keyKey.String(i.Key))
+	}
+	_, span := a.tracer.Start(context.Background(), "redlock.lock-lost",
+		trace.WithTimestamp(now), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	cause := i.Cause
+	if cause == nil { // the hook promises one; a span with status Error needs one
+		cause = redlock.ErrLockLost
+	}
+	a.fail(span, cause, "lock_lost", now)
+	span.End(trace.WithTimestamp(now))
+}
+
+// fail marks span as failed with err, unless err is nil. The message of err
+// quotes the key, so it stays out when keys do.
+func (a *adapter) fail(span trace.Span, err error, errType string, at time.Time) {
+	if err == nil {
+		return
+	}
+	span.SetAttributes(keyErrorType.String(errType))
+	if !a.cfg.keyOnSpans {
+		span.SetStatus(codes.Error, errType)
+		return
+	}
+	span.RecordError(err, trace.WithTimestamp(at))
+	span.SetStatus(codes.Error, err.Error())
+}
