@@ -46,6 +46,10 @@ const (
 	// is used again only long after its previous release, including the
 	// part a release leaves to the background.
 	benchKeys = 4096
+	// benchHold is the critical section under contention, as in compare/
+	// and the waiting issue: a holder keeps the lock this long (spinning)
+	// before it releases.
+	benchHold = 100 * time.Microsecond
 )
 
 // BenchmarkAcquireRelease is one goroutine taking and releasing uncontended
@@ -110,10 +114,12 @@ func BenchmarkAcquireReleaseFault(b *testing.B) {
 }
 
 // BenchmarkContention has many goroutines competing for one key on 5 nodes
-// with the default retry strategy. b.N counts acquisitions by all of them.
-// handoff is the wait from the moment a holder starts its Release to the
-// moment the next holder's Acquire returns: at best one release and one
-// acquire round trip, so its floor is the same as an uncontended operation's.
+// with the default retry strategy, each holding it for benchHold. b.N counts
+// acquisitions by all of them. handoff is the wait from the moment a holder
+// starts its Release to the moment the next holder's Acquire returns: at best
+// one release and one acquire round trip, so its floor is the same as an
+// uncontended operation's. wait is each acquirer's, from calling Acquire to
+// getting the lock.
 func BenchmarkContention(b *testing.B) {
 	servers := redistest.StartT(b, 5)
 	for _, g := range []int{16, 64} {
@@ -211,7 +217,7 @@ func benchContention(b *testing.B, addrs []string, goroutines int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	c := benchkit.Contend(ctx, benchkit.Run{Goroutines: goroutines, Ops: b.N},
+	c := benchkit.Contend(ctx, benchkit.Run{Goroutines: goroutines, Ops: b.N, Hold: benchHold},
 		func(ctx context.Context) (*redlock.Lock, error) { return rl.Acquire(ctx, key, benchTTL) },
 		func(ctx context.Context, l *redlock.Lock) error { return l.Release(ctx) })
 	elapsed := time.Since(start)
@@ -234,6 +240,10 @@ func benchContention(b *testing.B, addrs []string, goroutines int) {
 		b.ReportMetric(float64(p99.Nanoseconds()), "handoff-p99-ns")
 		b.ReportMetric(float64(f.Nanoseconds()), "floor-p50-ns")
 		b.ReportMetric(float64(p50)/float64(f), "handoff-p50/floor")
+	}
+	if len(c.Waits) > 0 {
+		b.ReportMetric(float64(benchkit.Percentile(c.Waits, 50).Nanoseconds()), "wait-p50-ns")
+		b.ReportMetric(float64(benchkit.Percentile(c.Waits, 99).Nanoseconds()), "wait-p99-ns")
 	}
 }
 

@@ -2,12 +2,26 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
+
+// TestMain lets the test binary serve as the multi-process scenario's
+// worker, as the compare binary does.
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) != "" {
+		if err := workerMain(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "compare worker:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	os.Exit(m.Run())
+}
 
 // TestHarness runs every scenario with tiny counts, so that a change in one
 // of the libraries or in the test infrastructure that breaks the harness
@@ -36,6 +50,10 @@ func TestHarness(t *testing.T) {
 		"## Uncontended Acquire+Release",
 		"## Contention: many goroutines, one key",
 		"## Many keys: 64 goroutines, a key each",
+		"## Contention across processes: 4 processes × 4 goroutines, one key",
+		"## Commands per acquisition under contention",
+		"| N=5, 4 processes × 4 goroutines, 1 key | redlock |", "| N=5, 4 processes × 4 goroutines, 1 key | redsync |",
+		"wait p99 ≤ 20ms", "every process ≥ 0.5 × its fair share", "commands per acquisition, 64 ÷ 16 goroutines",
 		"| N=1 | floor-bare |", "| N=1 | floor-ctx |", "| N=1 | min-setnx-script |", "| N=1 | min-script-script |", "| N=1 | redlock |", "| N=1 | redlock-ctxtimeout |", "| N=1 | redsync |", "| N=1 | redsync-failfast |", "| N=1 | redislock |",
 		"| N=3 | redlock |",
 		"| N=5, 1 node +20ms | redlock |", "| N=5, 2 nodes +20ms | redsync |", "| N=5, 1 node blackholed | redsync-failfast |",
@@ -75,6 +93,7 @@ func TestBadFlags(t *testing.T) {
 		{"-nodes", "0"},
 		{"-scenarios", "bogus"},
 		{"-rounds", "0"},
+		{"-procs", "0"},
 		{"extra"},
 	} {
 		var stdout, stderr bytes.Buffer

@@ -26,6 +26,7 @@ const (
 	uncontended kind = iota // one goroutine, Acquire+Release in a loop
 	contention              // many goroutines, one key
 	manyKeys                // many goroutines, a key each
+	multiProc               // several processes of several goroutines, one key
 )
 
 // scenario is one configuration that every eligible contender runs, in
@@ -34,7 +35,9 @@ type scenario struct {
 	name       string
 	kind       kind
 	nodes      int
-	goroutines int
+	goroutines int // per process with multiProc
+	procs      int // multiProc: worker processes
+	hold       time.Duration
 	// The first slow nodes are reached through a proxy that applies fault
 	// once every contender has warmed up; the other nodes are direct.
 	slow  int
@@ -47,10 +50,10 @@ func (s *scenario) runs(c contender) bool {
 	if c.singleNode && s.nodes != 1 {
 		return false
 	}
-	if c.experiment && (s.kind == contention || s.slow > 0) {
+	if c.experiment && (s.kind == contention || s.kind == multiProc || s.slow > 0) {
 		return false
 	}
-	return !c.floor || s.kind != contention
+	return !c.floor || (s.kind != contention && s.kind != multiProc)
 }
 
 // config is what the flags set.
@@ -64,6 +67,8 @@ type config struct {
 	budget     time.Duration // most time per contender and scenario
 	warmup     int           // uncontended operations per contender before measuring
 	ctxTimeout bool          // go-redis ContextTimeoutEnabled for every client
+	hold       time.Duration // critical section under contention
+	procs      int           // worker processes of the multi-process scenario
 	progress   io.Writer     // progress lines; nil for none
 }
 
@@ -72,18 +77,21 @@ const (
 	groupFaults      = "faults"
 	groupContention  = "contention"
 	groupManyKeys    = "manykeys"
+	groupMultiProc   = "multiprocess"
 )
 
 func defaultConfig() config {
 	return config{
 		nodes:     []int{1, 3, 5, 7},
-		kinds:     []string{groupUncontended, groupFaults, groupContention, groupManyKeys},
+		kinds:     []string{groupUncontended, groupFaults, groupContention, groupMultiProc, groupManyKeys},
 		rounds:    20,
 		ops:       100,
 		roundTime: 200 * time.Millisecond,
 		sliceTime: 250 * time.Millisecond,
 		budget:    15 * time.Second,
 		warmup:    50,
+		hold:      100 * time.Microsecond,
+		procs:     4,
 	}
 }
 
@@ -108,9 +116,12 @@ func (cfg *config) scenarios() []*scenario {
 			for _, n := range []int{1, 5} {
 				for _, g := range []int{16, 64} {
 					out = append(out, &scenario{name: fmt.Sprintf("N=%d, %d goroutines, 1 key", n, g),
-						kind: contention, nodes: n, goroutines: g})
+						kind: contention, nodes: n, goroutines: g, hold: cfg.hold})
 				}
 			}
+		case groupMultiProc:
+			out = append(out, &scenario{name: fmt.Sprintf("N=5, %d processes × 4 goroutines, 1 key", cfg.procs),
+				kind: multiProc, nodes: 5, goroutines: 4, procs: cfg.procs, hold: cfg.hold})
 		case groupManyKeys:
 			for _, n := range []int{1, 5} {
 				out = append(out, &scenario{name: fmt.Sprintf("N=%d, 64 goroutines, 64 keys", n),
@@ -127,7 +138,16 @@ type sample struct {
 	// lat: per Acquire+Release when uncontended or on many keys; the
 	// handoff wait (a release starting to the next acquire returning) under
 	// contention.
-	lat      []time.Duration
+	lat []time.Duration
+	// wait: under contention, each acquirer's wait from calling Acquire
+	// to getting the lock.
+	wait []time.Duration
+	// cmds: under contention, the calls per command that the nodes
+	// executed during this library's slices (INFO commandstats deltas,
+	// summed over the nodes; commands run by scripts included).
+	cmds map[string]int64
+	// shares: multiProc, the acquisitions of each worker process.
+	shares   []int
 	ops      int           // completed Acquire+Release
 	busy     time.Duration // wall time spent in the measured batches
 	mallocs  uint64        // heap allocations during the uncontended allocation batch
@@ -136,6 +156,16 @@ type sample struct {
 	overlaps int           // acquisitions while another holder held the lock
 	firstErr error
 	stopped  bool // the time budget ended its rounds early
+}
+
+// addCmds adds a commandstats delta.
+func (s *sample) addCmds(d map[string]int64) {
+	if s.cmds == nil {
+		s.cmds = make(map[string]int64)
+	}
+	for k, v := range d {
+		s.cmds[k] += v
+	}
 }
 
 type result struct {
@@ -177,7 +207,11 @@ func run(ctx context.Context, cfg config) ([]*result, error) {
 			return results, err
 		}
 		cfg.logf("scenario %s", sc.name)
-		r, err := runScenario(ctx, cfg, servers, sc)
+		run := runScenario
+		if sc.kind == multiProc {
+			run = runMultiProc
+		}
+		r, err := run(ctx, cfg, servers, sc)
 		if err != nil {
 			return results, fmt.Errorf("%s: %w", sc.name, err)
 		}
@@ -247,6 +281,12 @@ func runScenario(ctx context.Context, cfg config, servers []*redistest.Server, s
 			}
 		}
 	}()
+
+	var stats *cmdStats
+	if sc.kind == contention {
+		stats = newCmdStats(addrs)
+		defer stats.close()
+	}
 
 	res = &result{sc: sc}
 	for _, c := range contenders() {
@@ -321,7 +361,9 @@ func runScenario(ctx context.Context, cfg config, servers []*redistest.Server, s
 			start := time.Now()
 			switch sc.kind {
 			case contention:
+				before := stats.snapshot(ctx)
 				e.contention(ctx, cfg, sc, round)
+				e.s.addCmds(stats.since(ctx, before))
 			case manyKeys:
 				e.manyKeys(ctx, cfg, sc, round)
 			}
@@ -426,14 +468,16 @@ func (e *entrant) countAllocs(ctx context.Context, cfg config) {
 }
 
 // contention has sc.goroutines compete for one key for cfg.sliceTime, each
-// retrying the library's way. It records the wait from the moment a holder
-// starts to release to the moment the next holder's acquire returns.
+// retrying the library's way and holding the lock for sc.hold. It records
+// the handoff, from the moment a holder starts to release to the moment the
+// next holder's acquire returns, and each acquirer's wait.
 func (e *entrant) contention(ctx context.Context, cfg config, sc *scenario, round int) {
 	key := "cmp:" + sc.name + ":" + e.c.name + ":round" + strconv.Itoa(round)
-	c := benchkit.Contend(ctx, benchkit.Run{Goroutines: sc.goroutines, Duration: cfg.sliceTime},
+	c := benchkit.Contend(ctx, benchkit.Run{Goroutines: sc.goroutines, Duration: cfg.sliceTime, Hold: sc.hold},
 		func(ctx context.Context) (any, error) { return e.l.lock(ctx, key) }, e.l.unlock)
 	s := e.s
 	s.lat = append(s.lat, c.Handoffs...)
+	s.wait = append(s.wait, c.Waits...)
 	s.ops += c.Acquired
 	s.failures += c.Failures
 	s.overlaps += c.Overlaps

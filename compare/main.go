@@ -25,6 +25,13 @@ import (
 )
 
 func main() {
+	if os.Getenv(workerEnv) != "" {
+		if err := workerMain(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "compare worker:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := mainErr(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
@@ -36,13 +43,15 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	nodes := fs.String("nodes", joinInts(cfg.nodes), "node counts of the uncontended scenarios")
-	kinds := fs.String("scenarios", strings.Join(cfg.kinds, ","), "scenario groups: uncontended, faults, contention, manykeys")
+	kinds := fs.String("scenarios", strings.Join(cfg.kinds, ","), "scenario groups: uncontended, faults, contention, multiprocess, manykeys")
 	fs.IntVar(&cfg.rounds, "rounds", cfg.rounds, "interleaved rounds per scenario")
 	fs.IntVar(&cfg.ops, "ops", cfg.ops, "most uncontended operations per library and round")
 	fs.DurationVar(&cfg.roundTime, "round-time", cfg.roundTime, "most time per library and round, uncontended")
 	fs.DurationVar(&cfg.sliceTime, "slice", cfg.sliceTime, "time per library and round, contention and many keys")
 	fs.DurationVar(&cfg.budget, "budget", cfg.budget, "most time per library and scenario; later rounds are skipped")
 	fs.IntVar(&cfg.warmup, "warmup", cfg.warmup, "uncontended operations per library before measuring")
+	fs.DurationVar(&cfg.hold, "hold", cfg.hold, "critical section under contention")
+	fs.IntVar(&cfg.procs, "procs", cfg.procs, "worker processes of the multi-process scenario")
 	fs.BoolVar(&cfg.ctxTimeout, "ctx-timeout", cfg.ctxTimeout, "set go-redis ContextTimeoutEnabled on every client")
 	out := fs.String("out", "", "also write the markdown to this file")
 	quiet := fs.Bool("q", false, "no progress on stderr")
@@ -60,13 +69,13 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	cfg.kinds = strings.Split(*kinds, ",")
 	for _, k := range cfg.kinds {
 		switch k {
-		case groupUncontended, groupFaults, groupContention, groupManyKeys:
+		case groupUncontended, groupFaults, groupContention, groupMultiProc, groupManyKeys:
 		default:
 			return fmt.Errorf("-scenarios: unknown group %q", k)
 		}
 	}
-	if cfg.rounds < 1 || cfg.ops < 1 || cfg.warmup < 1 {
-		return fmt.Errorf("-rounds, -ops and -warmup must be at least 1")
+	if cfg.rounds < 1 || cfg.ops < 1 || cfg.warmup < 1 || cfg.procs < 1 {
+		return fmt.Errorf("-rounds, -ops, -warmup and -procs must be at least 1")
 	}
 	if !*quiet {
 		cfg.progress = stderr

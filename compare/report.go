@@ -22,11 +22,28 @@ const (
 	targetManyKeys = 0.9 // many keys: locks/s ÷ the bare floor's pairs/s
 )
 
+// Targets of the waiting issue (issue 10), for redlock's rows.
+const (
+	targetWaitP99     = 20 * time.Millisecond // 16 goroutines: each acquirer's wait, p99
+	targetVsRedsync   = 2.0                   // 16 goroutines: locks/s ÷ redsync's defaults
+	targetFairShare   = 0.5                   // multi-process: the lowest process's share ÷ a fair share
+	targetCmdsGrowth  = 1.25                  // N=5: commands per acquisition, 64 waiters ÷ 16 waiters
+	targetScriptsPerN = 4                     // N=5: script calls per acquisition ≤ 4 × N (an acquire and a release are 2 × N)
+)
+
 // goal is one target for redlock's row in a scenario, and whether it was met.
 type goal struct {
 	text     string
 	measured string
 	met      bool
+	info     bool // no target: figures beside the peers'
+}
+
+func (g goal) metText() string {
+	if g.info {
+		return "(figures)"
+	}
+	return yesNo(g.met)
 }
 
 // goals are the targets for redlock's row in an uncontended scenario; none
@@ -38,7 +55,7 @@ func goals(r *result, st stats) []goal {
 		if okB {
 			x := ratio(st.p50, bare.p50)
 			out = append(out, goal{fmt.Sprintf("p50 ≤ %.1f × bare floor%s", targetFloor, what),
-				fmt.Sprintf("%s µs = %.2f × %s µs", us(st.p50), x, us(bare.p50)), x <= targetFloor})
+				fmt.Sprintf("%s µs = %.2f × %s µs", us(st.p50), x, us(bare.p50)), x <= targetFloor, false})
 		}
 	}
 	switch {
@@ -50,8 +67,8 @@ func goals(r *result, st stats) []goal {
 	case r.sc.nodes == 1:
 		if rl, ok := statsOf(r.get(nameRedislock)); ok {
 			out = append(out,
-				goal{"p50 ≤ redislock's", fmt.Sprintf("%s µs vs %s µs", us(st.p50), us(rl.p50)), st.p50 <= rl.p50},
-				goal{"allocs ≤ redislock's", fmt.Sprintf("%.1f vs %.1f", st.allocs, rl.allocs), st.allocs <= rl.allocs})
+				goal{"p50 ≤ redislock's", fmt.Sprintf("%s µs vs %s µs", us(st.p50), us(rl.p50)), st.p50 <= rl.p50, false},
+				goal{"allocs ≤ redislock's", fmt.Sprintf("%.1f vs %.1f", st.allocs, rl.allocs), st.allocs <= rl.allocs, false})
 		}
 		return out
 	}
@@ -59,10 +76,10 @@ func goals(r *result, st stats) []goal {
 	if ff, ok := statsOf(r.get(nameRedsyncFF)); ok {
 		x := ratio(st.p50, ff.p50)
 		out = append(out, goal{fmt.Sprintf("p50 ≤ %.1f × redsync-failfast", targetFailFast),
-			fmt.Sprintf("%.2f × %s µs", x, us(ff.p50)), x <= targetFailFast})
+			fmt.Sprintf("%.2f × %s µs", x, us(ff.p50)), x <= targetFailFast, false})
 	}
 	if r.sc.nodes == 5 {
-		out = append(out, goal{fmt.Sprintf("allocs ≤ %d", targetAllocs5), fmt.Sprintf("%.1f", st.allocs), st.allocs <= targetAllocs5})
+		out = append(out, goal{fmt.Sprintf("allocs ≤ %d", targetAllocs5), fmt.Sprintf("%.1f", st.allocs), st.allocs <= targetAllocs5, false})
 	}
 	return out
 }
@@ -115,6 +132,8 @@ func report(w io.Writer, cfg config, results []*result, took time.Duration) {
 	writeSetup(w, cfg, took)
 	writeUncontended(w, results)
 	writeContention(w, results)
+	writeMultiProc(w, results)
+	writeCommands(w, results)
 	writeManyKeys(w, results)
 	writeTargets(w, results)
 }
@@ -255,18 +274,112 @@ func uncontendedFloor(results []*result, n int) (time.Duration, bool) {
 	return 0, false
 }
 
+// waitStats are the p50 and p99 of the acquirers' waits.
+func waitStats(s *sample) (p50, p99 time.Duration, ok bool) {
+	if s == nil || len(s.wait) == 0 {
+		return 0, 0, false
+	}
+	d := slices.Clone(s.wait)
+	return benchkit.Percentile(d, 50), benchkit.Percentile(d, 99), true
+}
+
+// contendedRate is acquisitions per second of the library's slices.
+func contendedRate(s *sample) float64 {
+	if s == nil || s.busy <= 0 {
+		return 0
+	}
+	return float64(s.ops) / s.busy.Seconds()
+}
+
+// scriptCmds are the commands that run a script: one attempt, release or
+// extension on one node.
+var scriptCmds = []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro"}
+
+// cmdsPerAcq returns the commands the nodes executed per acquisition, all of
+// them and the script calls alone; ok is false without a count.
+func cmdsPerAcq(s *sample) (all, scripts float64, ok bool) {
+	if s == nil || s.cmds == nil || s.ops == 0 {
+		return 0, 0, false
+	}
+	var n, sc int64
+	for k, v := range s.cmds {
+		n += v
+		if slices.Contains(scriptCmds, k) {
+			sc += v
+		}
+	}
+	return float64(n) / float64(s.ops), float64(sc) / float64(s.ops), true
+}
+
+func fmtCmds(s *sample) string {
+	if all, _, ok := cmdsPerAcq(s); ok {
+		return fmt.Sprintf("%.1f", all)
+	}
+	return "–"
+}
+
+// cmdBreakdown lists the commands per acquisition, most first.
+func cmdBreakdown(s *sample) string {
+	type kv struct {
+		k string
+		v int64
+	}
+	var l []kv
+	for k, v := range s.cmds {
+		l = append(l, kv{k, v})
+	}
+	slices.SortFunc(l, func(a, b kv) int {
+		if a.v != b.v {
+			return int(b.v - a.v)
+		}
+		return strings.Compare(a.k, b.k)
+	})
+	var parts []string
+	for _, x := range l {
+		if per := float64(x.v) / float64(s.ops); per >= 0.005 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", x.k, per))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// vsRedsync is a's rate ÷ redsync's (defaults) in the same scenario.
+func vsRedsync(r *result, s *sample) string {
+	rs := r.get(nameRedsync)
+	if rs == nil || contendedRate(rs) == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", contendedRate(s)/contendedRate(rs))
+}
+
+func durs(s *sample) (wait50, wait99, ho50, ho99 string) {
+	wait50, wait99, ho50, ho99 = "–", "–", "–", "–"
+	if p50, p99, ok := waitStats(s); ok {
+		wait50, wait99 = us(p50), us(p99)
+	}
+	if st, ok := statsOf(s); ok {
+		ho50, ho99 = us(st.p50), us(st.p99)
+	}
+	return
+}
+
 func writeContention(w io.Writer, results []*result) {
 	rows := ofKind(results, contention)
 	if len(rows) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "## Contention: many goroutines, one key\n\n")
-	fmt.Fprintf(w, "Handoff: from the moment a holder starts to release to the moment the next holder's acquire returns; "+
-		"its floor is the uncontended bare floor at the same N. Each library retries its default way "+
-		"(redlock: jittered exponential 5–200 ms; redsync: 50–250 ms, 32 tries; "+
-		"redislock has no default retry and gets exponential 5–200 ms).\n\n")
-	fmt.Fprintf(w, "| scenario | library | acquisitions | locks/s | handoff p50 µs | handoff p99 µs | handoff p50 ÷ floor | failures | overlaps |\n")
-	fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(w, "Each goroutine takes the lock, holds it for %v (spinning), releases it and goes again. "+
+		"**Wait**: each acquirer's, from calling Acquire to getting the lock. "+
+		"**Handoff**: from the moment a holder starts to release to the moment the next holder's acquire returns; "+
+		"its floor is the uncontended bare floor at the same N. Each library waits its default way "+
+		"(redlock: woken by release hints, a FIFO queue per key in a Client, fallback at the holder's TTL capped by its "+
+		"jittered exponential 5–200 ms backoff; redsync: polls 50–250 ms apart, 32 tries; "+
+		"redislock has no default retry and gets exponential 5–200 ms). "+
+		"**cmds/acq**: commands the nodes executed during the library's slices per acquisition (INFO commandstats "+
+		"deltas summed over the nodes, commands run inside scripts included; see the commands table).\n\n", rows[0].sc.hold)
+	fmt.Fprintf(w, "| scenario | library | acquisitions | locks/s | ÷ redsync | wait p50 µs | wait p99 µs | handoff p50 µs | handoff p99 µs | handoff p50 ÷ floor | cmds/acq | failures | overlaps |\n")
+	fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rows {
 		floor, hasFloor := uncontendedFloor(results, r.sc.nodes)
 		for _, s := range r.samples {
@@ -275,20 +388,88 @@ func writeContention(w io.Writer, results []*result) {
 			if hasFloor && st.n > 0 {
 				vsFloor = fmt.Sprintf("%.1f", ratio(st.p50, floor))
 			}
-			rate := 0.0
-			if s.busy > 0 {
-				rate = float64(s.ops) / s.busy.Seconds()
-			}
-			p50, p99 := "–", "–"
-			if st.n > 0 {
-				p50, p99 = us(st.p50), us(st.p99)
-			}
-			fmt.Fprintf(w, "| %s | %s | %d%s | %.0f | %s | %s | %s | %d | %d |\n",
-				r.sc.name, s.lib, s.ops, mark(s), rate, p50, p99, vsFloor, s.failures, s.overlaps)
+			w50, w99, h50, h99 := durs(s)
+			fmt.Fprintf(w, "| %s | %s | %d%s | %.0f | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n",
+				r.sc.name, s.lib, s.ops, mark(s), contendedRate(s), vsRedsync(r, s), w50, w99, h50, h99, vsFloor,
+				fmtCmds(s), s.failures, s.overlaps)
 		}
 	}
 	fmt.Fprintln(w)
 	writeFailures(w, rows)
+}
+
+// shares formats each process's share of the acquisitions, and returns the
+// lowest share ÷ a fair one.
+func shares(s *sample) (string, float64) {
+	if s.ops == 0 || len(s.shares) == 0 {
+		return "–", 0
+	}
+	parts := make([]string, len(s.shares))
+	lowest := 1.0
+	for i, n := range s.shares {
+		f := float64(n) / float64(s.ops)
+		parts[i] = fmt.Sprintf("%.1f", 100*f)
+		lowest = min(lowest, f*float64(len(s.shares)))
+	}
+	return strings.Join(parts, " / ") + " %", lowest
+}
+
+func writeMultiProc(w io.Writer, results []*result) {
+	rows := ofKind(results, multiProc)
+	if len(rows) == 0 {
+		return
+	}
+	sc := rows[0].sc
+	fmt.Fprintf(w, "## Contention across processes: %d processes × %d goroutines, one key\n\n", sc.procs, sc.goroutines)
+	fmt.Fprintf(w, "The harness starts %d copies of itself as workers, each with every library on go-redis clients of its own; "+
+		"for each round and library all workers run the contention loop (hold %v) on the same key from the same instant "+
+		"and report their acquisitions, waits and held spans as JSON on stdout. Handoffs come from the spans of all "+
+		"processes merged in time order (a span starting before the previous one ended counts as an overlap). "+
+		"**shares**: each process's share of the acquisitions; a fair share is %.0f %%.\n\n",
+		sc.procs, sc.hold, 100/float64(sc.procs))
+	fmt.Fprintf(w, "| scenario | library | acquisitions | locks/s | ÷ redsync | wait p50 µs | wait p99 µs | handoff p50 µs | handoff p99 µs | shares per process | lowest ÷ fair | cmds/acq | failures | overlaps |\n")
+	fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|\n")
+	for _, r := range rows {
+		for _, s := range r.samples {
+			w50, w99, h50, h99 := durs(s)
+			sh, low := shares(s)
+			fmt.Fprintf(w, "| %s | %s | %d%s | %.0f | %s | %s | %s | %s | %s | %s | %.2f | %s | %d | %d |\n",
+				r.sc.name, s.lib, s.ops, mark(s), contendedRate(s), vsRedsync(r, s), w50, w99, h50, h99, sh, low,
+				fmtCmds(s), s.failures, s.overlaps)
+		}
+	}
+	fmt.Fprintln(w)
+	writeFailures(w, rows)
+}
+
+func writeCommands(w io.Writer, results []*result) {
+	var rows []*result
+	for _, r := range results {
+		if r.sc.kind == contention || r.sc.kind == multiProc {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "## Commands per acquisition under contention\n\n")
+	fmt.Fprintf(w, "INFO commandstats on every node before and after each of a library's slices (the after %v later, "+
+		"so that its late work lands), summed over the nodes and divided by its acquisitions. Commands run by a "+
+		"script are counted besides the script call (redlock's release script runs GET, DEL and PUBLISH). "+
+		"**scripts/acq** counts EVALSHA/EVAL alone: an acquire and a release cost 2 × N of them at least "+
+		"(redsync acquires with SET NX instead).\n\n", settle)
+	fmt.Fprintf(w, "| scenario | library | cmds/acq | scripts/acq | per acquisition, by command |\n|---|---|--:|--:|---|\n")
+	for _, r := range rows {
+		for _, s := range r.samples {
+			all, sc, ok := cmdsPerAcq(s)
+			if !ok {
+				fmt.Fprintf(w, "| %s | %s | – | – | |\n", r.sc.name, s.lib)
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %s |\n", r.sc.name, s.lib, all, sc, cmdBreakdown(s))
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 func writeManyKeys(w io.Writer, results []*result) {
@@ -350,6 +531,9 @@ func writeTargets(w io.Writer, results []*result) {
 					fmt.Sprintf("%.0f/s = %.2f × bare floor (%.0f/s)", rl.rate, x, bare.rate), x >= targetManyKeys)
 			}
 		}
+		for _, g := range waitingGoals(results, lib) {
+			lines = append(lines, line{g.text, g.measured, g.metText()})
+		}
 	}
 	if len(lines) == 0 {
 		return
@@ -359,4 +543,87 @@ func writeTargets(w io.Writer, results []*result) {
 		fmt.Fprintf(w, "| %s | %s | %s |\n", l.target, l.measured, l.met)
 	}
 	fmt.Fprintln(w)
+}
+
+// waitingGoals are the waiting issue's targets for lib's rows: wait p99 and
+// throughput with 16 goroutines, handoff p99 with 64, fairness across
+// processes, and bounded commands per acquisition as waiters grow.
+func waitingGoals(results []*result, lib string) []goal {
+	var out []goal
+	peers := []string{nameRedsync, nameRedsyncFF, nameRedislock}
+	cmds := map[int]*sample{} // N=5 contention row by goroutines
+	for _, r := range ofKind(results, contention) {
+		s := r.get(lib)
+		if s == nil || s.ops == 0 {
+			continue
+		}
+		name := lib + ", " + r.sc.name
+		st, _ := statsOf(s)
+		if r.sc.nodes == 5 {
+			cmds[r.sc.goroutines] = s
+		}
+		switch r.sc.goroutines {
+		case 16:
+			if _, p99, ok := waitStats(s); ok {
+				out = append(out, goal{text: fmt.Sprintf("%s: wait p99 ≤ %v", name, targetWaitP99),
+					measured: fmt.Sprintf("%s µs (redsync %s µs)", us(p99), waitP99(r.get(nameRedsync))), met: p99 <= targetWaitP99})
+			}
+			if rs := r.get(nameRedsync); rs != nil && contendedRate(rs) > 0 {
+				x := contendedRate(s) / contendedRate(rs)
+				out = append(out, goal{text: fmt.Sprintf("%s: locks/s ≥ %.0f × redsync's", name, targetVsRedsync),
+					measured: fmt.Sprintf("%.0f/s = %.2f × %.0f/s", contendedRate(s), x, contendedRate(rs)), met: x >= targetVsRedsync})
+			}
+			if rl := r.get(nameRedislock); rl != nil && contendedRate(rl) > 0 {
+				out = append(out, goal{text: name + ": locks/s ≥ redislock's",
+					measured: fmt.Sprintf("%.0f/s vs %.0f/s", contendedRate(s), contendedRate(rl)), met: contendedRate(s) >= contendedRate(rl)})
+			}
+		case 64:
+			best, bestLib := time.Duration(0), ""
+			for _, p := range peers {
+				if ps, ok := statsOf(r.get(p)); ok && (bestLib == "" || ps.p99 < best) {
+					best, bestLib = ps.p99, p
+				}
+			}
+			if bestLib != "" && st.n > 0 {
+				out = append(out, goal{text: name + ": handoff p99 ≤ the best peer's",
+					measured: fmt.Sprintf("%s µs vs %s µs (%s)", us(st.p99), us(best), bestLib), met: st.p99 <= best})
+			}
+		}
+	}
+	if s16, s64 := cmds[16], cmds[64]; s16 != nil && s64 != nil {
+		a16, sc16, ok16 := cmdsPerAcq(s16)
+		a64, sc64, ok64 := cmdsPerAcq(s64)
+		if ok16 && ok64 {
+			x := a64 / a16
+			out = append(out, goal{text: fmt.Sprintf("%s, N=5: commands per acquisition, 64 ÷ 16 goroutines ≤ %.2f", lib, targetCmdsGrowth),
+				measured: fmt.Sprintf("%.1f vs %.1f = %.2f", a64, a16, x), met: x <= targetCmdsGrowth})
+			limit := float64(targetScriptsPerN * 5)
+			out = append(out, goal{text: fmt.Sprintf("%s, N=5: script calls per acquisition ≤ %.0f (16 and 64 goroutines)", lib, limit),
+				measured: fmt.Sprintf("%.1f and %.1f", sc16, sc64), met: sc16 <= limit && sc64 <= limit})
+		}
+	}
+	for _, r := range ofKind(results, multiProc) {
+		s := r.get(lib)
+		if s == nil || s.ops == 0 {
+			continue
+		}
+		name := lib + ", " + r.sc.name
+		_, low := shares(s)
+		out = append(out, goal{text: fmt.Sprintf("%s: every process ≥ %.1f × its fair share", name, targetFairShare),
+			measured: fmt.Sprintf("lowest %.2f", low), met: low >= targetFairShare})
+		rs := r.get(nameRedsync)
+		if rs != nil && contendedRate(rs) > 0 {
+			out = append(out, goal{text: name + ": locks/s and wait p99 beside redsync's", info: true,
+				measured: fmt.Sprintf("%.0f/s = %.2f × %.0f/s; wait p99 %s µs vs %s µs", contendedRate(s),
+					contendedRate(s)/contendedRate(rs), contendedRate(rs), waitP99(s), waitP99(rs))})
+		}
+	}
+	return out
+}
+
+func waitP99(s *sample) string {
+	if _, p99, ok := waitStats(s); ok {
+		return us(p99)
+	}
+	return "–"
 }

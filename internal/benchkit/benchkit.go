@@ -7,6 +7,7 @@ package benchkit
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,14 @@ type Run struct {
 	Goroutines int
 	Ops        int
 	Duration   time.Duration
+	// Hold is Contend's critical section: how long a holder keeps the lock
+	// before it releases, spinning (it yields to the scheduler while it
+	// spins, so a sub-millisecond hold is not rounded up to a timer tick).
+	Hold time.Duration
+	// Spans makes Contend record when each acquisition returned and its
+	// release started, in wall-clock time, so that runs in several
+	// processes can be merged.
+	Spans bool
 }
 
 // budget hands out the attempts of a Run.
@@ -96,6 +105,11 @@ type Contention struct {
 	// Handoffs are the waits from a holder starting its release to the next
 	// holder's acquire returning, within the run.
 	Handoffs []time.Duration
+	// Waits are the acquirers' waits: from calling lock to its return, for
+	// the acquisitions counted in Acquired.
+	Waits []time.Duration
+	// Spans, with Run.Spans, are the counted acquisitions' holds.
+	Spans []Span
 	// Failures counts the acquires and releases that failed, apart from
 	// acquires cut short by the end of a timed run.
 	Failures int
@@ -105,8 +119,25 @@ type Contention struct {
 	FirstErr error
 }
 
-// Contend has r.Goroutines take one lock and release it at once, over and
-// over. lock waits and retries the library's way; in a timed run its
+// Span is one hold of a contended lock in Unix nanoseconds: from the
+// acquire's return to the start of the release.
+type Span struct {
+	Acquired int64 `json:"a"`
+	Released int64 `json:"r"`
+}
+
+// spin holds the lock for d, yielding while it waits.
+func spin(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	for start := time.Now(); time.Since(start) < d; {
+		runtime.Gosched()
+	}
+}
+
+// Contend has r.Goroutines take one lock, hold it for r.Hold and release it,
+// over and over. lock waits and retries the library's way; in a timed run its
 // context ends with the run, so that a waiting goroutine stops, while
 // unlock's never does: a lock left behind would hold the next run up for a
 // whole TTL.
@@ -124,11 +155,15 @@ func Contend[H any](ctx context.Context, r Run, lock func(context.Context) (H, e
 		holders    atomic.Int32
 		releasedAt atomic.Int64 // since base; 0 before the first release
 		all        tally
+		mu         sync.Mutex // guards waits and spans
+		waits      []time.Duration
+		spans      []Span
 		wg         sync.WaitGroup
 	)
 	for range r.Goroutines {
 		wg.Go(func() {
-			handoffs := r.samples()
+			handoffs, myWaits := r.samples(), r.samples()
+			var mySpans []Span
 			var acquired, failures, overlaps int
 			var firstErr error
 			fail := func(err error) {
@@ -138,6 +173,7 @@ func Contend[H any](ctx context.Context, r Run, lock func(context.Context) (H, e
 				}
 			}
 			for lctx.Err() == nil && b.take() {
+				called := time.Now()
 				h, err := lock(lctx)
 				if err != nil {
 					if lctx.Err() == nil {
@@ -145,27 +181,40 @@ func Contend[H any](ctx context.Context, r Run, lock func(context.Context) (H, e
 					}
 					continue
 				}
-				now := time.Since(base)
+				got := time.Now()
+				now := got.Sub(base)
 				if holders.Add(1) != 1 {
 					overlaps++
 				}
-				if b.within(base.Add(now)) {
+				counted := b.within(got)
+				if counted {
 					acquired++
+					myWaits = append(myWaits, got.Sub(called))
 					if prev := releasedAt.Load(); prev != 0 {
 						handoffs = append(handoffs, now-time.Duration(prev))
 					}
 				}
+				spin(r.Hold)
 				holders.Add(-1)
-				releasedAt.Store(int64(time.Since(base)))
+				rel := time.Now()
+				releasedAt.Store(int64(rel.Sub(base)))
+				if counted && r.Spans {
+					mySpans = append(mySpans, Span{got.UnixNano(), rel.UnixNano()})
+				}
 				if err := unlock(uctx, h); err != nil {
 					fail(err)
 				}
 			}
 			all.add(handoffs, acquired, failures, overlaps, firstErr)
+			mu.Lock()
+			waits = append(waits, myWaits...)
+			spans = append(spans, mySpans...)
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	return Contention{Acquired: all.ops, Handoffs: all.samples, Failures: all.failures, Overlaps: all.overlaps, FirstErr: all.firstErr}
+	return Contention{Acquired: all.ops, Handoffs: all.samples, Waits: waits, Spans: spans,
+		Failures: all.failures, Overlaps: all.overlaps, FirstErr: all.firstErr}
 }
 
 // Parallel is what ManyKeys measured.

@@ -1,8 +1,10 @@
 package benchkit
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,5 +92,30 @@ func TestManyKeys(t *testing.T) {
 	}
 	if total != 100 || len(p.Latencies)+p.Failures != 100 || p.Failures < 40 || !errors.Is(p.FirstErr, errOdd) {
 		t.Fatalf("ops %d, latencies %d, failures %d, first error %v", total, len(p.Latencies), p.Failures, p.FirstErr)
+	}
+}
+
+// Each counted acquisition has a wait and, with Spans, a span of at least
+// the hold; the spans of one lock never overlap.
+func TestContendHoldWaitsSpans(t *testing.T) {
+	l := make(chanLock, 1)
+	const hold = 200 * time.Microsecond
+	c := Contend(t.Context(), Run{Goroutines: 4, Ops: 50, Hold: hold, Spans: true}, l.lock, l.unlock)
+	if c.Acquired != 50 || len(c.Waits) != 50 || len(c.Spans) != 50 || c.Overlaps != 0 {
+		t.Fatalf("acquired %d, waits %d, spans %d, overlaps %d; want 50, 50, 50, 0",
+			c.Acquired, len(c.Waits), len(c.Spans), c.Overlaps)
+	}
+	slices.SortFunc(c.Spans, func(a, b Span) int { return cmp.Compare(a.Acquired, b.Acquired) })
+	for i, s := range c.Spans {
+		if time.Duration(s.Released-s.Acquired) < hold {
+			t.Errorf("span %d held %v, want at least %v", i, time.Duration(s.Released-s.Acquired), hold)
+		}
+		if i > 0 && s.Acquired < c.Spans[i-1].Released {
+			t.Errorf("span %d starts before span %d ended", i, i-1)
+		}
+	}
+	// Someone waited behind a holder.
+	if p := Percentile(c.Waits, 100); p < hold {
+		t.Errorf("longest wait %v, want at least one hold (%v)", p, hold)
 	}
 }
