@@ -150,11 +150,12 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 	// Client already wait for the key: an uncontended Acquire costs the
 	// queue nothing.
 	var wt *waiter
+	acquired := false
 	if c.waits.waiting(key) {
 		wt = c.waits.join(key)
-		defer c.waits.leave(key, wt)
-		if err := c.await(ctx, wt.turn, nil); err != nil {
-			return nil, queueErr(key, err)
+		defer func() { c.waits.leave(key, wt, acquired) }()
+		if err := c.awaitTurn(ctx, key, wt); err != nil {
+			return nil, err
 		}
 	}
 	ttlArg := any(ttl.Milliseconds()) // boxed once for every attempt
@@ -165,6 +166,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 		}
 		err := c.attempt(ctx, l, ttl, ttlArg, failed)
 		if err == nil {
+			acquired = true
 			c.owners.register(l)
 			return l, nil
 		}
@@ -180,14 +182,14 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 		}
 		if wt == nil {
 			wt = c.waits.join(key)
-			defer c.waits.leave(key, wt)
+			defer func() { c.waits.leave(key, wt, acquired) }()
 			select {
 			case <-wt.turn: // at the head at once: wait below
 			default:
-				if err := c.await(ctx, wt.turn, nil); err != nil {
-					return nil, queueErr(key, err)
+				if err := c.awaitTurn(ctx, key, wt); err != nil {
+					return nil, err
 				}
-				continue // the previous head is done: our turn, at once
+				continue // our turn
 			}
 		}
 		if !watching {
@@ -217,8 +219,24 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 	}
 }
 
-func queueErr(key string, err error) error {
-	return fmt.Errorf("%w: %q: waiting behind an earlier Acquire of this Client: %w", ErrNotAcquired, key, err)
+// awaitTurn waits until wt is at the head of key's queue. When the head
+// before it left holding the lock, it then waits for that lock's release
+// (the Client's own Release wakes it, or a quorum of release hints) or the
+// first backoff, rather than attempt at once and be refused.
+func (c *Client) awaitTurn(ctx context.Context, key string, wt *waiter) error {
+	if err := c.await(ctx, wt.turn, nil); err != nil {
+		return fmt.Errorf("%w: %q: waiting behind an earlier Acquire of this Client: %w", ErrNotAcquired, key, err)
+	}
+	if !wt.afterHolder {
+		return nil
+	}
+	wait, _ := c.cfg.retry.Backoff(1)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	if err := c.await(ctx, wt.wake, timer.C); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, err)
+	}
+	return nil
 }
 
 // await waits for ch or timeUp, and reports ctx's error or ErrClosed when

@@ -52,6 +52,9 @@ type keyQueue struct {
 type waiter struct {
 	turn chan struct{} // closed when it is at the head
 	wake chan struct{} // a hint that the key may be free; capacity 1
+	// afterHolder is set, before turn is closed, when the head before it
+	// left holding the lock: an attempt at once would only be refused.
+	afterHolder bool
 }
 
 func (w *waiters) queue(key string) *keyQueue {
@@ -88,8 +91,9 @@ func (w *waiters) join(key string) *waiter {
 }
 
 // leave takes wt out of key's queue, wherever it is, and hands the turn to
-// the next waiter. The last one out unsubscribes.
-func (w *waiters) leave(key string, wt *waiter) {
+// the next waiter, telling it whether wt left holding the lock. The last one
+// out unsubscribes.
+func (w *waiters) leave(key string, wt *waiter, acquired bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[key]
@@ -102,7 +106,10 @@ func (w *waiters) leave(key string, wt *waiter) {
 		}
 		q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
 		if i == 0 && len(q.waiters) > 0 {
-			close(q.waiters[0].turn)
+			clear(q.heard) // hints heard by the old head are not the new head's
+			next := q.waiters[0]
+			next.afterHolder = acquired
+			close(next.turn)
 		}
 		break
 	}

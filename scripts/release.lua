@@ -8,9 +8,11 @@
 --          0 when the key was absent (expired, or never set on this node),
 --         -1 when another holder's value is there (nothing is changed),
 --          2 when a later generation of ours is there (nothing is changed).
--- A delete is announced on the key's release channel, to wake the clients
--- waiting for the key; a node that refuses PUBLISH (an ACL without channel
--- rights) still deletes, and its waiters fall back to polling.
+-- A Release (limit 0) is announced on the key's release channel, to wake
+-- the clients waiting for the key; a rollback is not, so that the heads of
+-- several processes do not all wake to split the next vote. A node that
+-- refuses PUBLISH (an ACL without channel rights) still deletes, and its
+-- waiters fall back to polling.
 local v = redis.call('GET', KEYS[1])
 if not v then
   return 0
@@ -26,5 +28,7 @@ if limit > 0 then
   end
 end
 redis.call('DEL', KEYS[1])
-pcall(redis.call, 'PUBLISH', 'redlock:released:' .. KEYS[1], '')
+if limit == 0 then
+  pcall(redis.call, 'PUBLISH', 'redlock:released:' .. KEYS[1], '')
+end
 return 1
