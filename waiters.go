@@ -22,6 +22,10 @@ import (
 // capped by the RetryStrategy's wait. A lost message thus costs at most one
 // capped wait, and nodes that refuse pub/sub (an ACL without channel rights)
 // leave the fallback, TTL-bounded polling, which never fails the Acquire.
+// A waiter that gets its turn from a head that took the lock waits for that
+// lock's release (or its first backoff) before its first attempt, which
+// would only be refused; only a Release publishes, not a rollback, so the
+// heads of several processes are not all woken to split the next vote.
 
 // releaseChannelPrefix names a key's release channel; the release script
 // publishes to it (scripts/release.lua).
