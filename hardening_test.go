@@ -199,7 +199,12 @@ func TestRollbackSparesLaterAttempt(t *testing.T) {
 	default:
 		t.Fatal("no rollback was held back: the test did not set up the race")
 	}
-	e.awaitHolders(key, l.Token())
+	// Node 0, where the stale rollback waits, holds the later attempt's
+	// value. (Node 2 may not: the other holder's key there can expire a
+	// moment after node 1's, and the attempt that lands between them wins
+	// on nodes 0 and 1.)
+	require.Eventually(t, func() bool { return e.value(0, key) == l.Token() }, 5*time.Second, time.Millisecond,
+		"node 0 did not take the later attempt's key")
 	before := e.calls(0, "evalsha")
 	e.proxies[0].ReleaseHeld()
 	require.Eventually(t, func() bool { return e.calls(0, "evalsha") > before }, 2*time.Second, time.Millisecond,
