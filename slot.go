@@ -2,6 +2,12 @@ package redlock
 
 import "strings"
 
+// FenceKey returns the name of the fencing counter WithFencing keeps beside
+// key on every node: for an ACL's key patterns, or to inspect a node (the
+// redlock command's status does). It expires a fence horizon after the key's
+// last use.
+func FenceKey(key string) string { return fenceKeyFor(key) }
+
 // fenceKeyFor names the counter kept beside key. It must hash to the same
 // Redis Cluster slot as key, because both are touched by one script. Appending
 // to a key that has a hash tag keeps the tag; a key without one becomes the

@@ -208,9 +208,9 @@ func TestFenceKeyMatchesLibrary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := c.Get(ctx, fenceKeyFor(key)).Uint64()
+		got, err := c.Get(ctx, redlock.FenceKey(key)).Uint64()
 		if err != nil || got != lock.Fence() {
-			t.Errorf("key %q: counter %q holds %d (%v), the lock's fence is %d", key, fenceKeyFor(key), got, err, lock.Fence())
+			t.Errorf("key %q: counter %q holds %d (%v), the lock's fence is %d", key, redlock.FenceKey(key), got, err, lock.Fence())
 		}
 		if n := c.DBSize(ctx).Val(); n != int64(2*(i+1)) {
 			t.Errorf("key %q: %d keys, want the lock's and its counter only", key, n)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
 )
 
 // nodeTimeout bounds each node's part of status and check.
@@ -102,7 +104,7 @@ func statusCmd(args []string) error {
 // counter, in one round trip each.
 func readStatus(ctx context.Context, nodes []node, key string) *keyStatus {
 	st := &keyStatus{Key: key, Quorum: len(nodes)/2 + 1, Nodes: make([]keyState, len(nodes))}
-	fenceKey := fenceKeyFor(key)
+	fenceKey := redlock.FenceKey(key)
 	var wg sync.WaitGroup
 	for i, n := range nodes {
 		wg.Go(func() {
