@@ -181,8 +181,11 @@ func chaosKillMajority(t *testing.T, tab *chaosTable) {
 		closeClients(t, c) // waits for the rollbacks queued behind the stalled writes
 
 		// The writes stalled in the paused nodes did land once they thawed
-		// (commands run inside scripts count in commandstats), and each was
-		// deleted again by a rollback.
+		// (commands run inside scripts count in commandstats), and were
+		// deleted again by the rollbacks: no key is left (v.Leaked). A later
+		// attempt of one Acquire takes over its earlier attempt's key with a
+		// second SET, which one DEL removes, so there are at least as many
+		// SETs as DELs.
 		var landed, deleted []int
 		for j, i := range paused {
 			after := cl.calls(i)
@@ -199,7 +202,8 @@ func chaosKillMajority(t *testing.T, tab *chaosTable) {
 		assert.Less(t, slowestWait, wait+chaosSlack, "Acquire overran its context deadline")
 		for j := range paused {
 			assert.Positive(t, landed[j], "node %d: no stalled write landed, the rollback was not put to the test", paused[j])
-			assert.Equal(t, landed[j], deleted[j], "node %d: writes that landed vs rolled back", paused[j])
+			assert.Positive(t, deleted[j], "node %d: no rollback landed", paused[j])
+			assert.GreaterOrEqual(t, landed[j], deleted[j], "node %d: more deletes than writes", paused[j])
 		}
 		assert.Empty(t, v.Leaked, "the rollback did not reach every node")
 		assert.Zero(t, v.Residue)
