@@ -178,12 +178,18 @@ func (l *Lock) leaseOf() *lease {
 	return l.lease
 }
 
+// currentLease returns the Lock's lease, or nil when KeepAlive was never
+// called.
+func (l *Lock) currentLease() *lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lease
+}
+
 // stopLease ends the lease for good with cause, if there is one: Release
 // calls it once it has marked the lock as releasing.
 func (l *Lock) stopLease(cause error) {
-	l.mu.Lock()
-	ls := l.lease
-	l.mu.Unlock()
+	ls := l.currentLease()
 	if ls == nil {
 		return
 	}
@@ -197,9 +203,7 @@ func (l *Lock) stopLease(cause error) {
 // earlier or shorten the TTL. Extend defers it, so it runs once Extend has
 // let go of l.mu.
 func (l *Lock) untilMoved() {
-	l.mu.Lock()
-	ls := l.lease
-	l.mu.Unlock()
+	ls := l.currentLease()
 	if ls == nil {
 		return
 	}
