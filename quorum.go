@@ -185,12 +185,7 @@ func (p *nodeSet) launch(ctx context.Context, seq *sequencer, spec roundSpec) *r
 func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, here int) (*round, *job) {
 	n := len(p.nodes)
 	if spec.only != nil {
-		n = 0
-		for _, ok := range spec.only {
-			if ok {
-				n++
-			}
-		}
+		n = count(spec.only)
 		if n == 0 {
 			return nil, nil
 		}

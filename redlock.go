@@ -740,13 +740,7 @@ func (l *Lock) releaseOutcome() error {
 	if l.releaseErr == nil {
 		return nil
 	}
-	n := 0
-	for _, d := range l.deleted {
-		if d {
-			n++
-		}
-	}
-	if n >= l.client.nodes.quorum {
+	if count(l.deleted) >= l.client.nodes.quorum {
 		return nil
 	}
 	return l.releaseErr

@@ -196,6 +196,7 @@ func (w *waiters) confirm(node int, channel string) {
 	}
 }
 
+// count is how many of b are set: nodes that did or may do something.
 func count(b []bool) int {
 	n := 0
 	for _, x := range b {
