@@ -377,7 +377,13 @@ func TestDo(t *testing.T) {
 		key := newKey(t)
 		var cause error
 		err := c.Do(ctx, key, 600*time.Millisecond, func(ctx context.Context) error {
-			e.awaitHolders(key, holderOf(rawKey(t, ctx, e.direct[0], key)))
+			// Acquire returns at a quorum: node 0's write may land just after.
+			var holder string
+			require.Eventually(t, func() bool {
+				holder = holderOf(rawKey(t, ctx, e.direct[0], key))
+				return holder != ""
+			}, 5*time.Second, time.Millisecond)
+			e.awaitHolders(key, holder)
 			for i := range 3 {
 				require.NoError(t, e.direct[i].Del(ctx, key).Err())
 			}

@@ -151,14 +151,20 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 	// queue nothing.
 	var wt *waiter
 	acquired := false
+	ttlArg := any(ttl.Milliseconds()) // boxed once for every attempt
 	if c.waits.waiting(key) {
 		wt = c.waits.join(key)
 		defer func() { c.waits.leave(key, wt, acquired) }()
-		if err := c.awaitTurn(ctx, key, wt); err != nil {
+		got, err := c.awaitTurn(ctx, wt, l, ttl, ttlArg)
+		if err != nil {
 			return nil, err
 		}
+		if got {
+			acquired = true
+			c.owners.register(l)
+			return l, nil
+		}
 	}
-	ttlArg := any(ttl.Milliseconds()) // boxed once for every attempt
 	watching := false
 	for failed := 1; ; failed++ {
 		if wt != nil {
@@ -186,8 +192,14 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 			select {
 			case <-wt.turn: // at the head at once: wait below
 			default:
-				if err := c.awaitTurn(ctx, key, wt); err != nil {
+				got, err := c.awaitTurn(ctx, wt, l, ttl, ttlArg)
+				if err != nil {
 					return nil, err
+				}
+				if got {
+					acquired = true
+					c.owners.register(l)
+					return l, nil
 				}
 				continue // our turn
 			}
@@ -211,8 +223,13 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 			wait = min(wait, qe.holderTTL+time.Millisecond)
 		}
 		timer := time.NewTimer(wait)
-		werr := c.await(ctx, wt.wake, timer.C)
+		got, werr := c.awaitHandover(ctx, wt, c.offer(l, ttl, ttlArg), wt.wake, timer.C)
 		timer.Stop()
+		if got {
+			acquired = true
+			c.owners.register(l)
+			return l, nil
+		}
 		if werr != nil {
 			return nil, withCause(err, werr)
 		}
@@ -222,21 +239,24 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 // awaitTurn waits until wt is at the head of key's queue. When the head
 // before it left holding the lock, it then waits for that lock's release
 // (the Client's own Release wakes it, or a quorum of release hints) or the
-// first backoff, rather than attempt at once and be refused.
-func (c *Client) awaitTurn(ctx context.Context, key string, wt *waiter) error {
+// first backoff, rather than attempt at once and be refused; that lock's
+// Release may hand it over meanwhile (got).
+func (c *Client) awaitTurn(ctx context.Context, wt *waiter, l *Lock, ttl time.Duration, ttlArg any) (got bool, err error) {
+	key := l.key
 	if err := c.await(ctx, wt.turn, nil); err != nil {
-		return fmt.Errorf("%w: %q: waiting behind an earlier Acquire of this Client: %w", ErrNotAcquired, key, err)
+		return false, fmt.Errorf("%w: %q: waiting behind an earlier Acquire of this Client: %w", ErrNotAcquired, key, err)
 	}
 	if !wt.afterHolder {
-		return nil
+		return false, nil
 	}
 	wait, _ := c.cfg.retry.Backoff(1)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	if err := c.await(ctx, wt.wake, timer.C); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, err)
+	got, err = c.awaitHandover(ctx, wt, c.offer(l, ttl, ttlArg), wt.wake, timer.C)
+	if err != nil {
+		return false, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, err)
 	}
-	return nil
+	return got, nil
 }
 
 // await waits for ch or timeUp, and reports ctx's error or ErrClosed when
@@ -714,8 +734,25 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error 
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
 	}
 	defer c.nodes.life.end()
+	// The next waiter of this Client, if it offers, is handed the key in
+	// the same round (handover.go); only when nothing this lock sent can
+	// still land, so that no late write of ours outlives the handover.
+	var gone []bool
+	if c.handsOver() && l.seq.quiet() {
+		if off, watched := c.waits.claim(l.key); off != nil {
+			if gone = c.handOver(ctx, l, off, watched); count(gone) >= c.nodes.quorum {
+				return nil
+			}
+		}
+	}
 	t, _ := c.nodes.run(ctx, l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, newValue(l.prefix, l.prefixArg, 0), 0),
 		wait: c.cfg.nodeTimeout(ttl), callTimeout: c.cfg.cleanupTimeout, note: l.noteDeleted})
+	for i, g := range gone {
+		if g && t.replies[i].status != statusOK { // gone in the handover round
+			t.replies[i] = reply{node: i, status: statusOK}
+			t.ok++
+		}
+	}
 	if t.reached() {
 		c.waits.released(l.key)
 		return nil

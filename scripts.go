@@ -33,6 +33,8 @@ var (
 	releaseSrc string
 	//go:embed scripts/restart_guard.lua
 	restartGuardSrc string
+	//go:embed scripts/handover.lua
+	handoverSrc string
 
 	acquireScript       = redis.NewScript(acquireSrc)
 	acquireFencedScript = redis.NewScript(acquireFencedSrc)
@@ -40,13 +42,14 @@ var (
 	extendScript        = redis.NewScript(extendSrc)
 	restoreScript       = redis.NewScript(restoreSrc)
 	releaseScript       = redis.NewScript(releaseSrc)
+	handoverScript      = redis.NewScript(handoverSrc)
 
 	// The guarded acquires run the restart guard's prologue first.
 	acquireGuardedScript       = redis.NewScript(restartGuardSrc + acquireSrc)
 	acquireFencedGuardedScript = redis.NewScript(restartGuardSrc + acquireFencedSrc)
 
 	allScripts = []*redis.Script{acquireScript, acquireFencedScript, fenceCommitScript, extendScript, restoreScript, releaseScript,
-		acquireGuardedScript, acquireFencedGuardedScript}
+		handoverScript, acquireGuardedScript, acquireFencedGuardedScript}
 )
 
 // nodeOp is one script with its keys and arguments, run on each node of a
@@ -75,6 +78,8 @@ func (o *nodeOp) name() string {
 		return "restore"
 	case releaseScript:
 		return "delete"
+	case handoverScript:
+		return "handover"
 	}
 	return "acquire"
 }
@@ -239,6 +244,42 @@ func deleteOp(key string, v value, upTo uint64) nodeOp {
 }
 
 func readDelete(cmd *redis.Cmd) reply { return readCode(cmd, deleteRefusals) }
+
+// The codes of handover.lua that say the leaving holder's value was there.
+const (
+	handedOver       = 3 // and the key is the waiter's now
+	releasedHandover = 4 // and it was deleted: the waiter contends as usual
+)
+
+// handoverOp takes the key from the holder whose prefix is leaving and gives
+// it to the waiter's value v, unless a client other than the waiter's waits
+// for it; mine is 1 when the waiter's client watches the key's release
+// channel.
+func handoverOp(key string, v value, ttlMs, leaving any, mine int) nodeOp {
+	op := nodeOp{script: handoverScript, read: readHandover,
+		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 6}
+	op.argBuf[4], op.argBuf[5] = leaving, mine
+	return op
+}
+
+// readHandover reads handover.lua's reply as the waiter's acquire: the key
+// is the waiter's on a node whose reply is OK. val keeps the code, which
+// tells the leaving holder where its value is gone (handedOver and
+// releasedHandover).
+func readHandover(cmd *redis.Cmd) reply {
+	v, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return reply{err: err}
+	case v == 1 || v == handedOver:
+		return reply{status: statusOK, val: v}
+	case v == releasedHandover:
+		return reply{status: statusRefused, val: v, err: ErrHeldByOther}
+	case v <= 0:
+		return reply{status: statusRefused, val: v, err: ErrHeldByOther}
+	}
+	return reply{err: errUnexpected(v)}
+}
 
 func errUnexpected(v any) error {
 	return fmt.Errorf("unexpected script reply %v", v)

@@ -82,6 +82,9 @@ type lane struct {
 	// strandedDeletes counts deletes the lane gave up waiting for that
 	// go-redis still holds: at most one.
 	strandedDeletes int
+	// strandedWrites counts the writes the lane went on without that
+	// go-redis still holds.
+	strandedWrites int
 }
 
 func newSequencer(n int) *sequencer {
@@ -178,6 +181,20 @@ func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 	return nil
 }
 
+// quiet reports whether no call of the lock is queued, running, parked for
+// another try or still held by go-redis on any node: nothing it sent can
+// land later.
+func (s *sequencer) quiet() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.lanes {
+		if l := &s.lanes[i]; l.busy || l.strandedWrites > 0 || l.strandedDeletes > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // begin makes j the lane's current job.
 func (s *sequencer) begin(l *lane, j *job) {
 	l.current = j
@@ -188,6 +205,7 @@ func (s *sequencer) begin(l *lane, j *job) {
 
 // detach stops the lane waiting for a write whose round is over.
 func (s *sequencer) detach(l *lane, w *job) {
+	l.strandedWrites++
 	w.detached = true
 	w.mark = l.deletes
 	l.current = nil
@@ -251,6 +269,8 @@ func (s *sequencer) done(p *nodeSet, j *job, rep reply) *job {
 		var redo *job
 		if j.r.spec.kind == opDelete {
 			l.strandedDeletes--
+		} else {
+			l.strandedWrites--
 		}
 		if j.r.spec.kind == opWrite && l.deletes > j.mark && rep.status != statusRefused && l.lastDelete != nil {
 			redo = &job{r: l.lastDelete, node: j.node, reported: true}

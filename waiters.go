@@ -59,6 +59,7 @@ type waiter struct {
 	// afterHolder is set, before turn is closed, when the head before it
 	// left holding the lock: an attempt at once would only be refused.
 	afterHolder bool
+	offer       *handOffer // while it waits to be handed the lock (handover.go)
 }
 
 func (w *waiters) queue(key string) *keyQueue {

@@ -1,0 +1,180 @@
+package redlock
+
+import (
+	"context"
+	"time"
+)
+
+// Handing a released lock to the next waiter. A fair handoff through the
+// nodes is a release round, a wake-up and an acquire round; when the next
+// waiter is an Acquire of the same Client, Release does both rounds in one:
+// on each node, in one script (scripts/handover.lua), it takes its own value
+// away and writes the waiter's, counted against the waiter's quorum and
+// validity as the waiter's own attempt would be. The waiter still acquires
+// on the nodes, with its own token, TTL and generation, and its Lock is
+// valid only with a quorum of them; a node that another client's waiter
+// watches (a subscriber of the key's release channel other than this
+// Client) releases instead and announces it, so a Client hands over only
+// while nobody else waits and processes stay as fair to each other as
+// without it. A waiter offers to be handed the lock while it waits at the
+// head of its queue; a Release claims the offer, runs the round, and
+// settles it: the Lock is held, or the waiter attempts again at once.
+
+// handOffer is a waiting Acquire's standing offer to be handed the lock.
+type handOffer struct {
+	l      *Lock
+	ttl    time.Duration
+	ttlArg any
+
+	claimed bool          // a Release took the offer (guarded by waiters.mu)
+	done    chan struct{} // closed by that Release once the offer is settled
+	got     bool          // the waiter's Lock is held; set before done closes
+}
+
+// handsOver reports whether this Client's locks may be handed over: the
+// handover script neither fences nor guards against restarts.
+func (c *Client) handsOver() bool {
+	return !c.cfg.fencing && c.cfg.restartGuard == 0
+}
+
+// offer is l's offer to be handed the lock while it waits, or nil when this
+// Client does not hand over.
+func (c *Client) offer(l *Lock, ttl time.Duration, ttlArg any) *handOffer {
+	if !c.handsOver() {
+		return nil
+	}
+	return &handOffer{l: l, ttl: ttl, ttlArg: ttlArg}
+}
+
+// offer posts wt's offer to be handed the lock while it waits.
+func (w *waiters) offer(wt *waiter, off *handOffer) {
+	w.mu.Lock()
+	wt.offer = off
+	w.mu.Unlock()
+}
+
+// withdraw takes back wt's offer and returns it if a Release claimed it: the
+// caller must wait for its outcome.
+func (w *waiters) withdraw(wt *waiter) *handOffer {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	off := wt.offer
+	wt.offer = nil
+	if off != nil && off.claimed {
+		return off
+	}
+	return nil
+}
+
+// claim takes the offer of key's head waiter, if it posted one, and reports
+// whether this Client watches the key's release channel.
+func (w *waiters) claim(key string) (*handOffer, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[key]
+	if q == nil || len(q.waiters) == 0 {
+		return nil, false
+	}
+	off := q.waiters[0].offer
+	if off == nil || off.claimed {
+		return nil, false
+	}
+	off.claimed = true
+	off.done = make(chan struct{})
+	return off, q.watched
+}
+
+// awaitHandover is await with an offer to be handed the lock meanwhile (none
+// when off is nil). It reports whether a Release handed it over. Once a
+// Release claimed the offer it waits for the outcome, even when ctx ends:
+// the round is bounded by the node deadline, and a Lock handed over to an
+// Acquire that has since given up is released again.
+func (c *Client) awaitHandover(ctx context.Context, wt *waiter, off *handOffer, ch <-chan struct{}, timeUp <-chan time.Time) (bool, error) {
+	if off == nil {
+		return false, c.await(ctx, ch, timeUp)
+	}
+	c.waits.offer(wt, off)
+	err := c.await(ctx, ch, timeUp)
+	claimed := c.waits.withdraw(wt)
+	if claimed == nil {
+		return false, err
+	}
+	<-claimed.done
+	if !claimed.got {
+		return false, err
+	}
+	if err != nil {
+		_ = off.l.releaseCall(context.Background())
+		return false, err
+	}
+	return true, nil
+}
+
+// handOver releases l by handing its key to the waiter that posted off, in
+// one round on the waiter's lanes, and settles the offer. It returns the
+// nodes where l's value is gone, as far as the replies in time tell: taken
+// over by the waiter or deleted. Where a node's outcome is unknown, l's
+// value may still be there, and l's delete goes there in the background,
+// with its usual retries. Unless l's value is gone from a quorum, the caller
+// then releases l as usual.
+func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched bool) []bool {
+	w := off.l
+	mine := 0
+	if watched {
+		mine = 1
+	}
+	n := len(c.nodes.nodes)
+	// Each node's reply, whenever it comes: where l's value is gone, and
+	// where it may not be (no answer, or an error), l's delete follows, with
+	// its retries, as a Release's would. The replies also go to seen, for
+	// l's own outcome: the round returns at the waiter's, which can come
+	// before enough nodes said that l's value is gone.
+	seen := make(chan reply, n)
+	note := func(r reply) {
+		switch {
+		case r.val == handedOver || r.val == releasedHandover:
+			l.noteDeleted(reply{node: r.node, status: statusOK})
+		case r.status == statusUnknown:
+			only := make([]bool, n)
+			only[r.node] = true
+			c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, newValue(l.prefix, l.prefixArg, 0), 0),
+				wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: only, note: l.noteDeleted})
+		}
+		seen <- r
+	}
+	start := c.cfg.clock.Now()
+	until := c.cfg.validUntil(start, off.ttl)
+	deadline := time.Now().Add(c.cfg.nodeTimeout(off.ttl))
+	v := w.nextValue()
+	t, _ := c.nodes.run(ctx, w.seq, roundSpec{kind: opWrite, op: handoverOp(l.key, v, off.ttlArg, l.prefixArg, mine),
+		wait: time.Until(deadline), ttl: off.ttl, note: note})
+	got := t.reached() && c.cfg.clock.Now().Before(until)
+	if got {
+		w.mu.Lock()
+		w.until, w.ttl = until, off.ttl
+		w.mu.Unlock()
+	} else {
+		only := t.unrefused()
+		c.nodes.launch(context.Background(), w.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, v, v.gen),
+			wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: only})
+		if c.obs.on {
+			c.obs.rollback(l.key, count(only))
+		}
+	}
+	off.got = got
+	close(off.done)
+	c.waits.released(l.key) // the waiter, or, if it got nothing, the head to contend
+
+	gone := make([]bool, n)
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for replied := 0; replied < n && count(gone) < c.nodes.quorum; replied++ {
+		select {
+		case r := <-seen:
+			gone[r.node] = r.val == handedOver || r.val == releasedHandover
+		case <-timer.C:
+			return gone
+		}
+	}
+	return gone
+}

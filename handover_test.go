@@ -1,0 +1,208 @@
+package redlock_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock"
+)
+
+// awaitSubscribers waits until every node counts n subscribers of key's
+// release channel: the waiters of n Clients watch it.
+func (e *env) awaitSubscribers(key string, n int64) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		for _, d := range e.direct {
+			subs, err := d.PubSubNumSub(context.Background(), "redlock:released:"+key).Result()
+			if err != nil || subs["redlock:released:"+key] != n {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond, "the waiters did not subscribe")
+}
+
+// commandTotals sums each command's calls over every node.
+func (e *env) commandTotals() map[string]int {
+	e.t.Helper()
+	out := make(map[string]int)
+	for _, d := range e.direct {
+		for k, v := range commandCalls(e.t, context.Background(), d) {
+			out[k] += v
+		}
+	}
+	return out
+}
+
+// TestHandoverOneRound: when the next waiter is an Acquire of the same
+// Client, Release hands it the key in the same round: one script per node
+// for the release and the acquire together, no announcement, and the
+// waiter's own token on every node, valid for its own TTL.
+func TestHandoverOneRound(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client(slowRetry)
+	ctx := t.Context()
+	key := newKey(t)
+
+	a, err := c.Acquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	got := make(chan *redlock.Lock, 1)
+	go func() {
+		l, err := c.Acquire(ctx, key, 4*time.Second)
+		assert.NoError(t, err)
+		got <- l
+	}()
+	e.awaitSubscribers(key, 1)
+	time.Sleep(200 * time.Millisecond) // its attempt after subscribing was refused: it waits
+
+	before := e.commandTotals()
+	start := time.Now()
+	require.NoError(t, a.Release(ctx))
+	var b *redlock.Lock
+	select {
+	case b = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never acquired")
+	}
+	require.NotNil(t, b)
+	after := e.commandTotals()
+	for k, v := range after {
+		if v != before[k] {
+			t.Logf("%s: %d", k, v-before[k])
+		}
+	}
+	e.awaitHolders(key, b.Token())
+	assert.Equal(t, 3, after["evalsha"]-before["evalsha"], "release and acquire took more than one script per node")
+	assert.Equal(t, 0, after["publish"]-before["publish"], "a handover announced a release")
+	assert.Equal(t, 0, after["del"]-before["del"])
+	assert.WithinRange(t, b.Until(), start.Add(3*time.Second), start.Add(4*time.Second))
+
+	require.NoError(t, b.Release(ctx))
+	e.eventuallyNoKey(key, 5*time.Second)
+	assert.ErrorIs(t, a.Release(ctx), nil, "a later Release of the handed-over lock reports the first one's outcome")
+}
+
+// TestHandoverNotAcrossClients: while a waiter of another Client (another
+// process) watches the key, a Release does not hand it to its own Client's
+// waiter: it releases and announces, and both waiters contend as usual.
+func TestHandoverNotAcrossClients(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	mine, other := e.client(slowRetry), e.client(slowRetry)
+	ctx := t.Context()
+	key := newKey(t)
+
+	a, err := mine.Acquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var order []string
+	for name, c := range map[string]*redlock.Client{"mine": mine, "other": other} {
+		wg.Go(func() {
+			l, err := c.Acquire(ctx, key, 10*time.Second)
+			if !assert.NoError(t, err) {
+				return
+			}
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+			assert.NoError(t, l.Release(context.Background()))
+		})
+	}
+	e.awaitSubscribers(key, 2)
+	time.Sleep(200 * time.Millisecond)
+
+	before := e.commandTotals()
+	require.NoError(t, a.Release(ctx))
+	after := e.commandTotals()
+	assert.Equal(t, 3, after["publish"]-before["publish"], "the release was not announced on every node")
+	// The waiters may start to contend before the second look (a split
+	// vote rolls back with DEL), but nobody can release before it.
+	assert.GreaterOrEqual(t, after["del"]-before["del"], 3, "the release did not delete on every node")
+	wg.Wait()
+	assert.ElementsMatch(t, []string{"mine", "other"}, order)
+	e.eventuallyNoKey(key, 5*time.Second)
+}
+
+// TestHandoverWithoutQuorum: another holder's value replaced the leaving
+// holder's on a majority of nodes (a's had expired there, say): the waiter
+// is not handed a lock it would hold on one node, its value there is rolled
+// back, the Release reports what the nodes said, and the waiter takes the
+// key once the other holder's value expires.
+func TestHandoverWithoutQuorum(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client(slowRetry)
+	ctx := t.Context()
+	key := newKey(t)
+
+	a, err := c.Acquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	e.awaitHolders(key, a.Token())
+	got := make(chan *redlock.Lock, 1)
+	go func() {
+		l, err := c.Acquire(ctx, key, 4*time.Second)
+		assert.NoError(t, err)
+		got <- l
+	}()
+	e.awaitSubscribers(key, 1)
+	time.Sleep(200 * time.Millisecond)
+	for _, i := range []int{0, 1} {
+		require.NoError(t, e.direct[i].Set(ctx, key, "intruder.1", 700*time.Millisecond).Err())
+	}
+
+	released := time.Now()
+	err = a.Release(ctx)
+	require.ErrorIs(t, err, redlock.ErrNotHeld)
+	var b *redlock.Lock
+	select {
+	case b = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never acquired")
+	}
+	assert.Greater(t, time.Since(released), 500*time.Millisecond, "acquired while the intruder held a majority")
+	e.awaitHolders(key, b.Token())
+	require.NoError(t, b.Release(ctx))
+	e.eventuallyNoKey(key, 5*time.Second)
+}
+
+// TestHandoverWaiterCancelled: waiters whose contexts end at random moments,
+// some while a Release hands them the key, leave no key behind and never
+// hold at once.
+func TestHandoverWaiterCancelled(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	key := newKey(t)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	inside := 0
+	for g := range 6 {
+		wg.Go(func() {
+			for i := range 30 {
+				ctx, cancel := context.WithTimeout(t.Context(), time.Duration(1+(g*7+i*3)%9)*time.Millisecond)
+				l, err := c.Acquire(ctx, key, 5*time.Second)
+				cancel()
+				if err != nil {
+					assert.ErrorIs(t, err, redlock.ErrNotAcquired)
+					continue
+				}
+				mu.Lock()
+				inside++
+				assert.Equal(t, 1, inside, "two holders at once")
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+				inside--
+				mu.Unlock()
+				assert.NoError(t, l.Release(context.Background()))
+			}
+		})
+	}
+	wg.Wait()
+	e.settle(c)
+	e.requireNoKey(key)
+}
