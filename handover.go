@@ -142,6 +142,14 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched 
 		}
 		seen <- r
 	}
+	// Where a call of l may still land (an acquire or extend that has not
+	// returned), l's delete goes too, behind it in l's lane, so that no
+	// late write of ours outlives the handover; it finds the waiter's value
+	// and leaves it alone.
+	if late := l.seq.unsettled(); late != nil {
+		c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, newValue(l.prefix, l.prefixArg, 0), 0),
+			wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: late, note: l.noteDeleted})
+	}
 	start := c.cfg.clock.Now()
 	until := c.cfg.validUntil(start, off.ttl)
 	deadline := time.Now().Add(c.cfg.nodeTimeout(off.ttl))
@@ -173,8 +181,18 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched 
 		case r := <-seen:
 			gone[r.node] = r.val == handedOver || r.val == releasedHandover
 		case <-timer.C:
-			return gone
+			return l.orDeleted(gone)
 		}
+	}
+	return l.orDeleted(gone)
+}
+
+// orDeleted adds to gone the nodes where l's delete was confirmed.
+func (l *Lock) orDeleted(gone []bool) []bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, d := range l.deleted {
+		gone[i] = gone[i] || d
 	}
 	return gone
 }

@@ -70,13 +70,13 @@ func TestHandoverOneRound(t *testing.T) {
 		t.Fatal("the waiter never acquired")
 	}
 	require.NotNil(t, b)
+	e.awaitHolders(key, b.Token()) // the rounds return at a quorum
 	after := e.commandTotals()
 	for k, v := range after {
 		if v != before[k] {
 			t.Logf("%s: %d", k, v-before[k])
 		}
 	}
-	e.awaitHolders(key, b.Token())
 	assert.Equal(t, 3, after["evalsha"]-before["evalsha"], "release and acquire took more than one script per node")
 	assert.Equal(t, 0, after["publish"]-before["publish"], "a handover announced a release")
 	assert.Equal(t, 0, after["del"]-before["del"])

@@ -735,10 +735,9 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error 
 	}
 	defer c.nodes.life.end()
 	// The next waiter of this Client, if it offers, is handed the key in
-	// the same round (handover.go); only when nothing this lock sent can
-	// still land, so that no late write of ours outlives the handover.
+	// the same round (handover.go).
 	var gone []bool
-	if c.handsOver() && l.seq.quiet() {
+	if c.handsOver() {
 		if off, watched := c.waits.claim(l.key); off != nil {
 			if gone = c.handOver(ctx, l, off, watched); count(gone) >= c.nodes.quorum {
 				return nil

@@ -181,18 +181,22 @@ func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 	return nil
 }
 
-// quiet reports whether no call of the lock is queued, running, parked for
-// another try or still held by go-redis on any node: nothing it sent can
-// land later.
-func (s *sequencer) quiet() bool {
+// unsettled marks the nodes where a call of the lock is queued, running,
+// parked for another try, or still held by go-redis: where something it
+// sent may yet land. It returns nil when there is none.
+func (s *sequencer) unsettled() []bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var out []bool
 	for i := range s.lanes {
 		if l := &s.lanes[i]; l.busy || l.strandedWrites > 0 || l.strandedDeletes > 0 {
-			return false
+			if out == nil {
+				out = make([]bool, len(s.lanes))
+			}
+			out[i] = true
 		}
 	}
-	return true
+	return out
 }
 
 // begin makes j the lane's current job.
