@@ -163,6 +163,14 @@
 // the holder's TTL. Fairness holds within a Client; across processes, every
 // holder still acquires on the nodes and nothing orders them.
 //
+// When the next waiter is an Acquire of the same Client and no other client
+// waits for the key, Release hands the key over in its own round: each node
+// replaces the leaving holder's value with the waiter's in one script, and
+// the waiter holds the lock only with a quorum of them and validity left,
+// computed from the start of that round, as for its own attempt. A node
+// where another client's waiter watches the key releases and announces
+// instead, so the handover never takes a turn from another process.
+//
 // A lock is only as live as a quorum of its nodes: with a majority down, every Acquire fails
 // with ErrNotAcquired within its deadlines.
 package redlock

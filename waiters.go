@@ -26,6 +26,8 @@ import (
 // lock's release (or its first backoff) before its first attempt, which
 // would only be refused; only a Release publishes, not a rollback, so the
 // heads of several processes are not all woken to split the next vote.
+// While it waits, the head offers to be handed the lock by a Release of this
+// Client in the release's own round (handover.go).
 
 // releaseChannelPrefix names a key's release channel; the release script
 // publishes to it (scripts/release.lua).
