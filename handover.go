@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -66,22 +67,45 @@ func (w *waiters) withdraw(wt *waiter) *handOffer {
 	return nil
 }
 
+// maxStreak is how many handovers in a row a Client makes while other
+// clients wait for the key; then its Release announces the key to all of
+// them. A streak buys throughput (a handover is one round, a contest of
+// several processes' waiters two or more, with split votes) for a bounded
+// unfairness: another process's waiter waits at most that many more turns
+// for each contest, and every process's winner gets the same streak.
+const maxStreak = 3
+
 // claim takes the offer of key's head waiter, if it posted one, and reports
-// whether this Client watches the key's release channel.
-func (w *waiters) claim(key string) (*handOffer, bool) {
+// whether this Client watches the key's release channel and whether it may
+// hand over although other clients wait.
+func (w *waiters) claim(key string) (off *handOffer, watched, streak bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[key]
 	if q == nil || len(q.waiters) == 0 {
-		return nil, false
+		return nil, false, false
 	}
-	off := q.waiters[0].offer
+	off = q.waiters[0].offer
 	if off == nil || off.claimed {
-		return nil, false
+		return nil, false, false
 	}
 	off.claimed = true
 	off.done = make(chan struct{})
-	return off, q.watched
+	return off, q.watched, q.streak < maxStreak
+}
+
+// handedOver counts a handover of key made while other clients waited
+// (inStreak), or ends the streak.
+func (w *waiters) handedOver(key string, inStreak bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.queues[key]; q != nil {
+		if inStreak {
+			q.streak++
+		} else {
+			q.streak = 0
+		}
+	}
 }
 
 // awaitHandover is await with an offer to be handed the lock meanwhile (none
@@ -117,12 +141,8 @@ func (c *Client) awaitHandover(ctx context.Context, wt *waiter, off *handOffer, 
 // value may still be there, and l's delete goes there in the background,
 // with its usual retries. Unless l's value is gone from a quorum, the caller
 // then releases l as usual.
-func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched bool) []bool {
+func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched, streak bool) []bool {
 	w := off.l
-	mine := 0
-	if watched {
-		mine = 1
-	}
 	n := len(c.nodes.nodes)
 	// Each node's reply, whenever it comes: where l's value is gone, and
 	// where it may not be (no answer, or an error), l's delete follows, with
@@ -132,7 +152,7 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched 
 	seen := make(chan reply, n)
 	note := func(r reply) {
 		switch {
-		case r.val == handedOver || r.val == releasedHandover:
+		case handedAway(r):
 			l.noteDeleted(reply{node: r.node, status: statusOK})
 		case r.status == statusUnknown:
 			only := make([]bool, n)
@@ -154,7 +174,7 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched 
 	until := c.cfg.validUntil(start, off.ttl)
 	deadline := time.Now().Add(c.cfg.nodeTimeout(off.ttl))
 	v := w.nextValue()
-	t, _ := c.nodes.run(ctx, w.seq, roundSpec{kind: opWrite, op: handoverOp(l.key, v, off.ttlArg, l.prefixArg, mine),
+	t, _ := c.nodes.run(ctx, w.seq, roundSpec{kind: opWrite, op: handoverOp(l.key, v, off.ttlArg, l.prefixArg, watched, streak),
 		wait: time.Until(deadline), ttl: off.ttl, note: note})
 	got := t.reached() && c.cfg.clock.Now().Before(until)
 	if got {
@@ -169,9 +189,18 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched 
 			c.obs.rollback(l.key, count(only))
 		}
 	}
+	// The streak goes on while the waiter got the key with others waiting,
+	// and ends with a handover nobody else waited for, or a release.
+	inStreak := got && slices.ContainsFunc(t.replies, func(r reply) bool { return r.val == handedInStreak })
+	c.waits.handedOver(l.key, inStreak)
 	off.got = got
 	close(off.done)
-	c.waits.released(l.key) // the waiter, or, if it got nothing, the head to contend
+	// Wake the waiter. Where the nodes released and announced the key to
+	// other clients' waiters, it is woken by the same announcements as
+	// they are, so that it does not always win the contest that follows.
+	if got || !slices.ContainsFunc(t.replies, func(r reply) bool { return r.val == releasedHandover }) {
+		c.waits.released(l.key)
+	}
 
 	gone := make([]bool, n)
 	timer := time.NewTimer(time.Until(deadline))
@@ -179,7 +208,7 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched 
 	for replied := 0; replied < n && count(gone) < c.nodes.quorum; replied++ {
 		select {
 		case r := <-seen:
-			gone[r.node] = r.val == handedOver || r.val == releasedHandover
+			gone[r.node] = handedAway(r)
 		case <-timer.C:
 			return l.orDeleted(gone)
 		}

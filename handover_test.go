@@ -87,10 +87,12 @@ func TestHandoverOneRound(t *testing.T) {
 	assert.ErrorIs(t, a.Release(ctx), nil, "a later Release of the handed-over lock reports the first one's outcome")
 }
 
-// TestHandoverNotAcrossClients: while a waiter of another Client (another
-// process) watches the key, a Release does not hand it to its own Client's
-// waiter: it releases and announces, and both waiters contend as usual.
-func TestHandoverNotAcrossClients(t *testing.T) {
+// TestHandoverStreakAcrossClients: while a waiter of another Client
+// (another process) watches the key, a Client hands the key to its own
+// waiters at most three times in a row; the next Release announces it and
+// the waiters of both Clients contend, so the other Client's waiter gets
+// its chance after each streak.
+func TestHandoverStreakAcrossClients(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
 	mine, other := e.client(slowRetry), e.client(slowRetry)
 	ctx := t.Context()
@@ -101,31 +103,36 @@ func TestHandoverNotAcrossClients(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var order []string
-	for name, c := range map[string]*redlock.Client{"mine": mine, "other": other} {
-		wg.Go(func() {
-			l, err := c.Acquire(ctx, key, 10*time.Second)
-			if !assert.NoError(t, err) {
-				return
-			}
-			mu.Lock()
-			order = append(order, name)
-			mu.Unlock()
-			time.Sleep(20 * time.Millisecond)
-			assert.NoError(t, l.Release(context.Background()))
-		})
+	var published []int // announcements so far, at each acquisition
+	take := func(c *redlock.Client, name string) {
+		l, err := c.Acquire(ctx, key, 10*time.Second)
+		if !assert.NoError(t, err) {
+			return
+		}
+		mu.Lock()
+		order = append(order, name)
+		published = append(published, e.commandTotals()["publish"])
+		mu.Unlock()
+		time.Sleep(30 * time.Millisecond)
+		assert.NoError(t, l.Release(context.Background()))
 	}
+	for range 5 {
+		wg.Go(func() { take(mine, "mine") })
+	}
+	e.awaitSubscribers(key, 1)
+	wg.Go(func() { take(other, "other") })
 	e.awaitSubscribers(key, 2)
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // every waiter has been refused and waits
 
 	before := e.commandTotals()
 	require.NoError(t, a.Release(ctx))
-	after := e.commandTotals()
-	assert.Equal(t, 3, after["publish"]-before["publish"], "the release was not announced on every node")
-	// The waiters may start to contend before the second look (a split
-	// vote rolls back with DEL), but nobody can release before it.
-	assert.GreaterOrEqual(t, after["del"]-before["del"], 3, "the release did not delete on every node")
 	wg.Wait()
-	assert.ElementsMatch(t, []string{"mine", "other"}, order)
+	t.Logf("order after the first release: %v", order)
+	require.Len(t, order, 6)
+	assert.Equal(t, []string{"mine", "mine", "mine"}, order[:3], "the first releases hand over within the Client")
+	assert.Equal(t, before["publish"], published[2], "a release of the streak was announced")
+	assert.GreaterOrEqual(t, published[3]-before["publish"], 3, "the release after the streak was not announced on every node")
+	assert.Contains(t, order, "other")
 	e.eventuallyNoKey(key, 5*time.Second)
 }
 

@@ -738,8 +738,8 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error 
 	// the same round (handover.go).
 	var gone []bool
 	if c.handsOver() {
-		if off, watched := c.waits.claim(l.key); off != nil {
-			if gone = c.handOver(ctx, l, off, watched); count(gone) >= c.nodes.quorum {
+		if off, watched, streak := c.waits.claim(l.key); off != nil {
+			if gone = c.handOver(ctx, l, off, watched, streak); count(gone) >= c.nodes.quorum {
 				return nil
 			}
 		}

@@ -249,13 +249,27 @@ func readDelete(cmd *redis.Cmd) reply { return readCode(cmd, deleteRefusals) }
 const (
 	handedOver       = 3 // and the key is the waiter's now
 	releasedHandover = 4 // and it was deleted: the waiter contends as usual
+	handedInStreak   = 5 // as handedOver, while other clients wait
 )
+
+// handedAway reports whether a handover reply says the leaving holder's
+// value was there: it is gone now.
+func handedAway(r reply) bool {
+	return r.val == handedOver || r.val == releasedHandover || r.val == handedInStreak
+}
 
 // handoverOp takes the key from the holder whose prefix is leaving and gives
 // it to the waiter's value v, unless a client other than the waiter's waits
-// for it; mine is 1 when the waiter's client watches the key's release
-// channel.
-func handoverOp(key string, v value, ttlMs, leaving any, mine int) nodeOp {
+// for it and streak is false; watched tells whether the waiter's client
+// watches the key's release channel.
+func handoverOp(key string, v value, ttlMs, leaving any, watched, streak bool) nodeOp {
+	mine := 0
+	if watched {
+		mine = 1
+	}
+	if streak {
+		mine = -1 - mine
+	}
 	op := nodeOp{script: handoverScript, read: readHandover,
 		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 6}
 	op.argBuf[4], op.argBuf[5] = leaving, mine
@@ -271,7 +285,7 @@ func readHandover(cmd *redis.Cmd) reply {
 	switch {
 	case err != nil:
 		return reply{err: err}
-	case v == 1 || v == handedOver:
+	case v == 1 || v == handedOver || v == handedInStreak:
 		return reply{status: statusOK, val: v}
 	case v == releasedHandover:
 		return reply{status: statusRefused, val: v, err: ErrHeldByOther}

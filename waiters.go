@@ -52,6 +52,9 @@ type keyQueue struct {
 	heard     []bool
 	confirmed []bool
 	ready     chan struct{} // closed when a quorum confirmed the subscription
+	// streak counts the handovers in a row made while other clients
+	// waited (handover.go).
+	streak int
 }
 
 // waiter is one queued Acquire.

@@ -1,9 +1,9 @@
 -- handover: a Release that takes the key away from the leaving holder and
 -- gives it to the next waiter of the same client in the same step, so that
 -- a handoff under contention costs one round instead of a release and an
--- acquire. It only does so while no other client waits for the key (no
--- other subscriber of its release channel): then it releases as
--- release.lua does, announces it, and the waiters contend as usual.
+-- acquire. While other clients wait for the key (other subscribers of its
+-- release channel) it does so only within a short streak (ARGV[6]); then it
+-- releases as release.lua does, announces it, and the waiters contend.
 -- KEYS[1]  the lock key
 -- ARGV[1]  the waiter's value: its prefix followed by ARGV[4]
 -- ARGV[2]  the waiter's time to live in milliseconds
@@ -11,9 +11,12 @@
 -- ARGV[4]  the waiter's generation
 -- ARGV[5]  the leaving holder's prefix
 -- ARGV[6]  the subscribers of the key's release channel that are the
---          waiter's own client: 1 when it watches the channel, else 0
+--          waiter's own client, m: 1 when it watches the channel, else 0;
+--          sent as -1 - m when the key may be handed over even though
+--          other clients wait (a short streak of handovers in the client)
 -- Returns  3 when the leaving holder's value was there and the key now
 --            holds ARGV[1] with the waiter's expiry,
+--          5 the same, while other clients wait (ARGV[6] allowed it),
 --          4 when the leaving holder's value was there and was deleted
 --            (other clients wait, or PUBSUB is refused): the waiter gets
 --            nothing here,
@@ -26,7 +29,15 @@ if v then
   if string.sub(v, 1, #ARGV[5]) == ARGV[5] then
     local channel = 'redlock:released:' .. KEYS[1]
     local ok, subs = pcall(redis.call, 'PUBSUB', 'NUMSUB', channel)
-    if not ok or subs[2] > tonumber(ARGV[6]) then
+    local mine, streak = tonumber(ARGV[6]), false
+    if mine < 0 then
+      mine, streak = -1 - mine, true
+    end
+    if ok and subs[2] > mine and streak then
+      redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+      return 5
+    end
+    if not ok or subs[2] > mine then
       redis.call('DEL', KEYS[1])
       pcall(redis.call, 'PUBLISH', channel, '')
       return 4
