@@ -162,20 +162,22 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched,
 		}
 		seen <- r
 	}
-	// Where a call of l may still land (an acquire or extend that has not
-	// returned), l's delete goes too, behind it in l's lane, so that no
-	// late write of ours outlives the handover; it finds the waiter's value
-	// and leaves it alone.
-	if late := l.seq.unsettled(); late != nil {
-		c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, newValue(l.prefix, l.prefixArg, 0), 0),
-			wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: late, note: l.noteDeleted})
-	}
 	start := c.cfg.clock.Now()
 	until := c.cfg.validUntil(start, off.ttl)
 	deadline := time.Now().Add(c.cfg.nodeTimeout(off.ttl))
 	v := w.nextValue()
 	t, _ := c.nodes.run(ctx, w.seq, roundSpec{kind: opWrite, op: handoverOp(l.key, v, off.ttlArg, l.prefixArg, watched, streak),
 		wait: time.Until(deadline), ttl: off.ttl, note: note})
+	// Where a call of l may still land (an acquire or restore that has not
+	// returned, which could write l's value where the key is absent), l's
+	// delete goes too, behind it in l's lane, so that no late write of ours
+	// outlives the handover; it leaves the waiter's value alone. A call
+	// that has returned by now ran before the waiter could release, so it
+	// found the key taken. This runs before the waiter learns the outcome.
+	if late := l.seq.unsettled(); late != nil {
+		c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, newValue(l.prefix, l.prefixArg, 0), 0),
+			wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: late, note: l.noteDeleted})
+	}
 	got := t.reached() && c.cfg.clock.Now().Before(until)
 	if got {
 		w.mu.Lock()
