@@ -167,9 +167,13 @@
 // waits for the key, Release hands the key over in its own round: each node
 // replaces the leaving holder's value with the waiter's in one script, and
 // the waiter holds the lock only with a quorum of them and validity left,
-// computed from the start of that round, as for its own attempt. A node
-// where another client's waiter watches the key releases and announces
-// instead, so the handover never takes a turn from another process.
+// computed from the start of that round, as for its own attempt. While
+// another client's waiter watches the key, a Client hands over at most 3
+// times in a row; then its Release deletes and announces the key, and its
+// own waiter contends on the same footing as the other processes' waiters.
+// That bounds what a streak can cost another process, and buys the
+// throughput that a contest of several processes' waiters per handoff
+// (with split votes) would lose.
 //
 // A lock is only as live as a quorum of its nodes: with a majority down, every Acquire fails
 // with ErrNotAcquired within its deadlines.
