@@ -128,10 +128,26 @@ func (c *Client) awaitHandover(ctx context.Context, wt *waiter, off *handOffer, 
 		return false, err
 	}
 	if err != nil {
-		_ = off.l.releaseCall(context.Background())
+		off.l.discard(c)
 		return false, err
 	}
 	return true, nil
+}
+
+// discard deletes a Lock handed over to an Acquire that gave up meanwhile
+// (its context ended, or Close began), which will not return it. It runs
+// within that Acquire's lifecycle, so also while the Client closes; a
+// delete without a definite answer is retried as a Release's is.
+func (l *Lock) discard(c *Client) {
+	l.mu.Lock()
+	l.releasing = true
+	ttl := l.ttl
+	l.mu.Unlock()
+	t, _ := c.nodes.run(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, newValue(l.prefix, l.prefixArg, 0), 0),
+		wait: c.cfg.nodeTimeout(ttl), callTimeout: c.cfg.cleanupTimeout})
+	if t.reached() {
+		c.waits.released(l.key)
+	}
 }
 
 // handOver releases l by handing its key to the waiter that posted off, in

@@ -2,6 +2,9 @@ package redlock_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -212,4 +215,58 @@ func TestHandoverWaiterCancelled(t *testing.T) {
 	wg.Wait()
 	e.settle(c)
 	e.requireNoKey(key)
+}
+
+// TestHandoverToWaiterThatGaveUp: the waiter's context ends while a
+// Release is handing it the key (the handover scripts are held back on
+// their way to the nodes). The Release still succeeds, the waiter's Acquire
+// fails with its context's error, and the key it was handed is deleted, not
+// left for its TTL.
+func TestHandoverToWaiterThatGaveUp(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client(slowRetry, redlock.WithNodeTimeout(3*time.Second))
+	ctx := t.Context()
+	key := newKey(t)
+	src, err := os.ReadFile("scripts/handover.lua")
+	require.NoError(t, err)
+	sum := sha1.Sum(src)
+
+	a, err := c.Acquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	failed := make(chan error, 1)
+	go func() {
+		l, err := c.Acquire(wctx, key, time.Minute)
+		if err == nil {
+			_ = l.Release(context.Background())
+		}
+		failed <- err
+	}()
+	e.awaitSubscribers(key, 1)
+	time.Sleep(200 * time.Millisecond)
+
+	for _, p := range e.proxies {
+		p.HoldNext([]byte(hex.EncodeToString(sum[:])))
+	}
+	released := make(chan error, 1)
+	go func() { released <- a.Release(context.Background()) }()
+	require.Eventually(t, func() bool {
+		for _, p := range e.proxies {
+			if p.HeldCount() == 0 {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond, "the handover was not sent")
+	cancel()
+	time.Sleep(50 * time.Millisecond) // the waiter has seen its context end
+	for _, p := range e.proxies {
+		p.ReleaseHeld()
+	}
+	require.NoError(t, <-released)
+	err = <-failed
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorIs(t, err, context.Canceled)
+	e.eventuallyNoKey(key, 5*time.Second)
 }
