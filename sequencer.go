@@ -84,7 +84,60 @@ type lane struct {
 	strandedDeletes int
 }
 
+// newSequencer makes a sequencer of n lanes, in one allocation for the
+// usual numbers of nodes.
 func newSequencer(n int) *sequencer {
+	switch n {
+	case 1:
+		x := new(struct {
+			s sequencer
+			l [1]lane
+		})
+		x.s.lanes = x.l[:]
+		return &x.s
+	case 2:
+		x := new(struct {
+			s sequencer
+			l [2]lane
+		})
+		x.s.lanes = x.l[:]
+		return &x.s
+	case 3:
+		x := new(struct {
+			s sequencer
+			l [3]lane
+		})
+		x.s.lanes = x.l[:]
+		return &x.s
+	case 4:
+		x := new(struct {
+			s sequencer
+			l [4]lane
+		})
+		x.s.lanes = x.l[:]
+		return &x.s
+	case 5:
+		x := new(struct {
+			s sequencer
+			l [5]lane
+		})
+		x.s.lanes = x.l[:]
+		return &x.s
+	case 6:
+		x := new(struct {
+			s sequencer
+			l [6]lane
+		})
+		x.s.lanes = x.l[:]
+		return &x.s
+	case 7:
+		x := new(struct {
+			s sequencer
+			l [7]lane
+		})
+		x.s.lanes = x.l[:]
+		return &x.s
+	}
 	return &sequencer{lanes: make([]lane, n)}
 }
 
