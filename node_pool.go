@@ -63,11 +63,12 @@ func (n *node) record(err error, late bool) {
 }
 
 // call runs one operation on one node and records its health. args is the
-// operation's command line from evalArgs. late means the reply came after the
-// call's deadline.
-func (n *node) call(ctx context.Context, op *nodeOp, args []any) reply {
+// operation's command line from evalArgs; cmd, if not nil, is where the
+// go-redis command is built (see job.cmd). late means the reply came after
+// the call's deadline.
+func (n *node) call(ctx context.Context, op *nodeOp, args []any, cmd *redis.Cmd) reply {
 	n.inFlight.Add(1)
-	r := n.eval(ctx, op, args)
+	r := n.eval(ctx, op, args, cmd)
 	n.inFlight.Add(-1)
 	late := ctx.Err() != nil
 	if late && r.status == statusUnknown {
@@ -117,8 +118,12 @@ var scriptHashes = func() map[*redis.Script]any {
 // A node that does not know the script (NOSCRIPT, as after a restart) gets
 // it through nodeOp.run, redis.Script.Run: EVALSHA once more, then EVAL with
 // the source.
-func (n *node) eval(ctx context.Context, op *nodeOp, args []any) reply {
-	cmd := redis.NewCmd(ctx, args...)
+func (n *node) eval(ctx context.Context, op *nodeOp, args []any, cmd *redis.Cmd) reply {
+	if cmd == nil {
+		cmd = redis.NewCmd(ctx, args...)
+	} else {
+		*cmd = *redis.NewCmd(ctx, args...)
+	}
 	if op.nkeys > 0 {
 		cmd.SetFirstKeyPos(3) // a cluster client routes by the first key
 	}
@@ -157,6 +162,7 @@ type nodeSet struct {
 	obs    *observer // the Client's hooks and logger
 
 	tasks chan task // hands work to idle workers
+	sched deadlines // the rounds' deadlines
 
 	// verified is set once every node's server is known and no two nodes
 	// share one; until then each operation checks (see checkServers).

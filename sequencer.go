@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // opKind tells a node's lane what a call is for, and so when it may be
@@ -145,6 +147,10 @@ func newSequencer(n int) *sequencer {
 type job struct {
 	r    *round
 	node int
+	slot int32 // index in r.jobs, sent on r.out
+	// first is the reply of the first try, written before slot is sent on
+	// r.out and never again.
+	first reply
 	// reported is set once the reply went to the round; retries and redos
 	// report only to the round's note.
 	reported bool
@@ -426,6 +432,17 @@ func (s *sequencer) resume(p *nodeSet, j *job) {
 	}
 }
 
+// cmd returns the round's own go-redis command for try of j when j is the
+// round's first job and try its first (a write has no other), and nil
+// otherwise (the call makes one). No two calls in flight share it: only that
+// try uses it.
+func (j *job) cmd(try int32) *redis.Cmd {
+	if try == 1 && j == &j.r.jobs[0] {
+		return &j.r.cmd0
+	}
+	return nil
+}
+
 // run sends j to its node, unless it is obsolete, and reports the reply.
 func (j *job) run(s *sequencer, p *nodeSet) reply {
 	n := p.nodes[j.node]
@@ -438,30 +455,26 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 		if r.ctx.Err() != nil {
 			rep = reply{err: errNotSent}
 		} else {
-			rep = n.call(&r.ctx, &r.spec.op, r.args)
+			rep = n.call(&r.ctx, &r.spec.op, r.args, j.cmd(1))
 		}
 	default:
 		// A delete's deadline runs from when it is sent, however long it
 		// waited in the lane.
 		try := j.tries.Add(1)
-		if j.here && try == 1 {
-			// On the caller's goroutine, on a client that bounds the call:
-			// it ends when the caller stops waiting.
-			c := &roundCtx{}
-			c.start(r.base, r.deadline)
-			rep = n.call(c, &r.spec.op, r.args)
-			c.end(context.Canceled)
-			break
-		}
-		if j.shared {
-			rep = n.call(&r.ctx, &r.spec.op, r.args) // the round's deadline and watcher
+		if j.here && try == 1 || j.shared {
+			// The round's deadline: for a first try on the caller's
+			// goroutine (here), on a client that bounds the call, the end
+			// of the caller's wait; for one started at once on a worker
+			// (shared), the delete's own deadline, with the round's
+			// watcher.
+			rep = n.call(&r.ctx, &r.spec.op, r.args, j.cmd(try))
 			break
 		}
 		// A watcher that fires late, once this try is over, must not give
 		// up on the job's next try: it names its own.
-		c := &roundCtx{expired: func() { s.giveUpOn(p, j, false, try) }}
-		c.start(r.base, time.Now().Add(r.spec.callTimeout))
-		rep = n.call(c, &r.spec.op, r.args)
+		c := &roundCtx{expiredF: func() { s.giveUpOn(p, j, false, try) }}
+		c.start(&p.sched, r.base, time.Now().Add(r.spec.callTimeout))
+		rep = n.call(c, &r.spec.op, r.args, j.cmd(try))
 		c.end(context.Canceled) // returned in time: nobody to give up on
 	}
 	rep.node = n.index
@@ -473,7 +486,10 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 	}
 	if !j.reported {
 		j.reported = true
-		r.out <- rep
+		j.first = rep
+		if r.out != nil {
+			r.out <- j.slot
+		}
 		r.leave()
 	}
 	return rep
