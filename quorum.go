@@ -137,7 +137,13 @@ type afterFunc struct{ f func() }
 
 func (c *roundCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 func (c *roundCtx) Done() <-chan struct{}       { return c.done }
-func (c *roundCtx) Value(key any) any           { return c.base.Value(key) }
+func (c *roundCtx) Value(key any) any {
+	// The base's values, but not its cancellation: context.Cause and the
+	// like find no cancelCtx of the caller's behind a round (as with
+	// context.WithoutCancel, which costs an allocation here only when a
+	// value is asked for; go-redis asks for none).
+	return context.WithoutCancel(c.base).Value(key)
+}
 
 func (c *roundCtx) Err() error {
 	c.mu.Lock()
@@ -168,8 +174,8 @@ func (c *roundCtx) AfterFunc(f func()) func() bool {
 	}
 }
 
-// start arms the deadline. base only lends its values: its cancellation
-// never reaches the calls.
+// start arms the deadline. base only lends its values (see Value): its
+// cancellation never reaches the calls.
 func (c *roundCtx) start(sched *deadlines, base context.Context, deadline time.Time) {
 	c.base = base
 	c.deadline = deadline

@@ -452,7 +452,9 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 	case j.skip != nil:
 		rep = reply{err: j.skip}
 	case r.spec.kind == opWrite:
-		if r.ctx.Err() != nil {
+		// Not after the round's deadline, whenever its context notices:
+		// the lane's expireBy counts on it.
+		if r.ctx.Err() != nil || !time.Now().Before(r.deadline) {
 			rep = reply{err: errNotSent}
 		} else {
 			rep = n.call(&r.ctx, &r.spec.op, r.args, j.cmd(1))
