@@ -457,18 +457,25 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 		if r.ctx.Err() != nil || !time.Now().Before(r.deadline) {
 			rep = reply{err: errNotSent}
 		} else {
-			rep = n.call(&r.ctx, &r.spec.op, r.args, j.cmd(1))
+			c := n.client
+			if j.here {
+				c = n.hereClient() // bounds the call on the caller's goroutine
+			}
+			rep = n.callOn(c, &r.ctx, &r.spec.op, r.args, j.cmd(1))
 		}
 	default:
 		// A delete's deadline runs from when it is sent, however long it
 		// waited in the lane.
 		try := j.tries.Add(1)
-		if j.here && try == 1 || j.shared {
-			// The round's deadline: for a first try on the caller's
-			// goroutine (here), on a client that bounds the call, the end
-			// of the caller's wait; for one started at once on a worker
-			// (shared), the delete's own deadline, with the round's
-			// watcher.
+		if j.here && try == 1 {
+			// On the caller's goroutine, on a client that bounds the call:
+			// the round's context ends when the caller stops waiting.
+			rep = n.callOn(n.hereClient(), &r.ctx, &r.spec.op, r.args, j.cmd(try))
+			break
+		}
+		if j.shared {
+			// Started at once on a worker: the delete's own deadline, with
+			// the round's watcher.
 			rep = n.call(&r.ctx, &r.spec.op, r.args, j.cmd(try))
 			break
 		}
