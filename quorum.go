@@ -131,6 +131,12 @@ type roundCtx struct {
 	mu    sync.Mutex
 	err   error
 	funcs []*afterFunc
+	// watched are the round's writes that later jobs wait behind in their
+	// lanes (sequencer.enqueue): when the context ends, each lane moves on
+	// (sequencer.unstick). A list rather than AfterFunc callbacks, which
+	// cost five allocations each.
+	watched  []*job
+	watchBuf [maxInline]*job
 }
 
 type afterFunc struct{ f func() }
@@ -185,6 +191,22 @@ func (c *roundCtx) start(sched *deadlines, base context.Context, deadline time.T
 	sched.add(&c.at)
 }
 
+// watch has w's lane move on once the context ends: at once if it has.
+// w is a write of this context's round.
+func (c *roundCtx) watch(w *job) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		go w.r.seq.unstick(w.r.p, w.node, w)
+		return
+	}
+	if c.watched == nil {
+		c.watched = c.watchBuf[:0]
+	}
+	c.watched = append(c.watched, w)
+	c.mu.Unlock()
+}
+
 // fire ends the context at its deadline.
 func (c *roundCtx) fire() { c.end(context.DeadlineExceeded) }
 
@@ -197,8 +219,8 @@ func (c *roundCtx) end(err error) bool {
 		return false
 	}
 	c.err = err
-	funcs := c.funcs
-	c.funcs = nil
+	funcs, watched := c.funcs, c.watched
+	c.funcs, c.watched = nil, nil
 	close(c.done)
 	c.mu.Unlock()
 	if err != context.DeadlineExceeded {
@@ -210,6 +232,9 @@ func (c *roundCtx) end(err error) bool {
 	}
 	for _, a := range funcs {
 		a.f()
+	}
+	for _, w := range watched {
+		go w.r.seq.unstick(w.r.p, w.node, w)
 	}
 	return true
 }

@@ -229,7 +229,7 @@ func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 		}
 		if !cur.watched {
 			cur.watched = true
-			cur.r.ctx.AfterFunc(func() { go s.unstick(p, i, cur) })
+			cur.r.ctx.watch(cur)
 		}
 	}
 	j.shared = false
