@@ -61,7 +61,18 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			benchUncontended(b, benchAddrs(servers[:n]), 0, nil, nil)
 		})
 	}
+	// The same on clients with ContextTimeoutEnabled, which end a call at
+	// its context's deadline themselves: redlock then runs one node's call
+	// on the caller's goroutine.
+	for _, n := range []int{1, 5} {
+		b.Run("nodes="+strconv.Itoa(n)+",ctxtimeout", func(b *testing.B) {
+			benchUncontended(b, benchAddrs(servers[:n]), 0, nil, nil, benchCtxTimeout)
+		})
+	}
 }
+
+// benchCtxTimeout sets ContextTimeoutEnabled on the lock's clients.
+func benchCtxTimeout(o *redis.Options) { o.ContextTimeoutEnabled = true }
 
 // BenchmarkAcquireReleaseFault is BenchmarkAcquireRelease on 5 nodes, some of
 // which are slow or silent. Redlock's default per-node deadline for a 10s TTL
@@ -142,9 +153,9 @@ func BenchmarkManyKeys(b *testing.B) {
 // with floor samples taken with the timer stopped. fault, if not nil, is
 // applied after the warm-up, so connections exist and the scripts are loaded
 // when the nodes go bad, as in production; unfault runs first at cleanup.
-func benchUncontended(b *testing.B, addrs []string, slow int, fault, unfault func()) {
+func benchUncontended(b *testing.B, addrs []string, slow int, fault, unfault func(), lockOpts ...func(*redis.Options)) {
 	ctx := context.Background()
-	rl, fl := benchSetup(b, addrs)
+	rl, fl := benchSetup(b, addrs, lockOpts...)
 	bare := benchBare(b, addrs[slow:], len(addrs)/2+1)
 	if unfault != nil {
 		b.Cleanup(unfault)
@@ -283,15 +294,20 @@ func benchManyKeys(b *testing.B, addrs []string, goroutines int) {
 }
 
 // benchSetup makes a redlock Client and a floor over addrs, each with its own
-// go-redis clients in default options (as users make them), and registers
+// go-redis clients in default options (as users make them) unless lockOpts
+// change the lock's, and registers
 // their cleanup: the lock client is closed first so that its background work
 // ends before the connections go.
-func benchSetup(b *testing.B, addrs []string) (*redlock.Client, *pingfloor.Floor) {
+func benchSetup(b *testing.B, addrs []string, lockOpts ...func(*redis.Options)) (*redlock.Client, *pingfloor.Floor) {
 	b.Helper()
 	lockNodes := make([]redis.UniversalClient, len(addrs))
 	floorNodes := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {
-		lc := redis.NewClient(&redis.Options{Addr: a})
+		o := &redis.Options{Addr: a}
+		for _, f := range lockOpts {
+			f(o)
+		}
+		lc := redis.NewClient(o)
 		fc := redis.NewClient(&redis.Options{Addr: a})
 		b.Cleanup(func() {
 			_ = lc.Close()

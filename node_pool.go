@@ -25,6 +25,10 @@ type node struct {
 	// (ContextTimeoutEnabled), so a call may run on the caller's goroutine
 	// without holding the caller past the node deadline.
 	bounded bool
+	// here is the client for a call on the caller's goroutine (see
+	// hereClient), made at the first such call; hereOnce guards it.
+	hereOnce sync.Once
+	here     redis.UniversalClient
 
 	inFlight        atomic.Int64 // calls started and not yet returned by go-redis
 	failures        atomic.Int64 // consecutive calls with no timely, valid reply
@@ -63,11 +67,17 @@ func (n *node) record(err error, late bool) {
 }
 
 // call runs one operation on one node and records its health. args is the
-// operation's command line from evalArgs. late means the reply came after the
-// call's deadline.
-func (n *node) call(ctx context.Context, op *nodeOp, args []any) reply {
+// operation's command line from evalArgs; cmd, if not nil, is where the
+// go-redis command is built (see job.cmd). late means the reply came after
+// the call's deadline.
+func (n *node) call(ctx context.Context, op *nodeOp, args []any, cmd *redis.Cmd) reply {
+	return n.callOn(n.client, ctx, op, args, cmd)
+}
+
+// callOn is call on c, the node's client or its hereClient.
+func (n *node) callOn(c redis.UniversalClient, ctx context.Context, op *nodeOp, args []any, cmd *redis.Cmd) reply {
 	n.inFlight.Add(1)
-	r := n.eval(ctx, op, args)
+	r := n.eval(c, ctx, op, args, cmd)
 	n.inFlight.Add(-1)
 	late := ctx.Err() != nil
 	if late && r.status == statusUnknown {
@@ -113,18 +123,25 @@ var scriptHashes = func() map[*redis.Script]any {
 	return m
 }()
 
-// eval runs op with its prepared EVALSHA command line and reads the reply.
-// A node that does not know the script (NOSCRIPT, as after a restart) gets
-// it through nodeOp.run, redis.Script.Run: EVALSHA once more, then EVAL with
-// the source.
-func (n *node) eval(ctx context.Context, op *nodeOp, args []any) reply {
-	cmd := redis.NewCmd(ctx, args...)
+// eval runs op on c with its prepared EVALSHA command line and reads the
+// reply. A node that does not know the script (NOSCRIPT, as after a restart)
+// gets it as nodeOp.run does, through redis.Script.Run (EVALSHA once more,
+// then EVAL with the source), on the same client.
+func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *nodeOp, args []any, cmd *redis.Cmd) reply {
+	if cmd == nil {
+		cmd = redis.NewCmd(ctx, args...)
+	} else {
+		*cmd = *redis.NewCmd(ctx, args...)
+	}
 	if op.nkeys > 0 {
 		cmd.SetFirstKeyPos(3) // a cluster client routes by the first key
 	}
-	_ = n.client.Process(ctx, cmd)
+	_ = c.Process(ctx, cmd)
 	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")) {
-		return op.run(ctx, n)
+		if c == n.client {
+			return op.run(ctx, n)
+		}
+		return op.read(op.script.Run(ctx, c, op.keyBuf[:op.nkeys], op.argBuf[:op.nargs]...))
 	}
 	return op.read(cmd)
 }
@@ -157,6 +174,7 @@ type nodeSet struct {
 	obs    *observer // the Client's hooks and logger
 
 	tasks chan task // hands work to idle workers
+	sched deadlines // the rounds' deadlines
 
 	// verified is set once every node's server is known and no two nodes
 	// share one; until then each operation checks (see checkServers).
@@ -230,27 +248,63 @@ func sameClient(a, b *node) bool {
 }
 
 // boundsCalls reports whether c ends a call at its context's deadline: go-redis
-// does only with ContextTimeoutEnabled; otherwise a silent node holds the call
-// until ReadTimeout, whatever the context says.
+// does only with ContextTimeoutEnabled, and only while it sets socket
+// deadlines at all (a ReadTimeout or WriteTimeout of -2 turns them off, even
+// the context's); otherwise a silent node holds the call until ReadTimeout,
+// whatever the context says.
 func boundsCalls(c redis.UniversalClient) bool {
 	switch c := c.(type) {
 	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
+		o := c.Options()
+		return o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
 	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
+		o := c.Options()
+		return o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
 	}
 	return false
 }
 
+// hereClient returns a client whose calls end at their context's deadline,
+// for a call on the caller's goroutine, or nil if the node has none: its own
+// client when that bounds calls; for a *redis.Client that does not, a clone
+// of it (redis.Client.WithTimeout) with ContextTimeoutEnabled set. The clone
+// shares the client's connection pool, options and the hooks added so far
+// (not those added later); WithTimeout(0) leaves the context's deadline as
+// the only socket deadline, and the clone's Options are a copy of its own,
+// changed before anyone else sees the clone. Without it a lone node with
+// go-redis defaults costs each round two goroutine hand-offs.
+func (n *node) hereClient() redis.UniversalClient {
+	n.hereOnce.Do(func() {
+		if n.bounded {
+			n.here = n.client
+			return
+		}
+		rc, ok := n.client.(*redis.Client)
+		if !ok {
+			return
+		}
+		clone := rc.WithTimeout(0)
+		if clone == rc || clone.Options() == rc.Options() {
+			return // not a copy: setting the option would change the user's client
+		}
+		clone.Options().ContextTimeoutEnabled = true
+		if boundsCalls(clone) && !rc.Options().ContextTimeoutEnabled {
+			n.here = clone
+		}
+	})
+	return n.here
+}
+
 // inline picks the node whose call a round's caller makes itself, instead of
 // handing it to a worker and waiting for its reply: with one node, whose
-// client bounds the call by its deadline, the caller waits for that reply
-// anyway, and two goroutine hand-offs per round go. With more nodes the
+// client (or hereClient's clone of it) bounds the call by its deadline, the
+// caller waits for that reply anyway, and two goroutine hand-offs per round
+// go. With more nodes the
 // caller has to wait on the channel for the others all the same, and running
 // one call itself measured slower (it shares the caller's time slice with the
 // workers it just woke). It returns -1 for none.
 func (p *nodeSet) inline() int {
-	if len(p.nodes) == 1 && p.nodes[0].bounded {
+	if len(p.nodes) == 1 && p.nodes[0].hereClient() != nil {
 		return 0
 	}
 	return -1

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // status is what one node's reply tells us about our key.
@@ -56,19 +58,29 @@ type roundSpec struct {
 // round is one operation sent to the nodes: the jobs, the channel their
 // replies arrive on, and the deadline of its writes. One allocation serves
 // the whole round, its context, its jobs and its command line included, for
-// up to maxInline nodes.
+// up to maxInline nodes; its channels are the only others.
 type round struct {
 	spec     roundSpec
 	ctx      roundCtx // ends at the round's deadline (a delete's: callTimeout), or when every first try is done
 	base     context.Context
 	deadline time.Time // when the caller stops waiting; a write is not sent after it
 	users    atomic.Int32
-	out      chan reply
-	jobs     []job
-	args     []any // the command line every call of the round sends (evalArgs)
-	jobBuf   [maxInline]job
-	argBuf   [3 + 2 + 4]any
-	tally    tally
+	// out carries the index in jobs of each job whose first try has
+	// reported (its reply is in the job's first), and -1 once the caller's
+	// wait for a delete round is over (waitUp). Its elements hold no
+	// pointers, so the channel is a single allocation.
+	out    chan int32
+	waitUp timed // a delete round's end of wait, scheduled while its caller blocks
+	seq    *sequencer
+	p      *nodeSet
+	jobs   []job
+	args   []any // the command line every call of the round sends (evalArgs)
+	jobBuf [maxInline]job
+	argBuf [3 + 2 + 4]any
+	tally  tally
+	// cmd0 is the go-redis command of the first try of jobs[0] (job.cmd):
+	// one allocation less per round.
+	cmd0 redis.Cmd
 }
 
 // maxInline is the most nodes whose jobs a round holds in its own
@@ -81,29 +93,63 @@ func (r *round) leave() {
 	}
 }
 
+// expired runs once the round's context reached its deadline: the first
+// tries of a delete that started at once share it, and those still held by
+// go-redis are given up on (the lane parks a fresh try).
+func (r *round) expired() {
+	if r.spec.kind != opDelete {
+		return
+	}
+	for i := range r.jobs {
+		r.seq.giveUpOn(r.p, &r.jobs[i], true, 0)
+	}
+}
+
+// roundWait is a round seen as the end of its caller's wait.
+type roundWait round
+
+// fire tells the waiting caller that its wait is over. out has room for it:
+// one slot per job and one for this, which fires at most once.
+func (w *roundWait) fire() { w.out <- -1 }
+
 // roundCtx is a round's context: the caller's values, the round's deadline,
 // and a Done channel closed at that deadline or once every first try has
 // returned. It stands in for context.WithDeadline, which costs five
-// allocations per round; this one costs its channel and its timer. It runs
-// context.AfterFunc callbacks itself (the afterFuncer interface of package
-// context), so they need no goroutine of their own either.
+// allocations per round; this one costs its channel, its deadline being an
+// entry in the Client's deadlines. It runs context.AfterFunc callbacks
+// itself (the afterFuncer interface of package context), so they need no
+// goroutine of their own either.
 type roundCtx struct {
 	base     context.Context
 	deadline time.Time
 	done     chan struct{}
-	timer    *time.Timer
-	expired  func() // run once at the deadline, before the callbacks; may be nil
+	at       timed // the deadline's entry in sched
+	sched    *deadlines
+	r        *round // the round whose context this is; nil for a try's own
+	expiredF func() // a try's own: run once at the deadline, before the callbacks; may be nil
 
 	mu    sync.Mutex
 	err   error
 	funcs []*afterFunc
+	// watched are the round's writes that later jobs wait behind in their
+	// lanes (sequencer.enqueue): when the context ends, each lane moves on
+	// (sequencer.unstick). A list rather than AfterFunc callbacks, which
+	// cost five allocations each.
+	watched  []*job
+	watchBuf [maxInline]*job
 }
 
 type afterFunc struct{ f func() }
 
 func (c *roundCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 func (c *roundCtx) Done() <-chan struct{}       { return c.done }
-func (c *roundCtx) Value(key any) any           { return c.base.Value(key) }
+func (c *roundCtx) Value(key any) any {
+	// The base's values, but not its cancellation: context.Cause and the
+	// like find no cancelCtx of the caller's behind a round (as with
+	// context.WithoutCancel, which costs an allocation here only when a
+	// value is asked for; go-redis asks for none).
+	return context.WithoutCancel(c.base).Value(key)
+}
 
 func (c *roundCtx) Err() error {
 	c.mu.Lock()
@@ -134,15 +180,35 @@ func (c *roundCtx) AfterFunc(f func()) func() bool {
 	}
 }
 
-// start arms the deadline.
-func (c *roundCtx) start(base context.Context, deadline time.Time) {
+// start arms the deadline. base only lends its values (see Value): its
+// cancellation never reaches the calls.
+func (c *roundCtx) start(sched *deadlines, base context.Context, deadline time.Time) {
 	c.base = base
 	c.deadline = deadline
 	c.done = make(chan struct{})
-	c.timer = time.AfterFunc(time.Until(deadline), c.expire)
+	c.sched = sched
+	c.at = timed{at: deadline, f: c}
+	sched.add(&c.at)
 }
 
-func (c *roundCtx) expire() { c.end(context.DeadlineExceeded) }
+// watch has w's lane move on once the context ends: at once if it has.
+// w is a write of this context's round.
+func (c *roundCtx) watch(w *job) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		go w.r.seq.unstick(w.r.p, w.node, w)
+		return
+	}
+	if c.watched == nil {
+		c.watched = c.watchBuf[:0]
+	}
+	c.watched = append(c.watched, w)
+	c.mu.Unlock()
+}
+
+// fire ends the context at its deadline.
+func (c *roundCtx) fire() { c.end(context.DeadlineExceeded) }
 
 // end closes the context with err unless it is closed already, runs the
 // callbacks, and reports whether this call closed it.
@@ -153,17 +219,22 @@ func (c *roundCtx) end(err error) bool {
 		return false
 	}
 	c.err = err
-	funcs := c.funcs
-	c.funcs = nil
+	funcs, watched := c.funcs, c.watched
+	c.funcs, c.watched = nil, nil
 	close(c.done)
 	c.mu.Unlock()
 	if err != context.DeadlineExceeded {
-		c.timer.Stop()
-	} else if c.expired != nil {
-		c.expired()
+		c.sched.remove(&c.at)
+	} else if c.r != nil {
+		c.r.expired()
+	} else if c.expiredF != nil {
+		c.expiredF()
 	}
 	for _, a := range funcs {
 		a.f()
+	}
+	for _, w := range watched {
+		go w.r.seq.unstick(w.r.p, w.node, w)
 	}
 	return true
 }
@@ -175,14 +246,15 @@ func (c *roundCtx) end(err error) bool {
 // is simply not counted. launch returns nil when there is no node to send
 // to. It must be called between begin and end of the nodes' lifecycle.
 func (p *nodeSet) launch(ctx context.Context, seq *sequencer, spec roundSpec) *round {
-	r, _ := p.start(ctx, seq, spec, -1)
+	r, _ := p.start(ctx, seq, spec, -1, false)
 	return r
 }
 
 // start is launch, except that the job on node here (-1: none), if its lane
 // is free, is returned instead of being handed to a worker: the caller runs
-// it (sequencer.runHere).
-func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, here int) (*round, *job) {
+// it (sequencer.runHere). waited says that the caller waits for the replies
+// (run).
+func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, here int, waited bool) (*round, *job) {
 	n := len(p.nodes)
 	if spec.only != nil {
 		n = count(spec.only)
@@ -190,11 +262,15 @@ func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, her
 			return nil, nil
 		}
 	}
-	base := ctx
-	if ctx.Done() != nil {
-		base = context.WithoutCancel(ctx)
+	r := &round{spec: spec, base: ctx, seq: seq, p: p}
+	r.ctx.r = r
+	// Replies come on out only to a caller that waits for them; with one
+	// node, whose reply is in when every first try is, the end of a write
+	// round's context says when to look (a delete's too when the caller
+	// runs the call itself), and no channel is needed.
+	if waited && (n > 1 || spec.kind == opDelete && here < 0) {
+		r.out = make(chan int32, n+1)
 	}
-	r := &round{spec: spec, base: base, out: make(chan reply, n)}
 	r.jobs = r.jobBuf[:0]
 	if n > len(r.jobBuf) {
 		r.jobs = make([]job, 0, n)
@@ -203,22 +279,24 @@ func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, her
 	r.deadline = time.Now().Add(spec.wait)
 	for i := range p.nodes {
 		if spec.only == nil || spec.only[i] {
-			r.jobs = append(r.jobs, job{r: r, node: i})
+			r.jobs = append(r.jobs, job{r: r, node: i, slot: int32(len(r.jobs))})
 		}
 	}
-	if spec.kind == opWrite {
-		r.ctx.start(base, r.deadline)
-	} else {
+	switch {
+	case spec.kind == opWrite:
+		r.ctx.start(&p.sched, ctx, r.deadline)
+	case here >= 0:
+		// The caller runs the delete's only first try itself (inline), on
+		// a client that bounds the call: it ends when the caller stops
+		// waiting. Should the lane be busy, the job waits there and gets
+		// a deadline of its own when it starts.
+		r.ctx.start(&p.sched, ctx, r.deadline)
+	default:
 		// The first try of each delete that starts at once shares this
 		// deadline, and it gives up on those still held by go-redis when it
-		// passes; a delete that waited in its lane, and every retry, gets a
-		// deadline and a watcher of its own.
-		r.ctx.expired = func() {
-			for i := range r.jobs {
-				seq.giveUpOn(p, &r.jobs[i], true, 0)
-			}
-		}
-		r.ctx.start(base, time.Now().Add(spec.callTimeout))
+		// passes (round.expired); a delete that waited in its lane, and
+		// every retry, gets a deadline and a watcher of its own.
+		r.ctx.start(&p.sched, ctx, time.Now().Add(spec.callTimeout))
 	}
 	r.users.Store(int32(n))
 	p.life.add(n)
@@ -242,39 +320,92 @@ func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, her
 // notices its ctx ending only once that call returned, by the node deadline.
 func (p *nodeSet) run(ctx context.Context, seq *sequencer, spec roundSpec) (*tally, error) {
 	spec.only = nil
-	r, mine := p.start(ctx, seq, spec, p.inline())
-	var over <-chan struct{}
-	var timeUp <-chan time.Time
-	if spec.kind == opWrite {
-		over = r.ctx.Done()
-	} else {
-		timer := time.NewTimer(spec.wait)
-		defer timer.Stop()
-		timeUp = timer.C
-	}
-	var done <-chan struct{}
-	if spec.cancellable {
-		done = ctx.Done()
-	}
+	r, mine := p.start(ctx, seq, spec, p.inline(), true)
 	if mine != nil {
 		seq.runHere(p, mine)
 	}
 	t := &r.tally
 	t.init(len(p.nodes), p.quorum)
+	if r.out == nil {
+		return t, p.awaitOne(ctx, r, mine != nil)
+	}
+	// A write round's context ends at the caller's deadline; a delete
+	// round's lasts longer, so the end of the caller's wait comes on out,
+	// scheduled only if the caller has to block.
+	var over <-chan struct{}
+	if spec.kind == opWrite {
+		over = r.ctx.Done()
+	}
+	var done <-chan struct{}
+	if spec.cancellable {
+		done = ctx.Done()
+	}
+	waiting := false
 	for pending := len(p.nodes); pending > 0 && !t.reached() && t.ok+pending >= t.quorum; {
 		select {
-		case rep := <-r.out:
-			t.add(rep)
-			pending--
+		case k := <-r.out:
+			if k < 0 {
+				pending = t.takeArrived(r, pending)
+			} else {
+				t.add(r.jobs[k].first)
+				pending--
+			}
+			continue
+		default:
+		}
+		if !waiting && spec.kind == opDelete {
+			waiting = true
+			r.waitUp = timed{at: r.deadline, f: (*roundWait)(r)}
+			p.sched.add(&r.waitUp)
+		}
+		select {
+		case k := <-r.out:
+			if k < 0 {
+				pending = t.takeArrived(r, pending)
+			} else {
+				t.add(r.jobs[k].first)
+				pending--
+			}
 		case <-over:
-			pending = t.takeArrived(r.out, pending)
-		case <-timeUp:
-			pending = t.takeArrived(r.out, pending)
+			pending = t.takeArrived(r, pending)
 		case <-done:
+			p.unwait(r, waiting)
 			return t, ctx.Err()
 		}
 	}
+	p.unwait(r, waiting)
 	return t, nil
+}
+
+// awaitOne waits for the only node of a round without out: its first try
+// has reported once every first try has (users is 0), and the round's
+// context ends then or at the caller's deadline, whichever comes first.
+func (p *nodeSet) awaitOne(ctx context.Context, r *round, ran bool) error {
+	t := &r.tally
+	if !ran {
+		var done <-chan struct{}
+		if r.spec.cancellable {
+			done = ctx.Done()
+		}
+		select {
+		case <-r.ctx.Done():
+		case <-done:
+			return ctx.Err()
+		}
+	}
+	if r.users.Load() == 0 {
+		t.add(r.jobs[0].first)
+	} else {
+		t.silent()
+	}
+	return nil
+}
+
+// unwait removes the end of the caller's wait, if it was scheduled.
+func (p *nodeSet) unwait(r *round, waiting bool) {
+	if waiting {
+		p.sched.remove(&r.waitUp)
+	}
 }
 
 // tally is the state of one round of replies.
@@ -310,21 +441,29 @@ func (t *tally) add(r reply) {
 // takeArrived takes the replies that have arrived when the wait is over; the
 // nodes still silent did not answer in time. A write round's context also
 // ends when its last job is done, so what has arrived may be everything.
-func (t *tally) takeArrived(out <-chan reply, pending int) int {
-	for ; pending > 0; pending-- {
+func (t *tally) takeArrived(r *round, pending int) int {
+	for pending > 0 {
 		select {
-		case rep := <-out:
-			t.add(rep)
-		default:
-			for i := range t.replies {
-				if t.replies[i].err == errNotAwaited {
-					t.replies[i].err = ErrNoReply
-				}
+		case k := <-r.out:
+			if k >= 0 {
+				t.add(r.jobs[k].first)
+				pending--
 			}
+		default:
+			t.silent()
 			return 0
 		}
 	}
 	return 0
+}
+
+// silent marks the nodes that have not answered as not answering in time.
+func (t *tally) silent() {
+	for i := range t.replies {
+		if t.replies[i].err == errNotAwaited {
+			t.replies[i].err = ErrNoReply
+		}
+	}
 }
 
 // where marks the nodes whose reply satisfies keep.

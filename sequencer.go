@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // opKind tells a node's lane what a call is for, and so when it may be
@@ -87,7 +89,60 @@ type lane struct {
 	strandedWrites int
 }
 
+// newSequencer makes a sequencer of n lanes, in one allocation for the
+// usual numbers of nodes.
 func newSequencer(n int) *sequencer {
+	switch n {
+	case 1:
+		x := new(struct {
+			s sequencer
+			l [1]lane
+		})
+		x.s.lanes = x.l[:]
+		return &x.s
+	case 2:
+		x := new(struct {
+			s sequencer
+			l [2]lane
+		})
+		x.s.lanes = x.l[:]
+		return &x.s
+	case 3:
+		x := new(struct {
+			s sequencer
+			l [3]lane
+		})
+		x.s.lanes = x.l[:]
+		return &x.s
+	case 4:
+		x := new(struct {
+			s sequencer
+			l [4]lane
+		})
+		x.s.lanes = x.l[:]
+		return &x.s
+	case 5:
+		x := new(struct {
+			s sequencer
+			l [5]lane
+		})
+		x.s.lanes = x.l[:]
+		return &x.s
+	case 6:
+		x := new(struct {
+			s sequencer
+			l [6]lane
+		})
+		x.s.lanes = x.l[:]
+		return &x.s
+	case 7:
+		x := new(struct {
+			s sequencer
+			l [7]lane
+		})
+		x.s.lanes = x.l[:]
+		return &x.s
+	}
 	return &sequencer{lanes: make([]lane, n)}
 }
 
@@ -95,6 +150,10 @@ func newSequencer(n int) *sequencer {
 type job struct {
 	r    *round
 	node int
+	slot int32 // index in r.jobs, sent on r.out
+	// first is the reply of the first try, written before slot is sent on
+	// r.out and never again.
+	first reply
 	// reported is set once the reply went to the round; retries and redos
 	// report only to the round's note.
 	reported bool
@@ -173,7 +232,7 @@ func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 		}
 		if !cur.watched {
 			cur.watched = true
-			cur.r.ctx.AfterFunc(func() { go s.unstick(p, i, cur) })
+			cur.r.ctx.watch(cur)
 		}
 	}
 	j.shared = false
@@ -397,6 +456,17 @@ func (s *sequencer) resume(p *nodeSet, j *job) {
 	}
 }
 
+// cmd returns the round's own go-redis command for try of j when j is the
+// round's first job and try its first (a write has no other), and nil
+// otherwise (the call makes one). No two calls in flight share it: only that
+// try uses it.
+func (j *job) cmd(try int32) *redis.Cmd {
+	if try == 1 && j == &j.r.jobs[0] {
+		return &j.r.cmd0
+	}
+	return nil
+}
+
 // run sends j to its node, unless it is obsolete, and reports the reply.
 func (j *job) run(s *sequencer, p *nodeSet) reply {
 	n := p.nodes[j.node]
@@ -406,10 +476,16 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 	case j.skip != nil:
 		rep = reply{err: j.skip}
 	case r.spec.kind == opWrite:
-		if r.ctx.Err() != nil {
+		// Not after the round's deadline, whenever its context notices:
+		// the lane's expireBy counts on it.
+		if r.ctx.Err() != nil || !time.Now().Before(r.deadline) {
 			rep = reply{err: errNotSent}
 		} else {
-			rep = n.call(&r.ctx, &r.spec.op, r.args)
+			c := n.client
+			if j.here {
+				c = n.hereClient() // bounds the call on the caller's goroutine
+			}
+			rep = n.callOn(c, &r.ctx, &r.spec.op, r.args, j.cmd(1))
 		}
 	default:
 		// A delete's deadline runs from when it is sent, however long it
@@ -417,22 +493,21 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 		try := j.tries.Add(1)
 		if j.here && try == 1 {
 			// On the caller's goroutine, on a client that bounds the call:
-			// it ends when the caller stops waiting.
-			c := &roundCtx{}
-			c.start(r.base, r.deadline)
-			rep = n.call(c, &r.spec.op, r.args)
-			c.end(context.Canceled)
+			// the round's context ends when the caller stops waiting.
+			rep = n.callOn(n.hereClient(), &r.ctx, &r.spec.op, r.args, j.cmd(try))
 			break
 		}
 		if j.shared {
-			rep = n.call(&r.ctx, &r.spec.op, r.args) // the round's deadline and watcher
+			// Started at once on a worker: the delete's own deadline, with
+			// the round's watcher.
+			rep = n.call(&r.ctx, &r.spec.op, r.args, j.cmd(try))
 			break
 		}
 		// A watcher that fires late, once this try is over, must not give
 		// up on the job's next try: it names its own.
-		c := &roundCtx{expired: func() { s.giveUpOn(p, j, false, try) }}
-		c.start(r.base, time.Now().Add(r.spec.callTimeout))
-		rep = n.call(c, &r.spec.op, r.args)
+		c := &roundCtx{expiredF: func() { s.giveUpOn(p, j, false, try) }}
+		c.start(&p.sched, r.base, time.Now().Add(r.spec.callTimeout))
+		rep = n.call(c, &r.spec.op, r.args, j.cmd(try))
 		c.end(context.Canceled) // returned in time: nobody to give up on
 	}
 	rep.node = n.index
@@ -444,7 +519,10 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 	}
 	if !j.reported {
 		j.reported = true
-		r.out <- rep
+		j.first = rep
+		if r.out != nil {
+			r.out <- j.slot
+		}
 		r.leave()
 	}
 	return rep
