@@ -49,6 +49,12 @@
 // socket reads unless the client sets ContextTimeoutEnabled; this package
 // does not rely on it: the waiting side keeps its own deadline, and a call
 // given up on keeps its connection until go-redis's ReadTimeout ends it.
+// With a single node given as a *redis.Client without ContextTimeoutEnabled,
+// the caller makes the call itself on a clone of the client
+// (redis.Client.WithTimeout, sharing its connection pool) with
+// ContextTimeoutEnabled set, so that the call ends at the node deadline
+// without a hand-off to another goroutine; hooks added to the client after
+// its first use are not applied to those calls.
 //
 // # Lease
 //

@@ -143,7 +143,7 @@ func (l *Lock) discard(c *Client) {
 	l.releasing = true
 	ttl := l.ttl
 	l.mu.Unlock()
-	t, _ := c.nodes.run(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, newValue(l.prefix, l.prefixArg, 0), 0),
+	t, _ := c.nodes.run(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, l.anyValue(), 0),
 		wait: c.cfg.nodeTimeout(ttl), callTimeout: c.cfg.cleanupTimeout})
 	if t.reached() {
 		c.waits.released(l.key)
@@ -173,7 +173,7 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched,
 		case r.status == statusUnknown:
 			only := make([]bool, n)
 			only[r.node] = true
-			c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, newValue(l.prefix, l.prefixArg, 0), 0),
+			c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, l.anyValue(), 0),
 				wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: only, note: l.noteDeleted})
 		}
 		seen <- r
@@ -191,7 +191,7 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched,
 	// that has returned by now ran before the waiter could release, so it
 	// found the key taken. This runs before the waiter learns the outcome.
 	if late := l.seq.unsettled(); late != nil {
-		c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, newValue(l.prefix, l.prefixArg, 0), 0),
+		c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, l.anyValue(), 0),
 			wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: late, note: l.noteDeleted})
 	}
 	got := t.reached() && c.cfg.clock.Now().Before(until)

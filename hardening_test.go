@@ -353,3 +353,57 @@ func toAny(s []string) []any {
 	}
 	return out
 }
+
+// TestLoneNodeDefaultsDeadline: one node with go-redis defaults (no
+// ContextTimeoutEnabled), whose calls the caller makes itself on a clone of
+// the client that honours the deadline: a blackholed node still costs each
+// call its node deadline, not go-redis's 3 s ReadTimeout, and once the node
+// answers again locks work.
+func TestLoneNodeDefaultsDeadline(t *testing.T) {
+	e := newEnv(t, 1, defaultClients)
+	c := e.client(redlock.WithNodeTimeout(50 * time.Millisecond))
+	ctx := t.Context()
+	key := newKey(t)
+	l, err := c.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+
+	e.proxies[0].SetBlackhole(true)
+	began := time.Now()
+	err = l.Release(ctx)
+	took := time.Since(began)
+	require.ErrorIs(t, err, redlock.ErrNotHeld)
+	assert.Less(t, took, time.Second, "Release waited past its node deadline")
+	began = time.Now()
+	_, err = c.TryAcquire(ctx, newKey(t), 10*time.Second)
+	took = time.Since(began)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	assert.Less(t, took, time.Second, "TryAcquire waited past its node deadline")
+
+	e.resetFaults()
+	require.Eventually(t, func() bool {
+		k := newKey(t)
+		l, err := c.TryAcquire(ctx, k, 10*time.Second)
+		if err != nil {
+			return false
+		}
+		return l.Release(ctx) == nil
+	}, 10*time.Second, 10*time.Millisecond, "no lock after the node came back")
+}
+
+// TestLoneNodeDefaultsNoScript: the same lone node with go-redis defaults
+// forgets its scripts (SCRIPT FLUSH, as after a restart) before every call:
+// each call loads its script again and succeeds.
+func TestLoneNodeDefaultsNoScript(t *testing.T) {
+	e := newEnv(t, 1, defaultClients)
+	c := e.client()
+	ctx := t.Context()
+	for range 5 {
+		key := newKey(t)
+		require.NoError(t, e.direct[0].ScriptFlush(ctx).Err())
+		l, err := c.TryAcquire(ctx, key, 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, e.direct[0].ScriptFlush(ctx).Err())
+		require.NoError(t, l.Release(ctx))
+		e.requireNoKey(key)
+	}
+}

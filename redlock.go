@@ -151,10 +151,14 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 	// queue nothing.
 	var wt *waiter
 	acquired := false
+	defer func() {
+		if wt != nil {
+			c.waits.leave(key, wt, acquired)
+		}
+	}()
 	ttlArg := any(ttl.Milliseconds()) // boxed once for every attempt
 	if c.waits.waiting(key) {
 		wt = c.waits.join(key)
-		defer func() { c.waits.leave(key, wt, acquired) }()
 		got, err := c.awaitTurn(ctx, wt, l, ttl, ttlArg)
 		if err != nil {
 			return nil, err
@@ -188,7 +192,6 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 		}
 		if wt == nil {
 			wt = c.waits.join(key)
-			defer func() { c.waits.leave(key, wt, acquired) }()
 			select {
 			case <-wt.turn: // at the head at once: wait below
 			default:
@@ -324,11 +327,15 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 		return nil, 0, invalid("nil context")
 	}
 	var ac acquireConfig
-	for _, o := range opts {
-		if o == nil {
-			return nil, 0, invalid("nil acquire option")
+	if len(opts) > 0 {
+		p := new(acquireConfig) // applyAcquire's receiver escapes: only with options
+		for _, o := range opts {
+			if o == nil {
+				return nil, 0, invalid("nil acquire option")
+			}
+			o.applyAcquire(p)
 		}
-		o.applyAcquire(&ac)
+		ac = *p
 	}
 	if err := ac.validate(); err != nil {
 		return nil, 0, err
@@ -351,13 +358,14 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 	if ac.ownerSet {
 		token, gen = ownerToken(ac.owner), ownerGeneration()
 	}
+	prefix := token + "."
 	l := &Lock{
 		client:    c,
 		key:       key,
 		token:     token,
 		owner:     ac.owner,
-		prefix:    token + ".",
-		prefixArg: token + ".",
+		prefix:    prefix,
+		prefixArg: prefix,
 		seq:       newSequencer(len(c.nodes.nodes)),
 		extending: make(chan struct{}, 1),
 		gen:       gen,
@@ -495,6 +503,10 @@ type Lock struct {
 
 	lease *lease // KeepAlive's renewal (lease.go), made by its first call
 }
+
+// anyValue stands for every value of the lock, for a delete of any of its
+// generations: only its prefix is read.
+func (l *Lock) anyValue() value { return value{prefixArg: l.prefixArg} }
 
 // nextValue returns the value of the lock's next write.
 func (l *Lock) nextValue() value {
@@ -744,7 +756,7 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error 
 			}
 		}
 	}
-	t, _ := c.nodes.run(ctx, l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, newValue(l.prefix, l.prefixArg, 0), 0),
+	t, _ := c.nodes.run(ctx, l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, l.anyValue(), 0),
 		wait: c.cfg.nodeTimeout(ttl), callTimeout: c.cfg.cleanupTimeout, note: l.noteDeleted})
 	for i, g := range gone {
 		if g && t.replies[i].status != statusOK { // gone in the handover round
