@@ -50,7 +50,7 @@ type OpInfo struct {
 
 // NodeInfo describes one node's reply that was not a confirmation.
 type NodeInfo struct {
-	Op      string // "acquire", "commit", "extend", "restore" or "delete"
+	Op      string // "acquire", "commit", "extend", "restore", "delete" or "handover"
 	Key     string
 	Node    int
 	Addr    string

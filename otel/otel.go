@@ -68,7 +68,8 @@
 //
 // redlock.node.reason is "held_by_other", "key_absent", "restart_guard",
 // "no_reply" or "error"; redlock.node.op is the script the node was asked
-// to run: "acquire", "commit", "extend", "restore" or "delete".
+// to run: "acquire", "commit", "extend", "restore", "delete" or "handover"
+// (a Release handing the key to the next waiter of the same Client).
 //
 // Metrics, all with the instrumentation scope of this package:
 //
