@@ -173,8 +173,7 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched,
 		case r.status == statusUnknown:
 			only := make([]bool, n)
 			only[r.node] = true
-			c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, l.anyValue(), 0),
-				wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: only, note: l.noteDeleted})
+			c.deleteOn(l, only)
 		}
 		seen <- r
 	}
@@ -191,8 +190,7 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched,
 	// that has returned by now ran before the waiter could release, so it
 	// found the key taken. This runs before the waiter learns the outcome.
 	if late := l.seq.unsettled(); late != nil {
-		c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, l.anyValue(), 0),
-			wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: late, note: l.noteDeleted})
+		c.deleteOn(l, late)
 	}
 	got := t.reached() && c.cfg.clock.Now().Before(until)
 	if got {
@@ -200,12 +198,7 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched,
 		w.until, w.ttl = until, off.ttl
 		w.mu.Unlock()
 	} else {
-		only := t.unrefused()
-		c.nodes.launch(context.Background(), w.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, v, v.gen),
-			wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: only})
-		if c.obs.on {
-			c.obs.rollback(l.key, count(only))
-		}
+		c.rollback(w, v, t)
 	}
 	// The streak goes on while the waiter got the key with others waiting,
 	// and ends with a handover nobody else waited for, or a release.

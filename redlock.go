@@ -415,17 +415,31 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 		l.mu.Unlock()
 		return nil
 	}
+	c.rollback(l, v, t)
+	qe := newQuorumError("acquire", l.key, ErrNotAcquired, err, t, c.nodes)
+	if quorum {
+		qe.Elapsed = now.Sub(start)
+	}
+	return qe
+}
+
+// rollback deletes, in the background, what l's failed write of v may have
+// left: on every node that did not refuse it, only v's generation or an
+// earlier one.
+func (c *Client) rollback(l *Lock, v value, t *tally) {
 	only := t.unrefused()
 	c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, v, v.gen),
 		wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: only})
 	if c.obs.on {
 		c.obs.rollback(l.key, count(only))
 	}
-	qe := newQuorumError("acquire", l.key, ErrNotAcquired, err, t, c.nodes)
-	if quorum {
-		qe.Elapsed = now.Sub(start)
-	}
-	return qe
+}
+
+// deleteOn deletes l's key, any generation of it, in the background on the
+// nodes in only, with a Release's retries and bookkeeping.
+func (c *Client) deleteOn(l *Lock, only []bool) {
+	c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, l.anyValue(), 0),
+		wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: only, note: l.noteDeleted})
 }
 
 // writeRound is a round of writes that set the key for ttl: the caller waits
