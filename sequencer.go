@@ -94,56 +94,32 @@ type lane struct {
 func newSequencer(n int) *sequencer {
 	switch n {
 	case 1:
-		x := new(struct {
-			s sequencer
-			l [1]lane
-		})
-		x.s.lanes = x.l[:]
-		return &x.s
+		return packedSequencer(func(l *[1]lane) []lane { return l[:] })
 	case 2:
-		x := new(struct {
-			s sequencer
-			l [2]lane
-		})
-		x.s.lanes = x.l[:]
-		return &x.s
+		return packedSequencer(func(l *[2]lane) []lane { return l[:] })
 	case 3:
-		x := new(struct {
-			s sequencer
-			l [3]lane
-		})
-		x.s.lanes = x.l[:]
-		return &x.s
+		return packedSequencer(func(l *[3]lane) []lane { return l[:] })
 	case 4:
-		x := new(struct {
-			s sequencer
-			l [4]lane
-		})
-		x.s.lanes = x.l[:]
-		return &x.s
+		return packedSequencer(func(l *[4]lane) []lane { return l[:] })
 	case 5:
-		x := new(struct {
-			s sequencer
-			l [5]lane
-		})
-		x.s.lanes = x.l[:]
-		return &x.s
+		return packedSequencer(func(l *[5]lane) []lane { return l[:] })
 	case 6:
-		x := new(struct {
-			s sequencer
-			l [6]lane
-		})
-		x.s.lanes = x.l[:]
-		return &x.s
+		return packedSequencer(func(l *[6]lane) []lane { return l[:] })
 	case 7:
-		x := new(struct {
-			s sequencer
-			l [7]lane
-		})
-		x.s.lanes = x.l[:]
-		return &x.s
+		return packedSequencer(func(l *[7]lane) []lane { return l[:] })
 	}
 	return &sequencer{lanes: make([]lane, n)}
+}
+
+// packedSequencer allocates a sequencer together with its lanes, an array
+// L that lanes slices.
+func packedSequencer[L any](lanes func(*L) []lane) *sequencer {
+	x := new(struct {
+		s sequencer
+		l L
+	})
+	x.s.lanes = lanes(&x.l)
+	return &x.s
 }
 
 // job is one round's call on one node, and for a delete its retries.
