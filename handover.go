@@ -27,9 +27,10 @@ type handOffer struct {
 	ttl    time.Duration
 	ttlArg any
 
-	claimed bool          // a Release took the offer (guarded by waiters.mu)
-	done    chan struct{} // closed by that Release once the offer is settled
-	got     bool          // the waiter's Lock is held; set before done closes
+	// done is made when a Release claims the offer (under waiters.mu) and
+	// closed by that Release once the offer is settled.
+	done chan struct{}
+	got  bool // the waiter's Lock is held; set before done closes
 }
 
 // handsOver reports whether this Client's locks may be handed over: the
@@ -61,7 +62,7 @@ func (w *waiters) withdraw(wt *waiter) *handOffer {
 	defer w.mu.Unlock()
 	off := wt.offer
 	wt.offer = nil
-	if off != nil && off.claimed {
+	if off != nil && off.done != nil {
 		return off
 	}
 	return nil
@@ -86,10 +87,9 @@ func (w *waiters) claim(key string) (off *handOffer, watched, streak bool) {
 		return nil, false, false
 	}
 	off = q.waiters[0].offer
-	if off == nil || off.claimed {
+	if off == nil || off.done != nil {
 		return nil, false, false
 	}
-	off.claimed = true
 	off.done = make(chan struct{})
 	return off, q.watched, q.streak < maxStreak
 }
