@@ -1,0 +1,374 @@
+package redlock_test
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// This file is the nemesis's checker (nemesis_test.go runs the nemesis): plain
+// functions over a recorded history, which know nothing of the faults, so
+// that TestNemesisChecker can feed them hand-made histories of every kind of
+// violation. The chaos suite's checker (chaos_checker_test.go) judges one
+// hold per Acquire; this one knows that one Lock can be acquired several
+// times (owner re-entry), taken over by a newer Lock of its owner, renewed
+// out of sight (KeepAlive), or held by a Do whose Lock the caller never sees.
+//
+// All times are readings of this process's clock with Go's monotonic part:
+// every client runs in this one process. Every recorded instant errs toward
+// a shorter window (a start is read before the event, an end after it), so
+// noise can hide a violation of a few microseconds but never invent one.
+
+// nemLock is the record of one *redlock.Lock (or of one Do call, whose Lock
+// the caller never sees).
+type nemLock struct {
+	ID     int
+	Client string // the worker that acquired it first, for reports
+	Key    string
+	Owner  string // the WithOwner id; "" for a Lock of its own
+	Fence  uint64 // 0 without fencing
+	Do     bool   // a Do call: Proofs are the moments its context was live
+
+	// Acquires are the calls that returned this Lock: the first, then its
+	// owner's re-entries.
+	Acquires []span
+	// Releases are the Release calls, whatever they returned.
+	Releases []span
+	// Proofs are the validity the Lock claimed: from each one's From the
+	// Lock said it was held until its Until (Lock.Until read after a
+	// successful call, or a Do context seen live).
+	Proofs []proof
+	// For a Do: when fn ran, and whether Do returned nil.
+	FnStart, FnEnd time.Time
+	DoNil          bool
+}
+
+// span is one call: Start read before it, End after it returned.
+type span struct{ Start, End time.Time }
+
+// proof is a claim of validity over [From, Until).
+type proof struct{ From, Until time.Time }
+
+// interval is a half-open [From, To).
+type interval struct{ From, To time.Time }
+
+func (iv interval) empty() bool { return !iv.From.Before(iv.To) }
+
+func (iv interval) String() string {
+	return fmt.Sprintf("[%s, %s)", iv.From.Format("15:04:05.000000"), iv.To.Format("15:04:05.000000"))
+}
+
+// fenceWrite is one write to the fenced store: Seq is its place in the
+// store's own order.
+type fenceWrite struct {
+	Seq      int
+	LockID   int
+	Key      string
+	Fence    uint64
+	At       time.Time
+	Accepted bool
+}
+
+// leaseObs is one look at a KeepAlive context: Before and After are
+// Lock.Until read before and after At, the moment the context was checked.
+type leaseObs struct {
+	LockID        int
+	Key           string
+	At            time.Time
+	Live          bool
+	Before, After time.Time
+}
+
+// probe is the end-of-run acquire of a key, once every fault is healed.
+type probe struct {
+	Key  string
+	Took time.Duration
+	Err  error
+}
+
+// nemRecord is everything a run recorded, for the checker.
+type nemRecord struct {
+	Locks     []*nemLock
+	Writes    []fenceWrite
+	Leases    []leaseObs
+	Probes    []probe
+	Bound     time.Duration // a probe must succeed within it
+	Leftovers []nodeKey     // lock keys found on the nodes after every Client closed
+	// Slack is how late a lease signal may come before it counts: the
+	// documented limit of a timer on a starved CPU. 0 in hand-made histories.
+	Slack time.Duration
+}
+
+// violation is one finding.
+type violation struct {
+	Kind   string // exclusion, fencing, lease, lockout, leftovers
+	Detail string
+}
+
+// nemVerdict lists the violations by kind.
+type nemVerdict struct{ found []violation }
+
+func (v *nemVerdict) add(kind, format string, args ...any) {
+	v.found = append(v.found, violation{kind, fmt.Sprintf(format, args...)})
+}
+
+func (v *nemVerdict) count(kind string) int {
+	n := 0
+	for _, f := range v.found {
+		if f.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// nemKinds are the kinds in the order of the report line.
+var nemKinds = []string{"exclusion", "fencing", "lease", "lockout", "leftovers"}
+
+// checkNemesis judges a whole record.
+func checkNemesis(r *nemRecord) *nemVerdict {
+	v := &nemVerdict{}
+	checkExclusion(v, r)
+	checkFencing(v, r)
+	checkLease(v, r)
+	checkLockout(v, r)
+	for _, k := range r.Leftovers {
+		v.add("leftovers", "%s", k)
+	}
+	return v
+}
+
+// windows returns the intervals in which l's holder may act on the key:
+// while l has a hold (an Acquire returned it and not as many Releases have
+// started since), within a proven validity, and before a newer Lock of the
+// same owner began to take the key over (takeover, the earliest start of
+// such an Acquire; zero if none).
+func (l *nemLock) windows(takeover time.Time) []interval {
+	held := l.held()
+	valid := union(l.proofs())
+	var out []interval
+	for _, h := range held {
+		for _, p := range valid {
+			iv := interval{latest(h.From, p.From), earliest(h.To, p.To)}
+			if !takeover.IsZero() {
+				iv.To = earliest(iv.To, takeover)
+			}
+			if !iv.empty() {
+				out = append(out, iv)
+			}
+		}
+	}
+	return out
+}
+
+// held sweeps the Lock's Acquire returns (+1) and Release starts (-1): a
+// Release that finds no hold (a second Release) changes nothing.
+func (l *nemLock) held() []interval {
+	type event struct {
+		at time.Time
+		d  int
+	}
+	var evs []event
+	for _, a := range l.Acquires {
+		evs = append(evs, event{a.End, +1})
+	}
+	for _, r := range l.Releases {
+		evs = append(evs, event{r.Start, -1})
+	}
+	// At one instant, a release goes first: it shortens the window.
+	sort.SliceStable(evs, func(i, j int) bool {
+		if evs[i].at.Equal(evs[j].at) {
+			return evs[i].d < evs[j].d
+		}
+		return evs[i].at.Before(evs[j].at)
+	})
+	var out []interval
+	n := 0
+	var from time.Time
+	for _, e := range evs {
+		switch {
+		case e.d > 0:
+			if n == 0 {
+				from = e.at
+			}
+			n++
+		case n > 0:
+			n--
+			if n == 0 {
+				out = append(out, interval{from, e.at})
+			}
+		}
+	}
+	if n > 0 {
+		out = append(out, interval{from, time.Unix(1<<40, 0)})
+	}
+	return out
+}
+
+// proofs are the Lock's claims of validity. A Do that returned nil claims
+// its function's whole run: the lock was held throughout, says its doc.
+func (l *nemLock) proofs() []interval {
+	out := make([]interval, 0, len(l.Proofs)+1)
+	for _, p := range l.Proofs {
+		out = append(out, interval{p.From, p.Until})
+	}
+	if l.Do && l.DoNil {
+		out = append(out, interval{l.FnStart, l.FnEnd})
+	}
+	return out
+}
+
+// union merges overlapping intervals.
+func union(ivs []interval) []interval {
+	ivs = slices.DeleteFunc(slices.Clone(ivs), interval.empty)
+	sort.Slice(ivs, func(i, j int) bool { return ivs[i].From.Before(ivs[j].From) })
+	var out []interval
+	for _, iv := range ivs {
+		if n := len(out); n > 0 && !iv.From.After(out[n-1].To) {
+			out[n-1].To = latest(out[n-1].To, iv.To)
+			continue
+		}
+		out = append(out, iv)
+	}
+	return out
+}
+
+// takeovers returns, per Lock, the moment a newer Lock of its owner began
+// to take the key over: the start of the first Acquire of a different Lock
+// with the same owner and key that returned after this Lock's first did.
+func takeovers(locks []*nemLock) map[*nemLock]time.Time {
+	out := make(map[*nemLock]time.Time)
+	for _, a := range locks {
+		if a.Owner == "" || len(a.Acquires) == 0 {
+			continue
+		}
+		for _, b := range locks {
+			if b == a || b.Owner != a.Owner || b.Key != a.Key || len(b.Acquires) == 0 {
+				continue
+			}
+			if b.Acquires[0].End.After(a.Acquires[0].End) {
+				if t, ok := out[a]; !ok || b.Acquires[0].Start.Before(t) {
+					out[a] = b.Acquires[0].Start
+				}
+			}
+		}
+	}
+	return out
+}
+
+// checkExclusion reports every pair of different Locks of one key whose
+// windows overlap. A pair with a Do in it is a lease finding (the Do's
+// window is its context's word), counted when the overlap exceeds the
+// slack; any other pair is an exclusion finding.
+func checkExclusion(v *nemVerdict, r *nemRecord) {
+	over := takeovers(r.Locks)
+	byKey := make(map[string][]*nemLock)
+	for _, l := range r.Locks {
+		byKey[l.Key] = append(byKey[l.Key], l)
+	}
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+		locks := byKey[key]
+		wins := make([][]interval, len(locks))
+		for i, l := range locks {
+			wins[i] = l.windows(over[l])
+		}
+		for i, a := range locks {
+			for j := i + 1; j < len(locks); j++ {
+				b := locks[j]
+				for _, wa := range wins[i] {
+					for _, wb := range wins[j] {
+						ov := interval{latest(wa.From, wb.From), earliest(wa.To, wb.To)}
+						if ov.empty() {
+							continue
+						}
+						kind := "exclusion"
+						if a.Do || b.Do {
+							if ov.To.Sub(ov.From) <= r.Slack {
+								continue
+							}
+							kind = "lease"
+						}
+						v.add(kind, "%q: %s holds %s and %s holds %s: both in %s (%v)", key,
+							a.describe(), wa, b.describe(), wb, ov, ov.To.Sub(ov.From))
+					}
+				}
+			}
+		}
+	}
+}
+
+func (l *nemLock) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lock #%d of %s", l.ID, l.Client)
+	if l.Do {
+		b.WriteString(" (Do)")
+	}
+	if l.Owner != "" {
+		fmt.Fprintf(&b, " (owner %s, %d acquires)", l.Owner, len(l.Acquires))
+	}
+	if l.Fence != 0 {
+		fmt.Fprintf(&b, " (fence %d)", l.Fence)
+	}
+	return b.String()
+}
+
+// checkFencing judges the fenced store and the fences: per key, the store
+// accepts a write exactly when its fence is at least the highest accepted
+// before it; accepted fences never go down in the store's order; and a
+// fenced Lock whose first Acquire started after another's first returned
+// has a higher fence.
+func checkFencing(v *nemVerdict, r *nemRecord) {
+	writes := slices.Clone(r.Writes)
+	sort.Slice(writes, func(i, j int) bool { return writes[i].Seq < writes[j].Seq })
+	highest := make(map[string]uint64)
+	for _, w := range writes {
+		h := highest[w.Key]
+		switch {
+		case w.Accepted && w.Fence < h:
+			v.add("fencing", "%q: store accepted fence %d of lock #%d after fence %d", w.Key, w.Fence, w.LockID, h)
+		case !w.Accepted && w.Fence >= h:
+			v.add("fencing", "%q: store refused fence %d of lock #%d, highest accepted %d", w.Key, w.Fence, w.LockID, h)
+		}
+		if w.Accepted {
+			highest[w.Key] = max(h, w.Fence)
+		}
+	}
+	for _, a := range r.Locks {
+		for _, b := range r.Locks {
+			if a == b || a.Key != b.Key || a.Fence == 0 || b.Fence == 0 || a.Do || b.Do ||
+				len(a.Acquires) == 0 || len(b.Acquires) == 0 {
+				continue
+			}
+			if !b.Acquires[0].Start.Before(a.Acquires[0].End) && b.Fence <= a.Fence {
+				v.add("fencing", "%q: %s acquired by %s, then %s got fence %d, not above",
+					a.Key, a.describe(), a.Acquires[0].End.Format("15:04:05.000000"), b.describe(), b.Fence)
+			}
+		}
+	}
+}
+
+// checkLease reports a KeepAlive context seen live at or after the Lock's
+// Until (both readings around the look, the later of them) by more than the
+// slack. A Do's findings come from checkExclusion.
+func checkLease(v *nemVerdict, r *nemRecord) {
+	for _, o := range r.Leases {
+		until := latest(o.Before, o.After)
+		if o.Live && o.At.Sub(until) > r.Slack {
+			v.add("lease", "%q: lock #%d's KeepAlive context live at %s, %v after Until %s",
+				o.Key, o.LockID, o.At.Format("15:04:05.000000"), o.At.Sub(until), until.Format("15:04:05.000000"))
+		}
+	}
+}
+
+// checkLockout reports a key that could not be acquired within the bound
+// once the faults were healed.
+func checkLockout(v *nemVerdict, r *nemRecord) {
+	for _, p := range r.Probes {
+		if p.Err != nil || p.Took > r.Bound {
+			v.add("lockout", "%q: acquire after healing took %v (bound %v): %v", p.Key, p.Took.Round(time.Millisecond), r.Bound, p.Err)
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package redlock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestNemesisChecker feeds the nemesis's checker hand-made histories: each
+// bad one holds one kind of violation, which the checker must find and
+// count under that kind alone; each clean one must pass, so that the
+// checker's windows are not so wide that legitimate histories fail.
+func TestNemesisChecker(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	sp := func(from, to int) span { return span{at(from), at(to)} }
+	pr := func(from, until int) proof { return proof{at(from), at(until)} }
+	// plain is a Lock acquired in [acq0, acq1], valid until until, whose
+	// Release started at rel (no Release if rel < 0).
+	plain := func(id int, acq0, acq1, until, rel int) *nemLock {
+		l := &nemLock{ID: id, Client: "c", Key: "k", Acquires: []span{sp(acq0, acq1)}, Proofs: []proof{pr(acq1, until)}}
+		if rel >= 0 {
+			l.Releases = []span{sp(rel, rel+1)}
+		}
+		return l
+	}
+	owned := func(l *nemLock, owner string) *nemLock { l.Owner = owner; return l }
+	fenced := func(l *nemLock, fence uint64) *nemLock { l.Fence = fence; return l }
+	do := func(id, acq0, fnStart, lastLive, fnEnd int, nilErr bool) *nemLock {
+		return &nemLock{ID: id, Client: "d", Key: "k", Do: true, Acquires: []span{sp(acq0, fnStart)},
+			Releases: []span{sp(fnEnd, fnEnd+1)}, Proofs: []proof{pr(fnStart, lastLive)},
+			FnStart: at(fnStart), FnEnd: at(fnEnd), DoNil: nilErr}
+	}
+	w := func(seq, id int, fence uint64, accepted bool) fenceWrite {
+		return fenceWrite{Seq: seq, LockID: id, Key: "k", Fence: fence, At: at(seq), Accepted: accepted}
+	}
+
+	tests := []struct {
+		name string
+		r    nemRecord
+		kind string // "" for a clean history
+	}{
+		{"sequential holders", nemRecord{Locks: []*nemLock{plain(1, 0, 10, 100, 50), plain(2, 5, 50, 200, 150)}}, ""},
+		{"successor after expiry", nemRecord{Locks: []*nemLock{plain(1, 0, 10, 100, -1), plain(2, 20, 100, 200, 150)}}, ""},
+		{"overlap", nemRecord{Locks: []*nemLock{plain(1, 0, 10, 100, 80), plain(2, 20, 60, 200, 150)}}, "exclusion"},
+		{"overlap with a never-released lock", nemRecord{Locks: []*nemLock{plain(1, 0, 10, 100, -1), plain(2, 20, 99, 200, 150)}}, "exclusion"},
+		{"extended past the successor", nemRecord{Locks: []*nemLock{
+			func() *nemLock { l := plain(1, 0, 10, 100, 300); l.Proofs = append(l.Proofs, pr(90, 250)); return l }(),
+			plain(2, 20, 150, 400, 350)}}, "exclusion"},
+		{"extension after expiry leaves a gap", nemRecord{Locks: []*nemLock{
+			func() *nemLock { l := plain(1, 0, 10, 100, 300); l.Proofs = append(l.Proofs, pr(180, 250)); return l }(),
+			plain(2, 20, 110, 170, 170)}}, ""},
+		{"re-entry is one hold", nemRecord{Locks: []*nemLock{
+			func() *nemLock {
+				l := owned(plain(1, 0, 10, 300, 100), "o")
+				l.Acquires = append(l.Acquires, sp(20, 30))
+				l.Releases = append(l.Releases, sp(200, 201))
+				return l
+			}(),
+			plain(2, 50, 210, 400, 350)}}, ""},
+		{"first release of a re-entered lock", nemRecord{Locks: []*nemLock{
+			func() *nemLock {
+				l := owned(plain(1, 0, 10, 300, 100), "o")
+				l.Acquires = append(l.Acquires, sp(20, 30))
+				l.Releases = append(l.Releases, sp(200, 201))
+				return l
+			}(),
+			plain(2, 50, 150, 400, 350)}}, "exclusion"},
+		{"released twice", nemRecord{Locks: []*nemLock{
+			func() *nemLock { l := plain(1, 0, 10, 300, 100); l.Releases = append(l.Releases, sp(101, 102)); return l }(),
+			plain(2, 50, 150, 400, 350)}}, ""},
+		{"taken over by its owner", nemRecord{Locks: []*nemLock{
+			owned(plain(1, 0, 10, 300, 250), "o"), owned(plain(2, 100, 120, 400, 150), "o"), plain(3, 110, 160, 500, 450)}}, ""},
+		{"two locks of one owner, one released", nemRecord{Locks: []*nemLock{
+			owned(plain(1, 0, 10, 300, 250), "o"), owned(plain(2, 100, 120, 400, 350), "o"), plain(3, 110, 160, 500, 450)}}, "exclusion"},
+		{"owners differ", nemRecord{Locks: []*nemLock{
+			owned(plain(1, 0, 10, 300, 250), "o"), owned(plain(2, 100, 120, 400, 150), "p")}}, "exclusion"},
+		{"do, then a successor", nemRecord{Locks: []*nemLock{do(1, 0, 10, 90, 100, true), plain(2, 50, 101, 200, 150)}}, ""},
+		{"do's context live under another holder", nemRecord{Locks: []*nemLock{do(1, 0, 10, 90, 100, false), plain(2, 50, 60, 200, 150)}}, "lease"},
+		{"do returned nil over another holder", nemRecord{Locks: []*nemLock{do(1, 0, 10, 30, 100, true), plain(2, 50, 60, 200, 150)}}, "lease"},
+		{"do overlap within the slack", nemRecord{Slack: 20 * time.Millisecond,
+			Locks: []*nemLock{do(1, 0, 10, 70, 100, false), plain(2, 50, 60, 200, 150)}}, ""},
+		{"fences rise", nemRecord{
+			Locks:  []*nemLock{fenced(plain(1, 0, 10, 100, 50), 5), fenced(plain(2, 20, 60, 200, 150), 7)},
+			Writes: []fenceWrite{w(1, 1, 5, true), w(2, 2, 7, true), w(3, 1, 5, false), w(4, 2, 7, true)}}, ""},
+		{"store accepted a lower fence", nemRecord{
+			Locks:  []*nemLock{fenced(plain(1, 0, 10, 100, 50), 5), fenced(plain(2, 20, 60, 200, 150), 7)},
+			Writes: []fenceWrite{w(1, 2, 7, true), w(2, 1, 5, true)}}, "fencing"},
+		{"store refused a rightful fence", nemRecord{
+			Locks:  []*nemLock{fenced(plain(1, 0, 10, 100, 50), 5), fenced(plain(2, 20, 60, 200, 150), 7)},
+			Writes: []fenceWrite{w(1, 1, 5, true), w(2, 2, 7, false)}}, "fencing"},
+		{"successor's fence not above", nemRecord{
+			Locks: []*nemLock{fenced(plain(1, 0, 10, 100, 50), 7), fenced(plain(2, 20, 60, 200, 150), 7)}}, "fencing"},
+		{"concurrent acquires need not be ordered", nemRecord{
+			Locks: []*nemLock{fenced(plain(1, 0, 10, 100, -1), 7), fenced(plain(2, 5, 160, 200, 150), 6)}}, ""},
+		{"keep-alive ended in time", nemRecord{Leases: []leaseObs{
+			{LockID: 1, Key: "k", At: at(90), Live: true, Before: at(100), After: at(100)},
+			{LockID: 1, Key: "k", At: at(100), Live: false, Before: at(100), After: at(100)}}}, ""},
+		{"keep-alive renewed between the readings", nemRecord{Leases: []leaseObs{
+			{LockID: 1, Key: "k", At: at(100), Live: true, Before: at(100), After: at(200)}}}, ""},
+		{"keep-alive live after until", nemRecord{Leases: []leaseObs{
+			{LockID: 1, Key: "k", At: at(110), Live: true, Before: at(100), After: at(100)}}}, "lease"},
+		{"probe in time", nemRecord{Bound: time.Second, Probes: []probe{{Key: "k", Took: 900 * time.Millisecond}}}, ""},
+		{"probe too slow", nemRecord{Bound: time.Second, Probes: []probe{{Key: "k", Took: 1100 * time.Millisecond}}}, "lockout"},
+		{"probe failed", nemRecord{Bound: time.Second, Probes: []probe{{Key: "k", Took: time.Millisecond, Err: errors.New("not acquired")}}}, "lockout"},
+		{"leftover key", nemRecord{Leftovers: []nodeKey{{Node: 2, Key: "k", Value: "tok.1"}}}, "leftovers"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := checkNemesis(&tc.r)
+			for _, kind := range nemKinds {
+				if kind == tc.kind {
+					assert.Positive(t, v.count(kind), "%s not found", kind)
+				} else {
+					assert.Zero(t, v.count(kind), "%s: %v", kind, v.found)
+				}
+			}
+		})
+	}
+}
