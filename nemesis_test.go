@@ -1,0 +1,502 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/faultproxy"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// The nemesis: clients running a random mix of every feature on a few keys
+// while a seeded random source injects faults within the documented
+// assumptions; the checker (nemesis_checker_test.go) then reads the whole
+// history. A run ends with one line (go test -v shows it):
+//
+//	nemesis: seed 42, 5 nodes, 6 clients, 61,204 ops, 1,873 faults, 0 violations (exclusion 0, ...)
+//
+// A long run: go test -v -run TestNemesis -nemesis.duration=30m -timeout 40m .
+// A replay: -nemesis.seed=S runs the same schedule of faults and operations
+// (their timing still varies).
+var (
+	nemSeed     = flag.Uint64("nemesis.seed", 0, "seed of the nemesis's schedule (0: a new one)")
+	nemDuration = flag.Duration("nemesis.duration", 20*time.Second, "how long the nemesis runs")
+	nemNodes    = flag.Int("nemesis.nodes", 5, "redis-server nodes")
+	nemClients  = flag.Int("nemesis.clients", 6, "workers; the first four share a Client two by two")
+	nemMajority = flag.Bool("nemesis.majority", false, "fault a majority too (liveness is then not expected during the run)")
+)
+
+const (
+	nemMinTTL = 50 * time.Millisecond
+	nemMaxTTL = 2 * time.Second
+	// nemGuard is the restart guard of the guarded run: at least the
+	// longest TTL in use, as documented.
+	nemGuard = nemMaxTTL
+	// nemSlack is how late a lease signal may come before it counts: the
+	// doc allows a timer on a starved CPU to fire late, and the tests share
+	// two cores under -race.
+	nemSlack = 100 * time.Millisecond
+)
+
+// TestNemesis runs the nemesis with the restart guard on, so every fault it
+// injects is within the documented assumptions and the checker must find
+// nothing; then without the guard, restarting nodes empty, where the checker
+// must find two holders: proof that a green run means something.
+func TestNemesis(t *testing.T) {
+	seed := *nemSeed
+	if seed == 0 {
+		seed = rand.Uint64()%1_000_000 + 1
+	}
+	t.Run("guarded", func(t *testing.T) {
+		kinds := []string{"blackhole", "delay", "drop-replies", "hold", "pause", "crash", "restart-empty", "flushall"}
+		run := newNemRun(t, seed, true, kinds)
+		v := run.run(t, *nemDuration, nil)
+		if len(v.found) > 0 {
+			t.Errorf("seed %d: %d violations (replay: -run TestNemesis/guarded -nemesis.seed=%d):\n%s",
+				seed, len(v.found), seed, v.describe(30))
+		}
+	})
+	t.Run("unguarded-restart-empty", func(t *testing.T) {
+		// The hazard of the Redlock spec: a node that restarts empty at
+		// once forgets the holder's key; once a majority did within one
+		// hold, a second client gets a quorum. Only that fault, often.
+		run := newNemRun(t, seed, false, []string{"restart-empty"})
+		run.gap = [2]time.Duration{10 * time.Millisecond, 80 * time.Millisecond}
+		run.down = [2]time.Duration{0, 50 * time.Millisecond}
+		const bound = 60 * time.Second
+		v := run.run(t, bound, func(v *nemVerdict) bool { return v.count("exclusion") > 0 })
+		require.Positive(t, v.count("exclusion"), "seed %d: no two holders within %v of restarts without the guard", seed, bound)
+		t.Logf("first finding: %s", v.found[0].Detail)
+	})
+}
+
+// nemRun is one run: the nodes, the Clients, the workers and the nemesis.
+type nemRun struct {
+	seed    uint64
+	guarded bool
+	kinds   []string         // the faults the nemesis picks from
+	gap     [2]time.Duration // between the nemesis's decisions
+	down    [2]time.Duration // how long a fault lasts
+	keys    []string
+
+	servers []*redistest.Server
+	proxies []*faultproxy.Proxy
+	direct  []*redis.Client
+	slots   []*nemSlot
+	rec     *nemRecorder
+	faults  atomic.Int64
+	closing sync.WaitGroup // Closes of Clients replaced mid-run
+}
+
+// nemSlot is one Client, shared by the workers that use it; it is replaced
+// by a new one when the nemesis closes it mid-run.
+type nemSlot struct {
+	name  string
+	c     atomic.Pointer[redlock.Client]
+	make  func() *redlock.Client
+	mu    sync.Mutex
+	every []*redlock.Client // every Client the slot had, for the final Close
+}
+
+func newNemRun(t *testing.T, seed uint64, guarded bool, kinds []string) *nemRun {
+	t.Helper()
+	n := *nemNodes
+	run := &nemRun{seed: seed, guarded: guarded, kinds: kinds, rec: newNemRecorder(),
+		gap:  [2]time.Duration{20 * time.Millisecond, 200 * time.Millisecond},
+		down: [2]time.Duration{50 * time.Millisecond, 1500 * time.Millisecond}}
+	for i := range 3 {
+		run.keys = append(run.keys, fmt.Sprintf("nem:%d:{k%d}", seed, i))
+	}
+	// Persistence that keeps every acknowledged write: a crash is then
+	// within the assumptions; a restart empty is made by flushing.
+	run.servers = redistest.StartT(t, n, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
+	for _, s := range run.servers {
+		p, err := faultproxy.New(s.Addr())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		run.proxies = append(run.proxies, p)
+		d := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = d.Close() })
+		run.direct = append(run.direct, d)
+		loadScripts(t, s.Addr())
+	}
+
+	r := rand.New(rand.NewPCG(seed, 7))
+	for i := range nemSlotCount(*nemClients) {
+		// The first Client fences with context timeouts, the second
+		// neither, the others at random.
+		fenced, timeouts := i == 0, i == 0
+		if i > 1 {
+			fenced, timeouts = r.IntN(2) == 0, r.IntN(2) == 0
+		}
+		nodeTimeout := time.Duration(0)
+		if r.IntN(2) == 0 {
+			nodeTimeout = 100 * time.Millisecond
+		}
+		slot := &nemSlot{name: fmt.Sprintf("C%d", i)}
+		slot.make = func() *redlock.Client {
+			nodes := make([]redis.UniversalClient, n)
+			for j, p := range run.proxies {
+				rc := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: timeouts})
+				t.Cleanup(func() { _ = rc.Close() })
+				nodes[j] = rc
+			}
+			var opts []redlock.Option
+			if fenced {
+				opts = append(opts, redlock.WithFencing())
+			}
+			if nodeTimeout > 0 {
+				opts = append(opts, redlock.WithNodeTimeout(nodeTimeout))
+			}
+			if guarded {
+				opts = append(opts, redlock.WithRestartGuard(nemGuard))
+			}
+			c, err := redlock.New(nodes, opts...)
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = c.Warm(ctx) // under faults (a replacement mid-run) it may not finish
+			slot.mu.Lock()
+			slot.every = append(slot.every, c)
+			slot.mu.Unlock()
+			return c
+		}
+		slot.c.Store(slot.make())
+		run.slots = append(run.slots, slot)
+	}
+	t.Cleanup(func() { run.closeAll(t) })
+	if guarded {
+		// Nodes the guard has never seen vote only nemGuard after the
+		// first guarded acquire that reached them.
+		c := run.slots[0].c.Load()
+		key := fmt.Sprintf("nem:%d:warm", seed)
+		require.Eventually(t, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			l, err := c.TryAcquire(ctx, key, time.Second)
+			if err != nil {
+				return false
+			}
+			_ = l.Release(ctx)
+			return true
+		}, nemGuard+15*time.Second, 50*time.Millisecond, "the guard did not let the fresh nodes vote")
+	}
+	return run
+}
+
+// nemSlotCount is how many Clients k workers use: the first four share two.
+func nemSlotCount(k int) int {
+	if k <= 4 {
+		return (k + 1) / 2
+	}
+	return 2 + k - 4
+}
+
+func nemSlotOf(worker int) int {
+	if worker < 4 {
+		return worker / 2
+	}
+	return worker - 2
+}
+
+// closeAll closes every Client the run made, waiting for their background
+// work.
+func (run *nemRun) closeAll(t *testing.T) {
+	t.Helper()
+	run.closing.Wait()
+	for _, s := range run.slots {
+		s.mu.Lock()
+		every := s.every
+		s.every = nil
+		s.mu.Unlock()
+		for _, c := range every {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := c.Close(ctx)
+			cancel()
+			if err != nil && !errors.Is(err, redlock.ErrClosed) {
+				t.Errorf("closing a Client: %v", err)
+			}
+		}
+	}
+}
+
+// run runs the workers and the nemesis for d (or until done says so, checked
+// every second on the history so far), heals, checks for lockout and
+// leftovers, and reports.
+func (run *nemRun) run(t *testing.T, d time.Duration, done func(*nemVerdict) bool) *nemVerdict {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range *nemClients {
+		wg.Go(func() { run.worker(w, stop) })
+	}
+	nemStopped := make(chan struct{})
+	go func() {
+		defer close(nemStopped)
+		run.nemesis(t, stop, d)
+	}()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		time.Sleep(min(time.Second, time.Until(deadline)))
+		if done != nil && done(checkNemesis(run.rec.record())) {
+			break
+		}
+	}
+	close(stop)
+	<-nemStopped // every fault healed
+	healed := time.Now()
+	waitOrFail(t, &wg, time.Minute, "workers did not stop")
+
+	r := run.rec.record()
+	r.Slack = nemSlack
+	if done == nil { // a run within the assumptions: liveness and cleanliness too
+		r.Bound = nemMaxTTL + time.Second
+		if *nemMajority {
+			r.Bound += nemGuard
+		}
+		r.Probes = run.probes(r.Bound)
+		run.closeAll(t)
+		r.Leftovers = run.leftovers(t)
+	}
+	v := checkNemesis(r)
+	line := fmt.Sprintf("nemesis: seed %d, %d nodes, %d clients, %s ops, %s faults, %s violations (%s)",
+		run.seed, len(run.servers), *nemClients, commas(run.rec.opCount()), commas(int(run.faults.Load())),
+		commas(len(v.found)), v.counts())
+	t.Log(line)
+	t.Logf("outcomes: %s; healed to probes %v", run.rec.outcomes(), time.Since(healed).Round(time.Millisecond))
+	return v
+}
+
+func waitOrFail(t *testing.T, wg *sync.WaitGroup, within time.Duration, msg string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(within):
+		t.Fatal(msg)
+	}
+}
+
+// probes acquires every key at once, once healed and the workers stopped.
+func (run *nemRun) probes(bound time.Duration) []probe {
+	c := run.slots[0].c.Load()
+	out := make([]probe, len(run.keys))
+	var wg sync.WaitGroup
+	for i, key := range run.keys {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), bound+5*time.Second)
+			defer cancel()
+			start := time.Now()
+			l, err := c.Acquire(ctx, key, time.Second)
+			out[i] = probe{Key: key, Took: time.Since(start), Err: err}
+			if err == nil {
+				_ = l.Release(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// leftovers lists the lock keys of this run that a node still holds, fence
+// counters aside.
+func (run *nemRun) leftovers(t *testing.T) []nodeKey {
+	t.Helper()
+	var out []nodeKey
+	prefix := fmt.Sprintf("nem:%d:", run.seed)
+	for i, d := range run.direct {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		keys, err := d.Keys(ctx, prefix+"*").Result()
+		require.NoError(t, err)
+		for _, k := range keys {
+			if strings.Contains(k, ":redlock:fence") || strings.HasSuffix(k, ":warm") {
+				continue
+			}
+			if v := rawKey(t, ctx, d, k); v != "" { // GET expires a key that is due
+				out = append(out, nodeKey{Node: i, Key: k, Value: v})
+			}
+		}
+		cancel()
+	}
+	return out
+}
+
+// nemesis injects faults until stop, then heals every one.
+func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) {
+	r := rand.New(rand.NewPCG(run.seed, 1))
+	n := len(run.servers)
+	limit := (n - 1) / 2
+	if *nemMajority {
+		limit = n
+	}
+	type active struct {
+		kind string
+		till time.Time
+	}
+	on := make(map[int]active)
+	closeAt := time.Now().Add(d/3 + randDur(r, 0, d/3))
+	closed := false
+	for {
+		select {
+		case <-stop:
+			for i, f := range on {
+				run.heal(t, i, f.kind)
+			}
+			return
+		case <-time.After(randDur(r, run.gap[0], run.gap[1])):
+		}
+		now := time.Now()
+		for i, f := range on {
+			if now.After(f.till) {
+				run.heal(t, i, f.kind)
+				delete(on, i)
+			}
+		}
+		if !closed && now.After(closeAt) && len(run.slots) > 0 && run.guarded {
+			// A Client closed mid-run, its workers moved to a new one.
+			closed = true
+			s := run.slots[0]
+			old := s.c.Load()
+			s.c.Store(s.make())
+			run.closing.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_ = old.Close(ctx)
+			})
+		}
+		if len(on) >= limit {
+			continue
+		}
+		var free []int
+		for i := range n {
+			if _, busy := on[i]; !busy {
+				free = append(free, i)
+			}
+		}
+		i := free[r.IntN(len(free))]
+		kind := run.kinds[r.IntN(len(run.kinds))]
+		run.faults.Add(1)
+		if run.inject(t, r, i, kind) {
+			on[i] = active{kind, time.Now().Add(randDur(r, run.down[0], run.down[1]))}
+		}
+	}
+}
+
+// inject starts a fault on node i and reports whether it lasts until heal.
+func (run *nemRun) inject(t *testing.T, r *rand.Rand, i int, kind string) bool {
+	p, s := run.proxies[i], run.servers[i]
+	switch kind {
+	case "blackhole":
+		p.SetBlackhole(true)
+	case "delay":
+		p.SetDelay(randDur(r, time.Millisecond, 300*time.Millisecond))
+	case "drop-replies":
+		p.SetDropReplies(true)
+	case "hold":
+		p.HoldNext(nil)
+	case "pause":
+		if err := s.Pause(); err != nil {
+			t.Errorf("pause node %d: %v", i, err)
+			return false
+		}
+	case "crash", "restart-empty":
+		p.SetRefuse(true)
+		if err := s.Kill(); err != nil {
+			t.Errorf("kill node %d: %v", i, err)
+		}
+	case "flushall":
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := run.direct[i].FlushAll(ctx).Err(); err != nil {
+			t.Errorf("flushall node %d: %v", i, err)
+		}
+		return false
+	default:
+		panic("nemesis: unknown fault " + kind)
+	}
+	return true
+}
+
+// heal ends the fault on node i. A node that was killed comes back with its
+// data, or empty for restart-empty, and with the scripts loaded, before its
+// proxy lets clients in again.
+func (run *nemRun) heal(t *testing.T, i int, kind string) {
+	p, s := run.proxies[i], run.servers[i]
+	switch kind {
+	case "blackhole":
+		p.SetBlackhole(false)
+	case "delay":
+		p.SetDelay(0)
+	case "drop-replies":
+		p.SetDropReplies(false)
+	case "hold":
+		p.ReleaseHeld()
+	case "pause":
+		if err := s.Resume(); err != nil {
+			t.Errorf("resume node %d: %v", i, err)
+		}
+	case "crash", "restart-empty":
+		if err := s.Restart(); err != nil {
+			t.Errorf("restart node %d: %v", i, err)
+			return
+		}
+		if kind == "restart-empty" {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := run.direct[i].FlushAll(ctx).Err(); err != nil {
+				t.Errorf("flushall node %d: %v", i, err)
+			}
+			cancel()
+		}
+		loadScripts(t, s.Addr())
+		p.SetRefuse(false)
+	}
+}
+
+func randDur(r *rand.Rand, lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(r.Int64N(int64(hi-lo)))
+}
+
+func commas(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func (v *nemVerdict) counts() string {
+	parts := make([]string, len(nemKinds))
+	for i, k := range nemKinds {
+		parts[i] = fmt.Sprintf("%s %d", k, v.count(k))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// describe lists the first max findings.
+func (v *nemVerdict) describe(max int) string {
+	var b strings.Builder
+	for i, f := range v.found {
+		if i == max {
+			fmt.Fprintf(&b, "... and %d more\n", len(v.found)-max)
+			break
+		}
+		fmt.Fprintf(&b, "%s: %s\n", f.Kind, f.Detail)
+	}
+	return b.String()
+}

@@ -1,0 +1,366 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+// This file is the nemesis's workload: workers that run a random mix of
+// every feature on a few keys, and the recorder of what they did and saw,
+// in the shape nemesis_checker_test.go reads.
+
+// nemRecorder records a run. It is safe for concurrent use.
+type nemRecorder struct {
+	mu      sync.Mutex
+	locks   map[*redlock.Lock]*nemLock
+	all     []*nemLock
+	writes  []fenceWrite
+	leases  []leaseObs
+	highest map[string]uint64 // the fenced store: highest fence accepted per key
+	ops     int
+	results map[string]int // "op: outcome" counts, for the log
+}
+
+func newNemRecorder() *nemRecorder {
+	return &nemRecorder{locks: make(map[*redlock.Lock]*nemLock), highest: make(map[string]uint64),
+		results: make(map[string]int)}
+}
+
+// op counts one call and its outcome.
+func (rec *nemRecorder) op(name string, err error) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.ops++
+	rec.results[name+": "+outcome(err)]++
+}
+
+func outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	for _, s := range []error{redlock.ErrClosed, redlock.ErrInvalidArgument, redlock.ErrLockLost,
+		redlock.ErrReleased, redlock.ErrNotHeld, redlock.ErrNotAcquired} {
+		if strings.Contains(err.Error(), s.Error()) {
+			return s.Error()
+		}
+	}
+	return "other"
+}
+
+func (rec *nemRecorder) opCount() int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.ops
+}
+
+func (rec *nemRecorder) outcomes() string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(rec.results)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, rec.results[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// acquired records that an Acquire in s returned l: a new Lock, or one
+// more hold of a Lock its owner re-entered.
+func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, s span) *nemLock {
+	u, at := l.Until(), time.Now()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	nl := rec.locks[l]
+	if nl == nil {
+		nl = &nemLock{ID: len(rec.all) + 1, Client: worker, Key: l.Key(), Owner: owner, Fence: l.Fence()}
+		rec.locks[l] = nl
+		rec.all = append(rec.all, nl)
+	}
+	nl.Acquires = append(nl.Acquires, s)
+	nl.Proofs = append(nl.Proofs, proof{at, u})
+	return nl
+}
+
+// prove records the validity l claims now. Until is read before the
+// moment: a claim stands from the moment it is seen.
+func (rec *nemRecorder) prove(nl *nemLock, l *redlock.Lock) {
+	u := l.Until()
+	at := time.Now()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	nl.Proofs = append(nl.Proofs, proof{at, u})
+}
+
+// releasing records the start of a Release of nl, before it is called.
+func (rec *nemRecorder) releasing(nl *nemLock) int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	nl.Releases = append(nl.Releases, span{Start: time.Now()})
+	return len(nl.Releases) - 1
+}
+
+func (rec *nemRecorder) released(nl *nemLock, i int, err error) {
+	end := time.Now()
+	rec.mu.Lock()
+	nl.Releases[i].End = end
+	rec.mu.Unlock()
+	rec.op("release", err)
+}
+
+// write is a write to the fenced store on behalf of nl: it refuses a fence
+// lower than the highest it accepted for the key. The check and the write
+// are one step.
+func (rec *nemRecorder) write(nl *nemLock) {
+	if nl.Fence == 0 {
+		return
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	ok := nl.Fence >= rec.highest[nl.Key]
+	if ok {
+		rec.highest[nl.Key] = nl.Fence
+	}
+	rec.writes = append(rec.writes, fenceWrite{Seq: len(rec.writes), LockID: nl.ID, Key: nl.Key,
+		Fence: nl.Fence, At: time.Now(), Accepted: ok})
+}
+
+// look records one look at a KeepAlive context of l and reports whether it
+// was live.
+func (rec *nemRecorder) look(nl *nemLock, l *redlock.Lock, kctx context.Context) bool {
+	before := l.Until()
+	at := time.Now()
+	live := kctx.Err() == nil
+	after := l.Until()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.leases = append(rec.leases, leaseObs{LockID: nl.ID, Key: nl.Key, At: at, Live: live, Before: before, After: after})
+	return live
+}
+
+// do records a Do call whose function ran.
+func (rec *nemRecorder) do(d *nemLock) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	d.ID = len(rec.all) + 1
+	rec.all = append(rec.all, d)
+}
+
+// record returns a copy of the history for the checker.
+func (rec *nemRecorder) record() *nemRecord {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	r := &nemRecord{Writes: slices.Clone(rec.writes), Leases: slices.Clone(rec.leases)}
+	for _, l := range rec.all {
+		cp := *l
+		cp.Acquires, cp.Releases, cp.Proofs = slices.Clone(l.Acquires), slices.Clone(l.Releases), slices.Clone(l.Proofs)
+		// A Release still in progress started all the same.
+		r.Locks = append(r.Locks, &cp)
+	}
+	return r
+}
+
+// worker runs operations until stop. Its choices come from the seed; their
+// timing does not.
+func (run *nemRun) worker(w int, stop <-chan struct{}) {
+	r := rand.New(rand.NewPCG(run.seed, uint64(100+w)))
+	slot := run.slots[nemSlotOf(w)]
+	name := fmt.Sprintf("w%d@%s", w, slot.name)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		c := slot.c.Load()
+		key := run.keys[r.IntN(len(run.keys))]
+		ttl := logDur(r, nemMinTTL, nemMaxTTL)
+		switch p := r.IntN(100); {
+		case p < 15:
+			run.doRun(r, c, name, key, ttl)
+		case p < 35:
+			run.keepAliveRun(r, c, name, key, ttl)
+		default:
+			run.plainRun(r, c, name, key, ttl)
+		}
+		sleepUpTo(r, 20*time.Millisecond)
+	}
+}
+
+// logDur is uniform on a log scale: as many TTLs near 50 ms as near 2 s, so
+// that short holds (many handovers) and long ones (renewals, faults within
+// one hold) both come often.
+func logDur(r *rand.Rand, lo, hi time.Duration) time.Duration {
+	return time.Duration(float64(lo) * math.Pow(float64(hi)/float64(lo), r.Float64()))
+}
+
+func sleepUpTo(r *rand.Rand, d time.Duration) { time.Sleep(randDur(r, 0, d)) }
+
+// acquire makes an Acquire or a TryAcquire with a random deadline (some end
+// mid-round), under an owner of a small pool a third of the time, so that
+// re-entry and takeover from another Client happen.
+func (run *nemRun) acquire(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration) (*redlock.Lock, *nemLock) {
+	var opts []redlock.AcquireOption
+	owner := ""
+	if r.IntN(3) == 0 {
+		owner = fmt.Sprintf("req-%d", r.IntN(3))
+		opts = append(opts, redlock.WithOwner(owner))
+	}
+	try := r.IntN(3) == 0
+	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, 2*time.Second))
+	defer cancel()
+	start := time.Now()
+	var l *redlock.Lock
+	var err error
+	if try {
+		l, err = c.TryAcquire(ctx, key, ttl, opts...)
+	} else {
+		l, err = c.Acquire(ctx, key, ttl, opts...)
+	}
+	end := time.Now()
+	run.rec.op(map[bool]string{true: "try-acquire", false: "acquire"}[try], err)
+	if err != nil {
+		return nil, nil
+	}
+	return l, run.rec.acquired(l, name, owner, span{start, end})
+}
+
+// plainRun holds a lock for a random time (sometimes past its TTL), writes
+// to the fenced store while it believes it holds the lock (and sometimes
+// after), may extend it, and releases it: once, twice, twice at once, or
+// racing an Extend.
+func (run *nemRun) plainRun(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration) {
+	l, nl := run.acquire(r, c, name, key, ttl)
+	if l == nil {
+		return
+	}
+	work := randDur(r, 0, ttl*3/2)
+	extendAt := time.Duration(-1)
+	if r.IntN(2) == 0 {
+		extendAt = randDur(r, 0, work+1)
+	}
+	stale := r.IntN(4) == 0 // writes after Until too: the store must refuse them when superseded
+	start := time.Now()
+	for {
+		step := randDur(r, 5*time.Millisecond, 50*time.Millisecond)
+		if time.Since(start)+step > work {
+			break
+		}
+		time.Sleep(step)
+		if extendAt >= 0 && time.Since(start) >= extendAt {
+			extendAt = -1
+			run.extend(r, l, nl)
+		}
+		if stale || time.Now().Before(l.Until()) {
+			run.rec.write(nl)
+		}
+	}
+	switch r.IntN(10) {
+	case 0: // twice
+		run.release(l, nl)
+		run.release(l, nl)
+	case 1: // twice at once
+		var wg sync.WaitGroup
+		wg.Go(func() { run.release(l, nl) })
+		wg.Go(func() { run.release(l, nl) })
+		wg.Wait()
+	case 2: // racing an Extend
+		var wg sync.WaitGroup
+		er := rand.New(rand.NewPCG(r.Uint64(), 0))
+		wg.Go(func() { run.extend(er, l, nl) })
+		wg.Go(func() { run.release(l, nl) })
+		wg.Wait()
+	default:
+		run.release(l, nl)
+	}
+}
+
+func (run *nemRun) extend(r *rand.Rand, l *redlock.Lock, nl *nemLock) {
+	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, time.Second))
+	defer cancel()
+	err := l.Extend(ctx, logDur(r, nemMinTTL, nemMaxTTL))
+	run.rec.op("extend", err)
+	if err == nil {
+		run.rec.prove(nl, l)
+	}
+}
+
+func (run *nemRun) release(l *redlock.Lock, nl *nemLock) {
+	i := run.rec.releasing(nl)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	run.rec.released(nl, i, l.Release(ctx))
+}
+
+// keepAliveRun holds a lock under KeepAlive for up to three TTLs, looking
+// at the context and Until every few milliseconds and writing to the
+// fenced store while the context is live.
+func (run *nemRun) keepAliveRun(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration) {
+	l, nl := run.acquire(r, c, name, key, ttl)
+	if l == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	kctx := l.KeepAlive(ctx)
+	run.rec.op("keep-alive", nil)
+	work := randDur(r, 0, 3*ttl)
+	start := time.Now()
+	for time.Since(start) < work {
+		if !run.rec.look(nl, l, kctx) {
+			break
+		}
+		run.rec.prove(nl, l)
+		run.rec.write(nl)
+		time.Sleep(randDur(r, 2*time.Millisecond, 30*time.Millisecond))
+	}
+	cancel()
+	run.release(l, nl)
+}
+
+// doRun runs Do with work that sometimes outlives the TTL and a deadline
+// that sometimes ends the work; the function notes when its context was
+// last seen live.
+func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration) {
+	work := randDur(r, 0, 2*ttl)
+	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, 2*time.Second)+randDur(r, 0, 2*work))
+	defer cancel()
+	steps := make([]time.Duration, 0, 16)
+	for total := time.Duration(0); total < work; {
+		s := randDur(r, 2*time.Millisecond, 30*time.Millisecond)
+		steps = append(steps, s)
+		total += s
+	}
+	d := &nemLock{Client: name, Key: key, Do: true}
+	start := time.Now()
+	err := c.Do(ctx, key, ttl, func(kctx context.Context) error {
+		d.FnStart = time.Now()
+		live := d.FnStart
+		for _, s := range steps {
+			at := time.Now()
+			if kctx.Err() != nil {
+				break
+			}
+			live = at
+			time.Sleep(s)
+		}
+		d.FnEnd = time.Now()
+		d.Proofs = []proof{{d.FnStart, live}}
+		return nil
+	})
+	end := time.Now()
+	run.rec.op("do", err)
+	if d.FnStart.IsZero() {
+		return
+	}
+	d.Acquires = []span{{start, d.FnStart}}
+	d.Releases = []span{{d.FnEnd, end}}
+	d.DoNil = err == nil
+	run.rec.do(d)
+}
