@@ -38,9 +38,14 @@ type nemLock struct {
 	// Releases are the Release calls, whatever they returned.
 	Releases []span
 	// Proofs are the validity the Lock claimed: from each one's From the
-	// Lock said it was held until its Until (Lock.Until read after a
-	// successful call, or a Do context seen live).
+	// Lock said it was held until its Until (Lock.Until read after From, or
+	// a Do context seen live). The latest proof is the claim: an Extend
+	// with a shorter TTL shortens it.
 	Proofs []proof
+	// Caps are Extends, successful or not: from the start of one, the
+	// validity is at most what its TTL gives from there (its writes may
+	// have shortened the key's TTL on some nodes), until a later proof.
+	Caps []proof
 	// For a Do: when fn ran, and whether Do returned nil.
 	FnStart, FnEnd time.Time
 	DoNil          bool
@@ -105,14 +110,16 @@ type nemRecord struct {
 // violation is one finding.
 type violation struct {
 	Kind   string // exclusion, fencing, lease, lockout, leftovers
+	Key    string
+	At     time.Time // when it happened, if known, for the timeline
 	Detail string
 }
 
 // nemVerdict lists the violations by kind.
 type nemVerdict struct{ found []violation }
 
-func (v *nemVerdict) add(kind, format string, args ...any) {
-	v.found = append(v.found, violation{kind, fmt.Sprintf(format, args...)})
+func (v *nemVerdict) add(kind, key string, at time.Time, format string, args ...any) {
+	v.found = append(v.found, violation{kind, key, at, fmt.Sprintf(format, args...)})
 }
 
 func (v *nemVerdict) count(kind string) int {
@@ -136,19 +143,19 @@ func checkNemesis(r *nemRecord) *nemVerdict {
 	checkLease(v, r)
 	checkLockout(v, r)
 	for _, k := range r.Leftovers {
-		v.add("leftovers", "%s", k)
+		v.add("leftovers", k.Key, time.Time{}, "%s", k)
 	}
 	return v
 }
 
 // windows returns the intervals in which l's holder may act on the key:
 // while l has a hold (an Acquire returned it and not as many Releases have
-// started since), within a proven validity, and before a newer Lock of the
-// same owner began to take the key over (takeover, the earliest start of
-// such an Acquire; zero if none).
+// started since), within its claimed validity, and before a newer Lock of
+// the same owner began to take the key over (takeover, the earliest start
+// of such an Acquire; zero if none).
 func (l *nemLock) windows(takeover time.Time) []interval {
 	held := l.held()
-	valid := union(l.proofs())
+	valid := l.valid()
 	var out []interval
 	for _, h := range held {
 		for _, p := range valid {
@@ -162,6 +169,57 @@ func (l *nemLock) windows(takeover time.Time) []interval {
 		}
 	}
 	return out
+}
+
+// valid returns when l claimed validity. At any moment the claim is the
+// latest proof's Until, lowered by the Extends started since. A Do's
+// proofs are the moments its context was live, which only add up; one that
+// returned nil claims its function's whole run, as its doc says.
+func (l *nemLock) valid() []interval {
+	if l.Do {
+		ivs := make([]interval, 0, len(l.Proofs)+1)
+		for _, p := range l.Proofs {
+			ivs = append(ivs, interval{p.From, p.Until})
+		}
+		if l.DoNil {
+			ivs = append(ivs, interval{l.FnStart, l.FnEnd})
+		}
+		return union(ivs)
+	}
+	type event struct {
+		proof
+		cap bool
+	}
+	evs := make([]event, 0, len(l.Proofs)+len(l.Caps))
+	for _, p := range l.Proofs {
+		evs = append(evs, event{p, false})
+	}
+	for _, c := range l.Caps {
+		evs = append(evs, event{c, true})
+	}
+	// At one instant a cap goes first: a proof read then already knows it.
+	sort.SliceStable(evs, func(i, j int) bool {
+		if evs[i].From.Equal(evs[j].From) {
+			return evs[i].cap && !evs[j].cap
+		}
+		return evs[i].From.Before(evs[j].From)
+	})
+	var out []interval
+	var claim time.Time
+	for i, e := range evs {
+		switch {
+		case !e.cap:
+			claim = e.Until
+		case e.Until.Before(claim):
+			claim = e.Until
+		}
+		to := claim
+		if i+1 < len(evs) {
+			to = earliest(to, evs[i+1].From)
+		}
+		out = append(out, interval{e.From, to})
+	}
+	return union(out)
 }
 
 // held sweeps the Lock's Acquire returns (+1) and Release starts (-1): a
@@ -204,19 +262,6 @@ func (l *nemLock) held() []interval {
 	}
 	if n > 0 {
 		out = append(out, interval{from, time.Unix(1<<40, 0)})
-	}
-	return out
-}
-
-// proofs are the Lock's claims of validity. A Do that returned nil claims
-// its function's whole run: the lock was held throughout, says its doc.
-func (l *nemLock) proofs() []interval {
-	out := make([]interval, 0, len(l.Proofs)+1)
-	for _, p := range l.Proofs {
-		out = append(out, interval{p.From, p.Until})
-	}
-	if l.Do && l.DoNil {
-		out = append(out, interval{l.FnStart, l.FnEnd})
 	}
 	return out
 }
@@ -291,7 +336,7 @@ func checkExclusion(v *nemVerdict, r *nemRecord) {
 							}
 							kind = "lease"
 						}
-						v.add(kind, "%q: %s holds %s and %s holds %s: both in %s (%v)", key,
+						v.add(kind, key, ov.From, "%q: %s holds %s and %s holds %s: both in %s (%v)", key,
 							a.describe(), wa, b.describe(), wb, ov, ov.To.Sub(ov.From))
 					}
 				}
@@ -328,9 +373,9 @@ func checkFencing(v *nemVerdict, r *nemRecord) {
 		h := highest[w.Key]
 		switch {
 		case w.Accepted && w.Fence < h:
-			v.add("fencing", "%q: store accepted fence %d of lock #%d after fence %d", w.Key, w.Fence, w.LockID, h)
+			v.add("fencing", w.Key, w.At, "%q: store accepted fence %d of lock #%d after fence %d", w.Key, w.Fence, w.LockID, h)
 		case !w.Accepted && w.Fence >= h:
-			v.add("fencing", "%q: store refused fence %d of lock #%d, highest accepted %d", w.Key, w.Fence, w.LockID, h)
+			v.add("fencing", w.Key, w.At, "%q: store refused fence %d of lock #%d, highest accepted %d", w.Key, w.Fence, w.LockID, h)
 		}
 		if w.Accepted {
 			highest[w.Key] = max(h, w.Fence)
@@ -343,7 +388,7 @@ func checkFencing(v *nemVerdict, r *nemRecord) {
 				continue
 			}
 			if !b.Acquires[0].Start.Before(a.Acquires[0].End) && b.Fence <= a.Fence {
-				v.add("fencing", "%q: %s acquired by %s, then %s got fence %d, not above",
+				v.add("fencing", a.Key, b.Acquires[0].End, "%q: %s acquired by %s, then %s got fence %d, not above",
 					a.Key, a.describe(), a.Acquires[0].End.Format("15:04:05.000000"), b.describe(), b.Fence)
 			}
 		}
@@ -357,7 +402,7 @@ func checkLease(v *nemVerdict, r *nemRecord) {
 	for _, o := range r.Leases {
 		until := latest(o.Before, o.After)
 		if o.Live && o.At.Sub(until) > r.Slack {
-			v.add("lease", "%q: lock #%d's KeepAlive context live at %s, %v after Until %s",
+			v.add("lease", o.Key, o.At, "%q: lock #%d's KeepAlive context live at %s, %v after Until %s",
 				o.Key, o.LockID, o.At.Format("15:04:05.000000"), o.At.Sub(until), until.Format("15:04:05.000000"))
 		}
 	}
@@ -368,7 +413,7 @@ func checkLease(v *nemVerdict, r *nemRecord) {
 func checkLockout(v *nemVerdict, r *nemRecord) {
 	for _, p := range r.Probes {
 		if p.Err != nil || p.Took > r.Bound {
-			v.add("lockout", "%q: acquire after healing took %v (bound %v): %v", p.Key, p.Took.Round(time.Millisecond), r.Bound, p.Err)
+			v.add("lockout", p.Key, time.Time{}, "%q: acquire after healing took %v (bound %v): %v", p.Key, p.Took.Round(time.Millisecond), r.Bound, p.Err)
 		}
 	}
 }

@@ -52,6 +52,26 @@ func TestNemesisChecker(t *testing.T) {
 		{"extension after expiry leaves a gap", nemRecord{Locks: []*nemLock{
 			func() *nemLock { l := plain(1, 0, 10, 100, 300); l.Proofs = append(l.Proofs, pr(180, 250)); return l }(),
 			plain(2, 20, 110, 170, 170)}}, ""},
+		{"extended shorter", nemRecord{Locks: []*nemLock{
+			func() *nemLock {
+				l := plain(1, 0, 10, 300, 400)
+				l.Caps, l.Proofs = append(l.Caps, pr(95, 150)), append(l.Proofs, pr(100, 150))
+				return l
+			}(),
+			plain(2, 20, 200, 500, 450)}}, ""},
+		{"extended shorter, successor too early", nemRecord{Locks: []*nemLock{
+			func() *nemLock {
+				l := plain(1, 0, 10, 300, 400)
+				l.Caps, l.Proofs = append(l.Caps, pr(95, 150)), append(l.Proofs, pr(100, 150))
+				return l
+			}(),
+			plain(2, 20, 140, 500, 450)}}, "exclusion"},
+		{"failed extend caps the claim", nemRecord{Locks: []*nemLock{
+			func() *nemLock { l := plain(1, 0, 10, 300, 400); l.Caps = append(l.Caps, pr(95, 150)); return l }(),
+			plain(2, 20, 200, 500, 450)}}, ""},
+		{"a cap does not raise the claim", nemRecord{Locks: []*nemLock{
+			func() *nemLock { l := plain(1, 0, 10, 100, 400); l.Caps = append(l.Caps, pr(95, 150)); return l }(),
+			plain(2, 20, 120, 500, 450)}}, ""},
 		{"re-entry is one hold", nemRecord{Locks: []*nemLock{
 			func() *nemLock {
 				l := owned(plain(1, 0, 10, 300, 100), "o")

@@ -271,6 +271,12 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*nemVerdict) boo
 		r.Leftovers = run.leftovers(t)
 	}
 	v := checkNemesis(r)
+	for i, f := range v.found {
+		if i == 5 || f.At.IsZero() {
+			break
+		}
+		t.Logf("timeline of %s finding %d (%s):\n%s", f.Kind, i+1, f.Detail, run.rec.timeline(f.Key, f.At, 3*time.Second, 500*time.Millisecond, 150))
+	}
 	line := fmt.Sprintf("nemesis: seed %d, %d nodes, %d clients, %s ops, %s faults, %s violations (%s)",
 		run.seed, len(run.servers), *nemClients, commas(run.rec.opCount()), commas(int(run.faults.Load())),
 		commas(len(v.found)), v.counts())
@@ -389,6 +395,7 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 		i := free[r.IntN(len(free))]
 		kind := run.kinds[r.IntN(len(run.kinds))]
 		run.faults.Add(1)
+		run.rec.event(time.Now(), "", "fault: %s on node %d", kind, i)
 		if run.inject(t, r, i, kind) {
 			on[i] = active{kind, time.Now().Add(randDur(r, run.down[0], run.down[1]))}
 		}
@@ -434,6 +441,7 @@ func (run *nemRun) inject(t *testing.T, r *rand.Rand, i int, kind string) bool {
 // data, or empty for restart-empty, and with the scripts loaded, before its
 // proxy lets clients in again.
 func (run *nemRun) heal(t *testing.T, i int, kind string) {
+	defer run.rec.event(time.Now(), "", "healed: %s on node %d", kind, i)
 	p, s := run.proxies[i], run.servers[i]
 	switch kind {
 	case "blackhole":

@@ -28,6 +28,41 @@ type nemRecorder struct {
 	highest map[string]uint64 // the fenced store: highest fence accepted per key
 	ops     int
 	results map[string]int // "op: outcome" counts, for the log
+	events  []nemEvent     // what happened, for the timeline of a finding
+}
+
+// nemEvent is one line of the timeline: a call that ended, or a fault. Key
+// is "" for a fault, which concerns every key.
+type nemEvent struct {
+	At   time.Time
+	Key  string
+	Text string
+}
+
+// event adds a line to the timeline.
+func (rec *nemRecorder) event(at time.Time, key, format string, args ...any) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.events = append(rec.events, nemEvent{at, key, fmt.Sprintf(format, args...)})
+}
+
+// timeline returns the lines about key from before until after at, in
+// order, at most max of them (the latest).
+func (rec *nemRecorder) timeline(key string, at time.Time, before, after time.Duration, max int) string {
+	rec.mu.Lock()
+	evs := slices.Clone(rec.events)
+	rec.mu.Unlock()
+	slices.SortStableFunc(evs, func(a, b nemEvent) int { return a.At.Compare(b.At) })
+	var lines []string
+	for _, e := range evs {
+		if (e.Key == "" || e.Key == key) && !e.At.Before(at.Add(-before)) && !e.At.After(at.Add(after)) {
+			lines = append(lines, e.At.Format("15:04:05.000000")+" "+e.Text)
+		}
+	}
+	if len(lines) > max {
+		lines = lines[len(lines)-max:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 func newNemRecorder() *nemRecorder {
@@ -75,7 +110,8 @@ func (rec *nemRecorder) outcomes() string {
 // acquired records that an Acquire in s returned l: a new Lock, or one
 // more hold of a Lock its owner re-entered.
 func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, s span) *nemLock {
-	u, at := l.Until(), time.Now()
+	at := time.Now()
+	u := l.Until()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	nl := rec.locks[l]
@@ -89,14 +125,24 @@ func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, s span) 
 	return nl
 }
 
-// prove records the validity l claims now. Until is read before the
-// moment: a claim stands from the moment it is seen.
+// prove records the validity l claims now. Until is read after the
+// moment: an Extend that ended in between only ever lowered it, or raised
+// it from a start before the moment, when the old claim still stood.
 func (rec *nemRecorder) prove(nl *nemLock, l *redlock.Lock) {
-	u := l.Until()
 	at := time.Now()
+	u := l.Until()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	nl.Proofs = append(nl.Proofs, proof{at, u})
+}
+
+// capAt records an Extend of nl for ttl starting at start: from then on the
+// lock is valid at most until the TTL less the drift (the default) from
+// there, whatever the Extend's outcome.
+func (rec *nemRecorder) capAt(nl *nemLock, start time.Time, ttl time.Duration) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	nl.Caps = append(nl.Caps, proof{start, start.Add(ttl - ttl/100 - 2*time.Millisecond)})
 }
 
 // releasing records the start of a Release of nl, before it is called.
@@ -160,7 +206,7 @@ func (rec *nemRecorder) record() *nemRecord {
 	r := &nemRecord{Writes: slices.Clone(rec.writes), Leases: slices.Clone(rec.leases)}
 	for _, l := range rec.all {
 		cp := *l
-		cp.Acquires, cp.Releases, cp.Proofs = slices.Clone(l.Acquires), slices.Clone(l.Releases), slices.Clone(l.Proofs)
+		cp.Acquires, cp.Releases, cp.Proofs, cp.Caps = slices.Clone(l.Acquires), slices.Clone(l.Releases), slices.Clone(l.Proofs), slices.Clone(l.Caps)
 		// A Release still in progress started all the same.
 		r.Locks = append(r.Locks, &cp)
 	}
@@ -225,11 +271,16 @@ func (run *nemRun) acquire(r *rand.Rand, c *redlock.Client, name, key string, tt
 		l, err = c.Acquire(ctx, key, ttl, opts...)
 	}
 	end := time.Now()
-	run.rec.op(map[bool]string{true: "try-acquire", false: "acquire"}[try], err)
+	op := map[bool]string{true: "try-acquire", false: "acquire"}[try]
+	run.rec.op(op, err)
 	if err != nil {
+		run.rec.event(end, key, "%s %s(owner %q, ttl %v) from %s: %v", name, op, owner, ttl, start.Format("15:04:05.000000"), err)
 		return nil, nil
 	}
-	return l, run.rec.acquired(l, name, owner, span{start, end})
+	nl := run.rec.acquired(l, name, owner, span{start, end})
+	run.rec.event(end, key, "%s %s(owner %q, ttl %v) from %s: lock #%d (token %s, fence %d, until %s)", name, op, owner, ttl,
+		start.Format("15:04:05.000000"), nl.ID, l.Token(), l.Fence(), l.Until().Format("15:04:05.000000"))
+	return l, nl
 }
 
 // plainRun holds a lock for a random time (sometimes past its TTL), writes
@@ -285,8 +336,13 @@ func (run *nemRun) plainRun(r *rand.Rand, c *redlock.Client, name, key string, t
 func (run *nemRun) extend(r *rand.Rand, l *redlock.Lock, nl *nemLock) {
 	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, time.Second))
 	defer cancel()
-	err := l.Extend(ctx, logDur(r, nemMinTTL, nemMaxTTL))
+	ttl := logDur(r, nemMinTTL, nemMaxTTL)
+	start := time.Now()
+	run.rec.capAt(nl, start, ttl)
+	err := l.Extend(ctx, ttl)
 	run.rec.op("extend", err)
+	run.rec.event(time.Now(), nl.Key, "extend of lock #%d from %s: %v (until %s)", nl.ID, start.Format("15:04:05.000000"), err,
+		l.Until().Format("15:04:05.000000"))
 	if err == nil {
 		run.rec.prove(nl, l)
 	}
@@ -296,7 +352,10 @@ func (run *nemRun) release(l *redlock.Lock, nl *nemLock) {
 	i := run.rec.releasing(nl)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	run.rec.released(nl, i, l.Release(ctx))
+	start := time.Now()
+	err := l.Release(ctx)
+	run.rec.released(nl, i, err)
+	run.rec.event(time.Now(), nl.Key, "release of lock #%d from %s: %v", nl.ID, start.Format("15:04:05.000000"), err)
 }
 
 // keepAliveRun holds a lock under KeepAlive for up to three TTLs, looking
@@ -321,6 +380,7 @@ func (run *nemRun) keepAliveRun(r *rand.Rand, c *redlock.Client, name, key strin
 		time.Sleep(randDur(r, 2*time.Millisecond, 30*time.Millisecond))
 	}
 	cancel()
+	run.rec.event(time.Now(), nl.Key, "keep-alive of lock #%d ends: %v", nl.ID, context.Cause(kctx))
 	run.release(l, nl)
 }
 
@@ -363,4 +423,6 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 	d.Releases = []span{{d.FnEnd, end}}
 	d.DoNil = err == nil
 	run.rec.do(d)
+	run.rec.event(end, key, "%s do(ttl %v) from %s: lock #%d, fn %s..%s, live until %s: %v", name, ttl, start.Format("15:04:05.000000"),
+		d.ID, d.FnStart.Format("15:04:05.000000"), d.FnEnd.Format("15:04:05.000000"), d.Proofs[0].Until.Format("15:04:05.000000"), err)
 }
