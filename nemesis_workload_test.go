@@ -213,18 +213,19 @@ func (rec *nemRecorder) record() *nemRecord {
 	return r
 }
 
-// worker runs operations until stop. Its choices come from the seed; their
-// timing does not.
+// worker runs operations until stop. Its choices come from the seed, each
+// round's from a source of its own, so that a replay makes the same choices
+// in the same round whatever the outcomes before it; their timing varies.
 func (run *nemRun) worker(w int, stop <-chan struct{}) {
-	r := rand.New(rand.NewPCG(run.seed, uint64(100+w)))
 	slot := run.slots[nemSlotOf(w)]
 	name := fmt.Sprintf("w%d@%s", w, slot.name)
-	for {
+	for round := uint64(0); ; round++ {
 		select {
 		case <-stop:
 			return
 		default:
 		}
+		r := rand.New(rand.NewPCG(run.seed, uint64(w)<<40|round))
 		c := slot.c.Load()
 		key := run.keys[r.IntN(len(run.keys))]
 		ttl := logDur(r, nemMinTTL, nemMaxTTL)
