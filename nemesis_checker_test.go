@@ -285,20 +285,36 @@ func union(ivs []interval) []interval {
 // to take the key over: the start of the first Acquire of a different Lock
 // with the same owner and key that returned after this Lock's first did.
 func takeovers(locks []*nemLock) map[*nemLock]time.Time {
-	out := make(map[*nemLock]time.Time)
-	for _, a := range locks {
-		if a.Owner == "" || len(a.Acquires) == 0 {
-			continue
+	type ownerKey struct{ key, owner string }
+	groups := make(map[ownerKey][]*nemLock)
+	for _, l := range locks {
+		if l.Owner != "" && len(l.Acquires) > 0 {
+			k := ownerKey{l.Key, l.Owner}
+			groups[k] = append(groups[k], l)
 		}
-		for _, b := range locks {
-			if b == a || b.Owner != a.Owner || b.Key != a.Key || len(b.Acquires) == 0 {
-				continue
+	}
+	out := make(map[*nemLock]time.Time)
+	for _, g := range groups {
+		sort.Slice(g, func(i, j int) bool { return g[i].Acquires[0].End.Before(g[j].Acquires[0].End) })
+		// From the newest back, a run of equal returns at a time: each
+		// gets the earliest start among the Locks that returned later.
+		var first time.Time
+		for i := len(g) - 1; i >= 0; {
+			j := i
+			for j > 0 && g[j-1].Acquires[0].End.Equal(g[i].Acquires[0].End) {
+				j--
 			}
-			if b.Acquires[0].End.After(a.Acquires[0].End) {
-				if t, ok := out[a]; !ok || b.Acquires[0].Start.Before(t) {
-					out[a] = b.Acquires[0].Start
+			for _, l := range g[j : i+1] {
+				if !first.IsZero() {
+					out[l] = first
 				}
 			}
+			for _, l := range g[j : i+1] {
+				if s := l.Acquires[0].Start; first.IsZero() || s.Before(first) {
+					first = s
+				}
+			}
+			i = j - 1
 		}
 	}
 	return out
@@ -310,36 +326,37 @@ func takeovers(locks []*nemLock) map[*nemLock]time.Time {
 // slack; any other pair is an exclusion finding.
 func checkExclusion(v *nemVerdict, r *nemRecord) {
 	over := takeovers(r.Locks)
-	byKey := make(map[string][]*nemLock)
+	type held struct {
+		l  *nemLock
+		iv interval
+	}
+	byKey := make(map[string][]held)
 	for _, l := range r.Locks {
-		byKey[l.Key] = append(byKey[l.Key], l)
+		for _, iv := range l.windows(over[l]) {
+			byKey[l.Key] = append(byKey[l.Key], held{l, iv})
+		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(byKey)) {
-		locks := byKey[key]
-		wins := make([][]interval, len(locks))
-		for i, l := range locks {
-			wins[i] = l.windows(over[l])
-		}
-		for i, a := range locks {
-			for j := i + 1; j < len(locks); j++ {
-				b := locks[j]
-				for _, wa := range wins[i] {
-					for _, wb := range wins[j] {
-						ov := interval{latest(wa.From, wb.From), earliest(wa.To, wb.To)}
-						if ov.empty() {
-							continue
-						}
-						kind := "exclusion"
-						if a.Do || b.Do {
-							if ov.To.Sub(ov.From) <= r.Slack {
-								continue
-							}
-							kind = "lease"
-						}
-						v.add(kind, key, ov.From, "%q: %s holds %s and %s holds %s: both in %s (%v)", key,
-							a.describe(), wa, b.describe(), wb, ov, ov.To.Sub(ov.From))
-					}
+		hs := byKey[key]
+		sort.Slice(hs, func(i, j int) bool { return hs[i].iv.From.Before(hs[j].iv.From) })
+		for i, a := range hs {
+			for _, b := range hs[i+1:] {
+				if !b.iv.From.Before(a.iv.To) {
+					break // b and every later one start after a ends
 				}
+				if a.l == b.l {
+					continue
+				}
+				ov := interval{b.iv.From, earliest(a.iv.To, b.iv.To)}
+				kind := "exclusion"
+				if a.l.Do || b.l.Do {
+					if ov.To.Sub(ov.From) <= r.Slack {
+						continue
+					}
+					kind = "lease"
+				}
+				v.add(kind, key, ov.From, "%q: %s holds %s and %s holds %s: both in %s (%v)", key,
+					a.l.describe(), a.iv, b.l.describe(), b.iv, ov, ov.To.Sub(ov.From))
 			}
 		}
 	}
@@ -381,15 +398,31 @@ func checkFencing(v *nemVerdict, r *nemRecord) {
 			highest[w.Key] = max(h, w.Fence)
 		}
 	}
-	for _, a := range r.Locks {
-		for _, b := range r.Locks {
-			if a == b || a.Key != b.Key || a.Fence == 0 || b.Fence == 0 || a.Do || b.Do ||
-				len(a.Acquires) == 0 || len(b.Acquires) == 0 {
-				continue
+	// Successive holders: sweep the Locks by the start of their first
+	// Acquire, keeping the highest fence of those whose first Acquire had
+	// returned by then.
+	byKey := make(map[string][]*nemLock)
+	for _, l := range r.Locks {
+		if l.Fence != 0 && !l.Do && len(l.Acquires) > 0 {
+			byKey[l.Key] = append(byKey[l.Key], l)
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+		ls := byKey[key]
+		byEnd := slices.Clone(ls)
+		sort.Slice(byEnd, func(i, j int) bool { return byEnd[i].Acquires[0].End.Before(byEnd[j].Acquires[0].End) })
+		sort.Slice(ls, func(i, j int) bool { return ls[i].Acquires[0].Start.Before(ls[j].Acquires[0].Start) })
+		var top *nemLock
+		next := 0
+		for _, b := range ls {
+			for ; next < len(byEnd) && !byEnd[next].Acquires[0].End.After(b.Acquires[0].Start); next++ {
+				if top == nil || byEnd[next].Fence > top.Fence {
+					top = byEnd[next]
+				}
 			}
-			if !b.Acquires[0].Start.Before(a.Acquires[0].End) && b.Fence <= a.Fence {
-				v.add("fencing", a.Key, b.Acquires[0].End, "%q: %s acquired by %s, then %s got fence %d, not above",
-					a.Key, a.describe(), a.Acquires[0].End.Format("15:04:05.000000"), b.describe(), b.Fence)
+			if top != nil && top != b && b.Fence <= top.Fence {
+				v.add("fencing", key, b.Acquires[0].End, "%q: %s acquired by %s, then %s got fence %d, not above",
+					key, top.describe(), top.Acquires[0].End.Format("15:04:05.000000"), b.describe(), b.Fence)
 			}
 		}
 	}
