@@ -113,13 +113,14 @@ type violation struct {
 	Key    string
 	At     time.Time // when it happened, if known, for the timeline
 	Detail string
+	Holds  []*nemLock // the Locks of an overlap
 }
 
 // nemVerdict lists the violations by kind.
 type nemVerdict struct{ found []violation }
 
 func (v *nemVerdict) add(kind, key string, at time.Time, format string, args ...any) {
-	v.found = append(v.found, violation{kind, key, at, fmt.Sprintf(format, args...)})
+	v.found = append(v.found, violation{Kind: kind, Key: key, At: at, Detail: fmt.Sprintf(format, args...)})
 }
 
 func (v *nemVerdict) count(kind string) int {
@@ -357,6 +358,7 @@ func checkExclusion(v *nemVerdict, r *nemRecord) {
 				}
 				v.add(kind, key, ov.From, "%q: %s holds %s and %s holds %s: both in %s (%v)", key,
 					a.l.describe(), a.iv, b.l.describe(), b.iv, ov, ov.To.Sub(ov.From))
+				v.found[len(v.found)-1].Holds = []*nemLock{a.l, b.l}
 			}
 		}
 	}

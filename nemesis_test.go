@@ -275,7 +275,8 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*nemVerdict) boo
 		if i == 5 || f.At.IsZero() {
 			break
 		}
-		t.Logf("timeline of %s finding %d (%s):\n%s", f.Kind, i+1, f.Detail, run.rec.timeline(f.Key, f.At, 3*time.Second, 500*time.Millisecond, 150))
+		t.Logf("timeline of %s finding %d (%s; %s):\n%s", f.Kind, i+1, f.Detail, ownerHint(r, f),
+			run.rec.timeline(f.Key, f.At, 3*time.Second, 500*time.Millisecond, 150))
 	}
 	line := fmt.Sprintf("nemesis: seed %d, %d nodes, %d clients, %s ops, %s faults, %s violations (%s)",
 		run.seed, len(run.servers), *nemClients, commas(run.rec.opCount()), commas(int(run.faults.Load())),
@@ -283,6 +284,38 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*nemVerdict) boo
 	t.Log(line)
 	t.Logf("outcomes: %s; healed to probes %v", run.rec.outcomes(), time.Since(healed).Round(time.Millisecond))
 	return v
+}
+
+// ownerHint says what an overlap has to do with owners, to sort findings:
+// a Lock of an owner whose key another Lock of the same owner (from this
+// Client or another) released, or whose first Acquire ran at the same time
+// as another Lock's of the same owner in the same Client.
+func ownerHint(r *nemRecord, f violation) string {
+	var hints []string
+	for _, a := range f.Holds {
+		if a.Owner == "" || len(a.Acquires) == 0 {
+			continue
+		}
+		for _, o := range r.Locks {
+			if o.ID == a.ID || o.Owner != a.Owner || o.Key != a.Key || len(o.Acquires) == 0 {
+				continue
+			}
+			for _, rel := range o.Releases {
+				if !rel.Start.Before(a.Acquires[0].Start) && rel.Start.Before(f.At) {
+					hints = append(hints, fmt.Sprintf("lock #%d of the same owner (%s) released during lock #%d's hold", o.ID, o.Client, a.ID))
+					break
+				}
+			}
+			same := strings.Split(o.Client, "@")[1] == strings.Split(a.Client, "@")[1]
+			if same && o.Acquires[0].Start.Before(a.Acquires[0].End) && a.Acquires[0].Start.Before(o.Acquires[0].End) {
+				hints = append(hints, fmt.Sprintf("lock #%d of the same owner acquired at the same time in the same Client", o.ID))
+			}
+		}
+	}
+	if len(hints) == 0 {
+		return "no owner involved"
+	}
+	return strings.Join(hints, "; ")
 }
 
 func waitOrFail(t *testing.T, wg *sync.WaitGroup, within time.Duration, msg string) {
