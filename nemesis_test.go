@@ -36,6 +36,7 @@ var (
 	nemDuration = flag.Duration("nemesis.duration", 20*time.Second, "how long the nemesis runs")
 	nemNodes    = flag.Int("nemesis.nodes", 5, "redis-server nodes")
 	nemClients  = flag.Int("nemesis.clients", 6, "workers; the first four share a Client two by two")
+	nemOwners   = flag.Bool("nemesis.owners", true, "use WithOwner in a third of the acquires")
 	nemMajority = flag.Bool("nemesis.majority", false, "fault a majority too (liveness is then not expected during the run)")
 )
 
