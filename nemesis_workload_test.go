@@ -256,7 +256,7 @@ func sleepUpTo(r *rand.Rand, d time.Duration) { time.Sleep(randDur(r, 0, d)) }
 func (run *nemRun) acquire(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration) (*redlock.Lock, *nemLock) {
 	var opts []redlock.AcquireOption
 	owner := ""
-	if r.IntN(3) == 0 && *nemOwners {
+	if r.IntN(3) == 0 && run.owners {
 		owner = fmt.Sprintf("req-%d", r.IntN(3))
 		opts = append(opts, redlock.WithOwner(owner))
 	}
