@@ -89,7 +89,11 @@ func TestNemesisChecker(t *testing.T) {
 			}(),
 			plain(2, 50, 150, 400, 350)}}, "exclusion"},
 		{"released twice", nemRecord{Locks: []*nemLock{
-			func() *nemLock { l := plain(1, 0, 10, 300, 100); l.Releases = append(l.Releases, sp(101, 102)); return l }(),
+			func() *nemLock {
+				l := plain(1, 0, 10, 300, 100)
+				l.Releases = append(l.Releases, sp(101, 102))
+				return l
+			}(),
 			plain(2, 50, 150, 400, 350)}}, ""},
 		{"taken over by its owner", nemRecord{Locks: []*nemLock{
 			owned(plain(1, 0, 10, 300, 250), "o"), owned(plain(2, 100, 120, 400, 150), "o"), plain(3, 110, 160, 500, 450)}}, ""},
