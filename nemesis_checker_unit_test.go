@@ -97,6 +97,9 @@ func TestNemesisChecker(t *testing.T) {
 			plain(2, 50, 150, 400, 350)}}, ""},
 		{"taken over by its owner", nemRecord{Locks: []*nemLock{
 			owned(plain(1, 0, 10, 300, 250), "o"), owned(plain(2, 100, 120, 400, 150), "o"), plain(3, 110, 160, 500, 450)}}, ""},
+		{"taken over twice", nemRecord{Locks: []*nemLock{
+			owned(plain(1, 0, 10, 300, 290), "o"), owned(plain(2, 15, 20, 300, 290), "o"),
+			owned(plain(3, 25, 30, 300, 50), "o"), plain(4, 40, 60, 500, 450)}}, ""},
 		{"two locks of one owner, one released", nemRecord{Locks: []*nemLock{
 			owned(plain(1, 0, 10, 300, 250), "o"), owned(plain(2, 100, 120, 400, 350), "o"), plain(3, 110, 160, 500, 450)}}, "exclusion"},
 		{"owners differ", nemRecord{Locks: []*nemLock{
