@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -275,11 +276,18 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*nemVerdict) boo
 		r.Leftovers = run.leftovers(t)
 	}
 	v := checkNemesis(r)
+	causes := make(map[string]int)
+	for _, f := range v.found {
+		causes[f.Kind+": "+ownerHint(r, f, true)]++
+	}
+	if len(causes) > 0 {
+		t.Logf("findings by owner involvement: %v", causes)
+	}
 	for i, f := range v.found {
 		if i == 5 || f.At.IsZero() {
 			break
 		}
-		t.Logf("timeline of %s finding %d (%s; %s):\n%s", f.Kind, i+1, f.Detail, ownerHint(r, f),
+		t.Logf("timeline of %s finding %d (%s; %s):\n%s", f.Kind, i+1, f.Detail, ownerHint(r, f, false),
 			run.rec.timeline(f.Key, f.At, 3*time.Second, 500*time.Millisecond, 150))
 	}
 	line := fmt.Sprintf("nemesis: seed %d, %d nodes, %d clients, %s ops, %s faults, %s violations (%s)",
@@ -294,7 +302,8 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*nemVerdict) boo
 // a Lock of an owner whose key another Lock of the same owner (from this
 // Client or another) released, or whose first Acquire ran at the same time
 // as another Lock's of the same owner in the same Client.
-func ownerHint(r *nemRecord, f violation) string {
+// With short, it names the kind of involvement only.
+func ownerHint(r *nemRecord, f violation, short bool) string {
 	var hints []string
 	for _, a := range f.Holds {
 		if a.Owner == "" || len(a.Acquires) == 0 {
@@ -307,19 +316,31 @@ func ownerHint(r *nemRecord, f violation) string {
 			for _, rel := range o.Releases {
 				if !rel.Start.Before(a.Acquires[0].Start) && rel.Start.Before(f.At) {
 					hints = append(hints, fmt.Sprintf("lock #%d of the same owner (%s) released during lock #%d's hold", o.ID, o.Client, a.ID))
+					if short {
+						hints[len(hints)-1] = "another Lock of the owner released"
+					}
 					break
 				}
 			}
 			same := strings.Split(o.Client, "@")[1] == strings.Split(a.Client, "@")[1]
 			if same && o.Acquires[0].Start.Before(a.Acquires[0].End) && a.Acquires[0].Start.Before(o.Acquires[0].End) {
 				hints = append(hints, fmt.Sprintf("lock #%d of the same owner acquired at the same time in the same Client", o.ID))
+				if short {
+					hints[len(hints)-1] = "concurrent Acquires of the owner in one Client"
+				}
 			}
 		}
 	}
 	if len(hints) == 0 {
+		for _, a := range f.Holds {
+			if a.Owner != "" {
+				return "an owner's Lock, no other Lock of the owner"
+			}
+		}
 		return "no owner involved"
 	}
-	return strings.Join(hints, "; ")
+	slices.Sort(hints)
+	return strings.Join(slices.Compact(hints), "; ")
 }
 
 func waitOrFail(t *testing.T, wg *sync.WaitGroup, within time.Duration, msg string) {
