@@ -35,7 +35,7 @@ func checkCmd(args []string) error {
 	nf.register(fs)
 	strict := fs.Bool("strict", false, "exit 1 on any warning")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := parseFlags(fs, "[--nodes URL,...] [--strict] [--json]", args); err != nil {
+	if err := parseFlags(fs, "[--nodes NODE,...] [--strict] [--json]", "", args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -69,7 +69,7 @@ func statusCmd(args []string) error {
 	nf.register(fs)
 	key := fs.String("key", "", "the lock's key (required)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := parseFlags(fs, "--key K [--nodes URL,...] [--json]", args); err != nil {
+	if err := parseFlags(fs, "--key K [--nodes NODE,...] [--json]", "", args); err != nil {
 		return err
 	}
 	if *key == "" {
