@@ -44,9 +44,18 @@ func killMarginFor(ttl time.Duration) time.Duration {
 	return min(max(ttl/10, 10*time.Millisecond), 250*time.Millisecond)
 }
 
+// termLeadFor is how much validity run leaves when it gives up on renewal
+// and sends SIGTERM: the grace and the margin of the SIGKILL that follows,
+// so that both fit before Until, but no more than two thirds of the TTL. A
+// grace close to the TTL would otherwise end the lock at once, before its
+// first renewal could land; SIGKILL still comes a margin before Until.
+func termLeadFor(ttl, grace time.Duration) time.Duration {
+	return min(grace+killMarginFor(ttl), ttl*2/3)
+}
+
 // renewIntervalFor renews every third of the TTL, or more often when the
-// grace leaves less than two thirds of it: a renewal that fails is then
+// lead leaves less than two thirds of it: a renewal that fails is then
 // still retried twice before SIGTERM is due.
-func renewIntervalFor(ttl, grace time.Duration) time.Duration {
-	return max(min(ttl/3, (ttl-grace)/3), time.Millisecond)
+func renewIntervalFor(ttl, lead time.Duration) time.Duration {
+	return max(min(ttl/3, (ttl-lead)/3), time.Millisecond)
 }

@@ -132,7 +132,7 @@ func runCmd(args []string) error {
 	var stopping atomic.Bool  // the command is over: renewals still in flight are of no interest
 	opts := []redlock.Option{
 		redlock.WithNodeTimeout(nodeTimeoutFor(ttl.d)),
-		redlock.WithRenewInterval(renewIntervalFor(ttl.d, grace.d)),
+		redlock.WithRenewInterval(renewIntervalFor(ttl.d, termLeadFor(ttl.d, grace.d))),
 		redlock.WithHooks(redlock.Hooks{
 			NodeError: func(n redlock.NodeInfo) {
 				if n.Key == *key && (n.Op == "delete" || n.Op == "handover") {
@@ -181,9 +181,8 @@ func runCmd(args []string) error {
 	logf("acquired %q, valid until %s, fence %d", *key, lock.Until().Format(time.RFC3339Nano), lock.Fence())
 
 	renewing, stopRenewing := context.WithCancel(context.Background())
-	margin := killMarginFor(ttl.d)
-	lost := keepAlive(renewing, lock, grace.d+margin)
-	code, runErr := supervise(fs.Args(), lock, *fencing, stopSpec{grace: grace.d, margin: margin}, lost, sigs, logf)
+	lost := keepAlive(renewing, lock, termLeadFor(ttl.d, grace.d))
+	code, runErr := supervise(fs.Args(), lock, *fencing, stopSpec{grace: grace.d, margin: killMarginFor(ttl.d)}, lost, sigs, logf)
 	stopping.Store(true)
 	stopRenewing()
 
@@ -328,7 +327,7 @@ func acquire(locks *redlock.Client, key string, ttl, wait time.Duration, sigs <-
 }
 
 // unreachable reports a failed acquire in which too few nodes answered to
-// make a quorum.
+// make a quorum; a node within its restart guard answered.
 func unreachable(err error) bool {
 	var qe *redlock.QuorumError
 	if !errors.As(err, &qe) {
@@ -336,7 +335,7 @@ func unreachable(err error) bool {
 	}
 	silent := 0
 	for _, n := range qe.Nodes {
-		if !errors.Is(n, redlock.ErrHeldByOther) && !errors.Is(n, redlock.ErrKeyAbsent) {
+		if !errors.Is(n, redlock.ErrHeldByOther) && !errors.Is(n, redlock.ErrKeyAbsent) && !errors.Is(n, redlock.ErrRestartGuard) {
 			silent++
 		}
 	}
@@ -478,10 +477,10 @@ func outcome(code int, lostErr error, until time.Time) (int, error) {
 	}
 	gone := time.Now()
 	if gone.After(until) {
-		return exitSoftware, exit(exitSoftware, "%v; the command's process group was stopped, its last process seen gone at %s, after the lock's validity ended (valid until %s)",
+		return exitSoftware, exit(exitSoftware, "%v; the command was stopped, but the last process of its group was seen gone at %s, after the lock's validity ended (valid until %s)",
 			lostErr, gone.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))
 	}
-	return exitSoftware, exit(exitSoftware, "%v; the command's process group was stopped before the lock's validity ended (valid until %s)",
+	return exitSoftware, exit(exitSoftware, "%v; the command was stopped: its process group ended before the lock's validity did (valid until %s)",
 		lostErr, until.Format(time.RFC3339Nano))
 }
 
