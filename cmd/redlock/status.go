@@ -134,6 +134,8 @@ func readNode(ctx context.Context, i int, n node, key, fenceKey string) keyState
 	case errors.Is(err, redis.Nil):
 	case err != nil:
 		s.Error = err.Error()
+	case strings.HasPrefix(v, "!"):
+		// A tombstone: the library reads it as an absent key (docs/late-writes.md).
 	default:
 		s.Held = true
 		s.token, _, _ = strings.Cut(v, ".")
