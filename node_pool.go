@@ -336,7 +336,7 @@ func (p *nodeSet) checkServers(wait time.Duration) error {
 	if p.verified.Load() {
 		return nil
 	}
-	p.identify(wait, (*node).unknown)
+	p.identify(wait, false, (*node).unknown)
 	return p.compareServers()
 }
 
@@ -349,7 +349,7 @@ func (p *nodeSet) vote(r reply) reply {
 		return r
 	}
 	if n := p.nodes[r.node]; n.unknown() {
-		p.identify(0, func(m *node) bool { return m == n })
+		p.identify(0, false, func(m *node) bool { return m == n })
 		return reply{node: r.node, err: errUnidentified}
 	}
 	if err := p.compareServers(); err != nil {
@@ -361,17 +361,18 @@ func (p *nodeSet) vote(r reply) reply {
 // identify asks the nodes that pick selects for their identity, each in the
 // background under its own deadline, unless an identify call is under way
 // there or ended less than identifyRetry ago. It waits up to wait for the
-// nodes met for the first time: a node that failed to answer before is not
-// waited for again, so that a node that stays down costs each operation
-// nothing; its votes count from the first operation after it answered.
-func (p *nodeSet) identify(wait time.Duration, pick func(*node) bool) {
+// nodes met for the first time, or for all of them when all is set (Warm):
+// a node that failed to answer before is not waited for again by an
+// operation, so that a node that stays down costs each operation nothing;
+// its votes count from the first operation after it answered.
+func (p *nodeSet) identify(wait time.Duration, all bool, pick func(*node) bool) {
 	var pending []chan struct{}
 	for _, n := range p.nodes {
 		if !pick(n) {
 			continue
 		}
 		n.identMu.Lock()
-		done, first := n.identifying, n.identTried.IsZero()
+		done, first := n.identifying, n.identTried.IsZero() || all
 		if done == nil && (first || time.Since(n.identTried) >= identifyRetry) {
 			done = make(chan struct{})
 			n.identifying = done
@@ -537,7 +538,7 @@ func (p *nodeSet) warm(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	p.identify(time.Until(deadlineOr(ctx, identifyTimeout)), (*node).unknown)
+	p.identify(time.Until(deadlineOr(ctx, identifyTimeout)), true, (*node).unknown)
 	return p.compareServers()
 }
 
