@@ -543,7 +543,7 @@ type Lock struct {
 	releaseDone chan struct{} // closed when the first Release has its outcome
 	releaseErr  error
 	deleted     []bool        // nodes that confirmed our key's deletion, after Release
-	deletedSig  chan struct{} // signalled when deleted changes
+	deletedSig  chan struct{} // signalled when deleted changes, once Release waits for it
 
 	lease *lease // KeepAlive's renewal (lease.go), made by its first call
 }
@@ -784,7 +784,6 @@ func (l *Lock) releaseCall(ctx context.Context) error {
 	l.releaseDone = make(chan struct{})
 	l.releasing = true
 	l.deleted = make([]bool, len(c.nodes.nodes))
-	l.deletedSig = make(chan struct{}, 1)
 	ttl := l.ttl
 	l.mu.Unlock()
 	l.stopLease(ErrReleased) // lease.go: no renewal is scheduled from now on
@@ -824,11 +823,15 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error 
 		if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil && dl.Before(bound) {
 			bound = dl
 		}
+		l.mu.Lock()
+		sig := make(chan struct{}, 1)
+		l.deletedSig = sig
+		l.mu.Unlock()
 		timer := time.NewTimer(time.Until(bound))
 	wait:
 		for !l.confirmed(t, gone) {
 			select {
-			case <-l.deletedSig:
+			case <-sig:
 			case <-timer.C:
 				l.confirmed(t, gone)
 				break wait
@@ -865,10 +868,13 @@ func (l *Lock) noteDeleted(r reply) {
 	}
 	l.mu.Lock()
 	l.deleted[r.node] = true
+	sig := l.deletedSig
 	l.mu.Unlock()
-	select {
-	case l.deletedSig <- struct{}{}:
-	default:
+	if sig != nil {
+		select {
+		case sig <- struct{}{}:
+		default:
+		}
 	}
 }
 
