@@ -125,11 +125,16 @@
 // # Owners and reentrancy
 //
 // WithOwner(id) derives the token from a request id instead of crypto/rand:
-// a retry of the same request, from any process, re-enters the lock instead
-// of waiting out its own TTL, and within one Client a second Acquire of the
-// owner returns the same Lock with one more hold (released on the nodes by
-// the last Release). Go has no goroutine identity: the id is the caller's
-// to keep unique per request. Do not use a fixed id for unrelated work, and
+// a retry of the same request, from any process, takes the lock over at once
+// instead of waiting out its own TTL, and within one Client a second Acquire
+// of the owner returns the same Lock with one more hold (released on the
+// nodes by the last Release), once an extension proved it still held. The
+// same owner is the same holder for taking the lock, not for releasing it:
+// each Lock deletes and extends only what it wrote, so a Lock superseded by
+// a newer Lock of the owner is no longer held (its Extend fails, its
+// KeepAlive reports the loss) and its Release leaves the newer Lock's key
+// alone. Go has no goroutine identity: the id is the caller's to keep
+// unique per request. Do not use a fixed id for unrelated work, and
 // do not hand one Lock's holds to goroutines that could run their critical
 // sections at once: reentrancy lets them all in.
 //
