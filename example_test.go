@@ -142,25 +142,30 @@ func ExampleClient_Do() {
 		defer rdb.Close()
 		nodes = append(nodes, rdb)
 	}
-	locks, err := redlock.New(nodes)
+	locks, err := redlock.New(nodes, redlock.WithFencing())
 	if err != nil {
 		panic(err)
 	}
 	defer locks.Close(context.Background())
 	ctx := context.Background()
+	store := &ledgerStore{} // refuses a fence lower than the highest it has seen
 
 	// The work takes longer than the TTL: Do renews the lock meanwhile, and
-	// releases it when the work returns.
-	err = locks.Do(ctx, "reports:daily", 200*time.Millisecond, func(ctx context.Context) error {
+	// releases it when the work returns. The write carries the fence, so a
+	// holder that stalled past its lock cannot overwrite a newer one.
+	err = locks.Do(ctx, "orders:submit", 200*time.Millisecond, func(ctx context.Context, lock *redlock.Lock) error {
 		select {
 		case <-time.After(500 * time.Millisecond): // the work
-			return nil
 		case <-ctx.Done(): // the lock is lost: stop
 			return context.Cause(ctx)
 		}
+		return store.write(lock.Fence(), "order 42 submitted")
 	})
 	fmt.Println(err, errors.Is(err, redlock.ErrLockLost))
-	// Output: <nil> false
+	fmt.Println(store.value, "with fence", store.highest > 0)
+	// Output:
+	// <nil> false
+	// order 42 submitted with fence true
 }
 
 func ExampleLock_KeepAlive() {
@@ -257,7 +262,7 @@ var _ = readmeUse
 // readmeLeaseDo and readmeLeaseKeepAlive are the code blocks of the README's
 // "## Lease" section, in order, as their bodies: compiled, never run.
 func readmeLeaseDo(ctx context.Context, locks *redlock.Client, buildReport func(context.Context) error) {
-	err := locks.Do(ctx, "reports:daily", 10*time.Second, func(ctx context.Context) error {
+	err := locks.Do(ctx, "reports:daily", 10*time.Second, func(ctx context.Context, _ *redlock.Lock) error {
 		return buildReport(ctx) // must stop when ctx ends: the lock is lost, or ctx ended
 	})
 	if errors.Is(err, redlock.ErrLockLost) {

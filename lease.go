@@ -83,20 +83,24 @@ func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 	return out
 }
 
-// Do acquires key as Acquire does, runs fn under KeepAlive's context, and
-// releases the lock when fn returns or panics (re-panicking after the
-// release). It returns nil only when fn returned nil and the lock was held
-// throughout; otherwise fn's error joined with ErrLockLost or the release
-// error.
+// Do acquires key as Acquire does, runs fn with the Lock under KeepAlive's
+// context, and releases the lock when fn returns or panics (re-panicking
+// after the release). fn gets the Lock for what the holder needs of it: its
+// Fence (with WithFencing) for the writes it protects, Until, TTL. It must
+// not Release the Lock itself. Do returns nil only when fn returned nil and
+// the lock was held throughout; otherwise fn's error joined with the loss's
+// cause or the release error.
 //
 // fn must stop when its context ends: the lock is then lost, released, or
 // ctx has ended. When the lock is lost, Do's error matches ErrLockLost (the
-// context's cause, which says why) and not the release's failure. The
-// release runs under a context of its own, bounded by the cleanup timeout
-// (WithCleanupTimeout), so it frees the lock even when ctx has ended. When
-// the acquire fails, fn is not called and Do returns that error, which
-// matches ErrNotAcquired; a nil fn is an error matching ErrInvalidArgument.
-func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...AcquireOption) error {
+// context's cause, which says why) and not the release's failure; the cause
+// is stated once, also when fn returns it (context.Cause(ctx)) or wraps it.
+// The release runs under a context of its own, bounded by the cleanup
+// timeout (WithCleanupTimeout), so it frees the lock even when ctx has
+// ended. When the acquire fails, fn is not called and Do returns that error,
+// which matches ErrNotAcquired; a nil fn is an error matching
+// ErrInvalidArgument.
+func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lock) error, opts ...AcquireOption) error {
 	if fn == nil {
 		return invalid("do on %q: nil function", key)
 	}
@@ -115,12 +119,14 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 			_ = c.releaseAfterDo(ctx, l)
 		}
 	}()
-	fnErr := fn(kctx)
+	fnErr := fn(kctx, l)
 	// Read before Release, which ends kctx with ErrReleased.
 	cause := context.Cause(kctx)
 	released = true
 	relErr := c.releaseAfterDo(ctx, l)
 	switch {
+	case errors.Is(cause, ErrLockLost) && errors.Is(fnErr, cause):
+		return fnErr // fn returned the cause, or wrapped it: said once
 	case errors.Is(cause, ErrLockLost):
 		return errors.Join(fnErr, cause)
 	case fnErr == nil && relErr == nil:
