@@ -20,7 +20,7 @@ import (
 // TTL (see WithRenewInterval); its deadline is the end of the validity the
 // lock has left, so a stalled renewal cannot hold the lock past Until. A
 // failed renewal is tried again after a short backoff while validity is
-// left (WithRenewFailed sees each failure). The lock is lost, and the context cancelled, when enough nodes refused
+// left (WithRenewErrorHandler sees each failure). The lock is lost, and the context cancelled, when enough nodes refused
 // a renewal (our value is gone from them) that no quorum can confirm it
 // again, when the Client was closed, or when Until draws near without a
 // renewal having reached a quorum: the context then ends a small margin

@@ -137,7 +137,7 @@ func TestKeepAliveLostWhenKeyDeleted(t *testing.T) {
 	e := newEnv(t, 5, fastClients)
 	var failures atomic.Int32
 	var failure atomic.Pointer[error]
-	c := e.client(redlock.WithRenewFailed(func(l *redlock.Lock, err error) {
+	c := e.client(redlock.WithRenewErrorHandler(func(l *redlock.Lock, err error) {
 		failures.Add(1)
 		failure.Store(&err)
 	}))

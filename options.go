@@ -65,6 +65,10 @@ type config struct {
 	clock            Clock
 	renewInterval    time.Duration // KeepAlive's period; 0 for a third of the TTL
 	renewFailed      func(*Lock, error)
+	// bad is the first option value that means nothing (a zero duration
+	// that would read as "off" or "default", a nil function): validate
+	// reports it.
+	bad error
 }
 
 func defaultConfig() config {
@@ -80,6 +84,8 @@ func defaultConfig() config {
 
 func (c *config) validate() error {
 	switch {
+	case c.bad != nil:
+		return c.bad
 	case c.retry == nil:
 		return invalid("WithRetry: nil strategy")
 	case isNilLimit(c.retry):
@@ -157,8 +163,13 @@ func WithFenceHorizon(d time.Duration) Option {
 // script also reads TIME and INFO server: a user limited by ACL needs +time,
 // +info and the key pattern ~redlock:boot. Nodes that are Redis Cluster
 // clients are refused (the marker would need one key per slot).
+//
+// A zero d is refused: leave the option out for no guard.
 func WithRestartGuard(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.restartGuard = d })
+	return optionFunc(func(c *config) {
+		c.restartGuard = d
+		c.refuseZero(d, "WithRestartGuard: a zero guard; leave the option out for none")
+	})
 }
 
 // WithRetry sets how Acquire waits between attempts. The default is
@@ -170,9 +181,13 @@ func WithRetry(s RetryStrategy) Option {
 
 // WithNodeTimeout fixes the per-node deadline of every operation instead of
 // deriving it from the TTL. A node that has not answered by then counts as
-// unknown: never as success.
+// unknown: never as success. A zero d is refused: leave the option out for
+// the derived deadline.
 func WithNodeTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.nodeTimeoutFixed = d })
+	return optionFunc(func(c *config) {
+		c.nodeTimeoutFixed = d
+		c.refuseZero(d, "WithNodeTimeout: a zero timeout; leave the option out for the derived one")
+	})
 }
 
 // WithCleanupTimeout sets the per-node deadline of deletes: the rollback of a
@@ -195,18 +210,34 @@ func WithClock(clock Clock) Option {
 
 // WithRenewInterval sets how often KeepAlive renews a lock: every d instead
 // of every third of the lock's TTL, and never less often than every half of
-// it, so that a failed renewal leaves time for retries before Until. 0 means
-// the default.
+// it, so that a failed renewal leaves time for retries before Until. A zero
+// d is refused: leave the option out for the default.
 func WithRenewInterval(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.renewInterval = d })
+	return optionFunc(func(c *config) {
+		c.renewInterval = d
+		c.refuseZero(d, "WithRenewInterval: a zero interval; leave the option out for the default")
+	})
 }
 
-// WithRenewFailed sets a function that KeepAlive calls with the error of
+// WithRenewErrorHandler sets a function that KeepAlive calls with the error of
 // each renewal that failed, whether it is retried or the lock is lost: for
 // logs and metrics. It runs on the renewal's goroutine, which is one of the
-// Client's few renewal slots, so it must return quickly.
-func WithRenewFailed(f func(l *Lock, err error)) Option {
-	return optionFunc(func(c *config) { c.renewFailed = f })
+// Client's few renewal slots, so it must return quickly. A nil f is refused.
+func WithRenewErrorHandler(f func(l *Lock, err error)) Option {
+	return optionFunc(func(c *config) {
+		c.renewFailed = f
+		if f == nil && c.bad == nil {
+			c.bad = invalid("WithRenewErrorHandler: nil function")
+		}
+	})
+}
+
+// refuseZero records msg as the config's error when an option was given a
+// zero d, unless an earlier option was bad already.
+func (c *config) refuseZero(d time.Duration, msg string) {
+	if d == 0 && c.bad == nil {
+		c.bad = invalid("%s", msg)
+	}
 }
 
 // RetryStrategy decides how long Acquire waits before its next attempt.
