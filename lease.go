@@ -47,7 +47,7 @@ import (
 func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 	if ctx == nil {
 		out, cancel := context.WithCancelCause(context.Background())
-		cancel(invalid("keep-alive of %q: nil context", l.Key()))
+		cancel(invalid("keep-alive of %q: nil context", showKey(l.Key())))
 		return out
 	}
 	out, cancel := context.WithCancelCause(ctx)
@@ -61,7 +61,7 @@ func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 	if ls.cause == nil && len(ls.watchers) == 0 {
 		// Not renewing: the lock may have run out since it was acquired.
 		if until := l.Until(); !ls.now().Before(until) {
-			ls.endLocked(fmt.Errorf("%w: %q: validity ended at %v", ErrLockLost, l.key, until.Format(time.StampMicro)))
+			ls.endLocked(fmt.Errorf("%w: %q: validity ended at %v", ErrLockLost, showKey(l.key), until.Format(time.StampMicro)))
 		}
 	}
 	if ls.cause != nil {
@@ -102,7 +102,7 @@ func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 // ErrInvalidArgument.
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lock) error, opts ...AcquireOption) error {
 	if fn == nil {
-		return invalid("do on %q: nil function", key)
+		return invalid("do on %q: nil function", showKey(key))
 	}
 	l, err := c.Acquire(ctx, key, ttl, opts...)
 	if err != nil {
@@ -313,7 +313,7 @@ func (ls *lease) fire() {
 	now := ls.now()
 	if !now.Before(ls.deadline()) {
 		ls.endLocked(fmt.Errorf("%w: %q: no renewal reached a quorum before the validity ran out (%d failed)",
-			ErrLockLost, ls.l.key, ls.failed))
+			ErrLockLost, showKey(ls.l.key), ls.failed))
 		ls.mu.Unlock()
 		return
 	}
@@ -428,9 +428,9 @@ func (q *renewalQueue) run(ls *lease) {
 func (ls *lease) lostBy(err error) error {
 	switch {
 	case errors.Is(err, ErrClosed):
-		return fmt.Errorf("%w: %q: the client was closed, renewal stopped: %w", ErrLockLost, ls.l.key, err)
+		return fmt.Errorf("%w: %q: the client was closed, renewal stopped: %w", ErrLockLost, showKey(ls.l.key), err)
 	case errors.Is(err, ErrInvalidArgument):
-		return fmt.Errorf("%w: %q: %w", ErrLockLost, ls.l.key, err)
+		return fmt.Errorf("%w: %q: %w", ErrLockLost, showKey(ls.l.key), err)
 	}
 	var qe *QuorumError
 	if !errors.As(err, &qe) {
@@ -445,7 +445,7 @@ func (ls *lease) lostBy(err error) error {
 	// A node that refused lost our value for good: Extend puts it back only
 	// after a quorum of the others confirmed.
 	if nodes := len(ls.l.client.nodes.nodes); refused > nodes-qe.Quorum {
-		return fmt.Errorf("%w: %q: %d of %d nodes no longer hold our value: %w", ErrLockLost, ls.l.key, refused, nodes, err)
+		return fmt.Errorf("%w: %q: %d of %d nodes no longer hold our value: %w", ErrLockLost, showKey(ls.l.key), refused, nodes, err)
 	}
 	return nil
 }

@@ -33,6 +33,11 @@ const (
 	// last acquire, extend or commit of its key (see WithFenceHorizon).
 	DefaultFenceHorizon = 7 * 24 * time.Hour
 
+	// DefaultUnavailableTimeout is how long Acquire keeps trying while a
+	// quorum of nodes cannot be asked (ErrUnavailable), whatever ctx's
+	// deadline: dead infrastructure fails the call instead of hanging it.
+	DefaultUnavailableTimeout = 5 * time.Second
+
 	// DefaultRetryMin and DefaultRetryMax bound Acquire's jittered exponential
 	// backoff between attempts.
 	DefaultRetryMin = 5 * time.Millisecond
@@ -65,6 +70,7 @@ type config struct {
 	clock            Clock
 	renewInterval    time.Duration // KeepAlive's period; 0 for a third of the TTL
 	renewFailed      func(*Lock, error)
+	unavailable      time.Duration // Acquire's bound while ErrUnavailable
 	// bad is the first option value that means nothing (a zero duration
 	// that would read as "off" or "default", a nil function): validate
 	// reports it.
@@ -76,6 +82,7 @@ func defaultConfig() config {
 		retry:          ExponentialBackoff(DefaultRetryMin, DefaultRetryMax),
 		fenceHorizon:   DefaultFenceHorizon,
 		cleanupTimeout: DefaultCleanupTimeout,
+		unavailable:    DefaultUnavailableTimeout,
 		driftFactor:    DefaultDriftFactor,
 		driftConst:     DefaultDriftConst,
 		clock:          systemClock{},
@@ -104,6 +111,8 @@ func (c *config) validate() error {
 		return invalid("WithDrift: negative constant %v", c.driftConst)
 	case c.fenceHorizon < time.Millisecond:
 		return invalid("WithFenceHorizon: horizon %v is under a millisecond", c.fenceHorizon)
+	case c.unavailable <= 0:
+		return invalid("WithUnavailableTimeout: timeout %v is not positive", c.unavailable)
 	case c.renewInterval < 0:
 		return invalid("WithRenewInterval: negative interval %v", c.renewInterval)
 	}
@@ -188,6 +197,17 @@ func WithNodeTimeout(d time.Duration) Option {
 		c.nodeTimeoutFixed = d
 		c.refuseZero(d, "WithNodeTimeout: a zero timeout; leave the option out for the derived one")
 	})
+}
+
+// WithUnavailableTimeout sets how long Acquire keeps trying while its
+// attempts fail with ErrUnavailable (so many nodes refuse connections, time
+// out or answer with errors that no quorum can be asked) before it returns
+// that error; the default is DefaultUnavailableTimeout. The time counts from
+// the first such attempt in a row, and applies whatever ctx's deadline. It
+// never shortens the wait for a key another holder keeps: that wait ends
+// only with ctx or the RetryStrategy.
+func WithUnavailableTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.unavailable = d })
 }
 
 // WithCleanupTimeout sets the per-node deadline of deletes: the rollback of a

@@ -170,6 +170,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 		}
 	}
 	watching := false
+	var down time.Time // the first attempt of the current run that failed with ErrUnavailable
 	for failed := 1; ; failed++ {
 		if wt != nil {
 			c.waits.beforeAttempt(key)
@@ -185,6 +186,13 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 		}
 		if ctx.Err() != nil {
 			return nil, withCause(err, ctx.Err())
+		}
+		if !errors.Is(err, ErrUnavailable) {
+			down = time.Time{}
+		} else if down.IsZero() {
+			down = time.Now()
+		} else if time.Since(down) >= c.cfg.unavailable {
+			return nil, err
 		}
 		wait, ok := c.cfg.retry.Backoff(failed)
 		if !ok {
@@ -247,7 +255,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 func (c *Client) awaitTurn(ctx context.Context, wt *waiter, l *Lock, ttl time.Duration, ttlArg any) (got bool, err error) {
 	key := l.key
 	if err := c.await(ctx, wt.turn, nil); err != nil {
-		return false, fmt.Errorf("%w: %q: waiting behind an earlier Acquire of this Client: %w", ErrNotAcquired, key, err)
+		return false, fmt.Errorf("%w: %q: waiting behind an earlier Acquire of this Client: %w", ErrNotAcquired, showKey(key), err)
 	}
 	if !wt.afterHolder {
 		return false, nil
@@ -257,7 +265,7 @@ func (c *Client) awaitTurn(ctx context.Context, wt *waiter, l *Lock, ttl time.Du
 	defer timer.Stop()
 	got, err = c.awaitHandover(ctx, wt, c.offer(l, ttl, ttlArg), wt.wake, timer.C)
 	if err != nil {
-		return false, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, err)
+		return false, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 	}
 	return got, nil
 }
@@ -314,7 +322,7 @@ func (c *Client) reenter(ctx context.Context, l *Lock) (*Lock, error) {
 	}
 	held, err := c.owners.reenter(ctx, l, c.cfg.clock.Now())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, l.key, err)
+		return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
 	}
 	return held, nil
 }
@@ -348,10 +356,10 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 		return nil, 0, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, err)
+		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 	}
 	if err := c.nodes.life.begin(); err != nil {
-		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, err)
+		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 	}
 	token := rand.Text()
 	var gen uint64
@@ -389,7 +397,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	}
 	timeout := c.cfg.nodeTimeout(ttl)
 	if err := c.nodes.checkServers(timeout); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, l.key, err)
+		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
 	}
 	start := c.cfg.clock.Now()
 	until := c.cfg.validUntil(start, ttl)
@@ -594,7 +602,7 @@ func (l *Lock) prologue(op string, ctx context.Context) (*Client, error) {
 		return nil, invalid("%s of a nil lock", op)
 	}
 	if ctx == nil {
-		return l.client, invalid("%s of %q: nil context", op, l.key)
+		return l.client, invalid("%s of %q: nil context", op, showKey(l.key))
 	}
 	return l.client, nil
 }
@@ -633,17 +641,17 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), err)
 	}
 	select {
 	case l.extending <- struct{}{}:
 		defer func() { <-l.extending }()
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, ctx.Err())
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), ctx.Err())
 	}
 	defer l.untilMoved() // lease.go: KeepAlive's loss timer follows Until
 	if err := c.nodes.life.begin(); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), err)
 	}
 	defer c.nodes.life.end()
 
@@ -652,10 +660,10 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	releasing, until := l.releasing, l.until
 	l.mu.Unlock()
 	if releasing {
-		return fmt.Errorf("%w: %q: released", ErrNotHeld, l.key)
+		return fmt.Errorf("%w: %q: released", ErrNotHeld, showKey(l.key))
 	}
 	if !start.Before(until) {
-		return fmt.Errorf("%w: %q: expired at %v", ErrNotHeld, l.key, until)
+		return fmt.Errorf("%w: %q: expired at %s", ErrNotHeld, showKey(l.key), until.Format(time.StampMicro))
 	}
 	v := l.nextValue()
 	newUntil := c.cfg.validUntil(start, ttl)
@@ -684,7 +692,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		l.until = newUntil
 	}
 	if l.releasing {
-		return fmt.Errorf("%w: %q: released during the extension", ErrNotHeld, l.key)
+		return fmt.Errorf("%w: %q: released during the extension", ErrNotHeld, showKey(l.key))
 	}
 	return newQuorumError("extend", l.key, ErrNotHeld, err, t, c.nodes)
 }
@@ -757,7 +765,7 @@ func (l *Lock) releaseCall(ctx context.Context) error {
 
 func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error {
 	if err := c.nodes.life.begin(); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), err)
 	}
 	defer c.nodes.life.end()
 	// The next waiter of this Client, if it offers, is handed the key in
