@@ -90,8 +90,9 @@ var (
 )
 
 // NodeError is the outcome of one operation on one node that did not confirm
-// it. Err is ErrHeldByOther, ErrKeyAbsent, ErrNoReply or the error the node's
-// client returned.
+// it. Err is ErrHeldByOther, ErrKeyAbsent, ErrRestartGuard, ErrNoReply,
+// ErrNotAwaited, or the error the node's client returned (a refused
+// connection, NOPERM, READONLY).
 type NodeError struct {
 	Node int    // index of the node in the slice given to New
 	Addr string // the node's address, when its client exposes one
@@ -113,9 +114,10 @@ func (e *NodeError) Unwrap() error { return e.Err }
 
 // QuorumError reports a lock operation that did not get a quorum of
 // confirmations. It matches its sentinel (ErrNotAcquired or ErrNotHeld), the
-// context's error when ctx ended first, and each per-node NodeError.
+// context's error when ctx ended first, ErrUnavailable when so many nodes
+// failed that no quorum could be asked, and each per-node NodeError.
 type QuorumError struct {
-	Op     string       // "acquire", "extend" or "release"
+	Op     string       // "acquire", "extend", "release" or "ttl"
 	Key    string       // the lock's key
 	OK     int          // nodes that confirmed
 	Quorum int          // confirmations needed

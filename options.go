@@ -203,7 +203,10 @@ func WithNodeTimeout(d time.Duration) Option {
 // attempts fail with ErrUnavailable (so many nodes refuse connections, time
 // out or answer with errors that no quorum can be asked) before it returns
 // that error; the default is DefaultUnavailableTimeout. The time counts from
-// the first such attempt in a row, and applies whatever ctx's deadline. It
+// the first of the Client's attempts that failed that way in a row, whichever
+// call made it, and applies whatever ctx's deadline: once the nodes have
+// been unavailable for that long, each Acquire makes one attempt and
+// returns. It
 // never shortens the wait for a key another holder keeps: that wait ends
 // only with ctx or the RetryStrategy.
 func WithUnavailableTimeout(d time.Duration) Option {

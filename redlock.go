@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,6 +23,12 @@ type Client struct {
 	obs    observer
 
 	renewals renewalQueue // KeepAlive's renewals (lease.go)
+
+	// downSince is when this Client's attempts began to fail in a row
+	// with ErrUnavailable (Unix nanoseconds), 0 while they do not: shared
+	// by every Acquire, so that those queued behind one that gave up do
+	// not each wait the bound again.
+	downSince atomic.Int64
 }
 
 // New returns a Client over nodes, one go-redis client per independent
@@ -125,8 +132,14 @@ func (c *Client) Close(ctx context.Context) error {
 // ACL that refuses it) that last rule alone applies.
 //
 // A failed Acquire returns an error matching ErrNotAcquired, and also
-// ctx.Err() when ctx ended. Whatever was written by a failed attempt is
-// deleted again on every node, in the background, even after ctx ended.
+// ctx.Err() when ctx ended. When so many nodes fail (refuse connections, do
+// not answer in time, answer with errors) that no quorum can be asked,
+// Acquire gives up after the unavailability bound (WithUnavailableTimeout,
+// DefaultUnavailableTimeout by default) even when ctx has no deadline, with
+// an error that also matches ErrUnavailable and names each node's cause; a
+// busy key never ends the wait that way. Whatever was written by a failed
+// attempt is deleted again on every node, in the background, even after ctx
+// ended.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	if !c.obs.on {
 		return c.acquire(ctx, key, ttl, opts)
@@ -170,7 +183,6 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 		}
 	}
 	watching := false
-	var down time.Time // the first attempt of the current run that failed with ErrUnavailable
 	for failed := 1; ; failed++ {
 		if wt != nil {
 			c.waits.beforeAttempt(key)
@@ -187,11 +199,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 		if ctx.Err() != nil {
 			return nil, withCause(err, ctx.Err())
 		}
-		if !errors.Is(err, ErrUnavailable) {
-			down = time.Time{}
-		} else if down.IsZero() {
-			down = time.Now()
-		} else if time.Since(down) >= c.cfg.unavailable {
+		if c.unavailableTooLong(err) {
 			return nil, err
 		}
 		wait, ok := c.cfg.retry.Backoff(failed)
@@ -247,6 +255,21 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 	}
 }
 
+// unavailableTooLong notes whether a failed attempt's err matches
+// ErrUnavailable, and reports whether the Client's attempts have failed
+// that way, in a row, for the unavailability bound.
+func (c *Client) unavailableTooLong(err error) bool {
+	now := time.Now().UnixNano()
+	if !errors.Is(err, ErrUnavailable) {
+		c.downSince.Store(0)
+		return false
+	}
+	if c.downSince.CompareAndSwap(0, now) {
+		return false
+	}
+	return time.Duration(now-c.downSince.Load()) >= c.cfg.unavailable
+}
+
 // awaitTurn waits until wt is at the head of key's queue. When the head
 // before it left holding the lock, it then waits for that lock's release
 // (the Client's own Release wakes it, or a quorum of release hints) or the
@@ -287,7 +310,8 @@ func (c *Client) await(ctx context.Context, ch <-chan struct{}, timeUp <-chan ti
 
 // TryAcquire makes one attempt to take the lock on key for ttl. It fails with
 // an error matching ErrNotAcquired when the lock is held elsewhere or too few
-// nodes answered in time; then it rolls back as Acquire does.
+// nodes answered in time (and ErrUnavailable when so many failed that no
+// quorum could be asked); then it rolls back as Acquire does.
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	if !c.obs.on {
 		return c.tryAcquire(ctx, key, ttl, opts)

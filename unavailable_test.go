@@ -69,6 +69,23 @@ func TestAcquireUnavailable(t *testing.T) {
 	requireTruthful(t, err)
 	t.Logf("after %v: %v", took.Round(time.Millisecond), err)
 
+	// Acquires queued for one key behind one another do not each wait
+	// the bound again, and a later Acquire on nodes still down makes one
+	// attempt.
+	key := newKey(t)
+	errs := make(chan error, 4)
+	start = time.Now()
+	for range cap(errs) {
+		go func() {
+			_, err := c.Acquire(context.Background(), key, 10*time.Second)
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		require.ErrorIs(t, <-errs, redlock.ErrUnavailable)
+	}
+	assert.Less(t, time.Since(start), 3*time.Second, "queued Acquires waited the bound one after another")
+
 	// One attempt says the same, without waiting.
 	_, err = c.TryAcquire(context.Background(), newKey(t), 10*time.Second)
 	require.ErrorIs(t, err, redlock.ErrUnavailable)
