@@ -97,6 +97,8 @@ func (c *config) validate() error {
 		return invalid("WithRetry: nil strategy")
 	case isNilLimit(c.retry):
 		return invalid("LimitRetry: nil strategy")
+	case badLimit(c.retry):
+		return invalid("LimitRetry: fewer than one attempt")
 	case badBackoff(c.retry):
 		return invalid("ExponentialBackoff: min must be positive and max at least min")
 	case c.clock == nil:
@@ -297,7 +299,8 @@ type limitRetry struct {
 	max int
 }
 
-// LimitRetry gives up after attempts attempts in all.
+// LimitRetry gives up after attempts attempts in all; New refuses fewer than
+// one.
 func LimitRetry(s RetryStrategy, attempts int) RetryStrategy {
 	return limitRetry{s: s, max: attempts}
 }
@@ -319,6 +322,13 @@ func (noRetry) Backoff(int) (time.Duration, bool) { return 0, false }
 func isNilLimit(s RetryStrategy) bool {
 	l, ok := s.(limitRetry)
 	return ok && l.s == nil
+}
+
+// badLimit catches a LimitRetry of no attempts, which reads as "never try"
+// while Acquire always makes its first.
+func badLimit(s RetryStrategy) bool {
+	l, ok := s.(limitRetry)
+	return ok && l.max < 1
 }
 
 // badBackoff catches an ExponentialBackoff that would retry with no wait, a
