@@ -194,6 +194,76 @@ func ExampleLock_KeepAlive() {
 	// Output: redlock: lock released
 }
 
+func ExampleClient_Inspect() {
+	var nodes []redis.UniversalClient
+	for _, addr := range exampleAddrs() {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
+	}
+	locks, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
+	ctx := context.Background()
+
+	lock, err := locks.Acquire(ctx, "inventory:9", 30*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	defer lock.Release(ctx)
+
+	// Look without taking: who holds the key on each node, for how long.
+	st, err := locks.Inspect(ctx, "inventory:9")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("held by a quorum:", st.Held)
+	ours := 0
+	for i, n := range st.Nodes {
+		switch {
+		case n.Err != nil:
+			fmt.Printf("node %d: %v\n", i, n.Err)
+		case n.Held && strings.HasPrefix(lock.Token(), n.Holder) && n.TTL > 20*time.Second:
+			ours++
+		}
+	}
+	// Acquire returned at a quorum: the last node's write may land just after.
+	fmt.Println("ours on a quorum, with more than 20s left:", ours >= locks.Quorum())
+	// Output:
+	// held by a quorum: true
+	// ours on a quorum, with more than 20s left: true
+}
+
+func ExampleLock_TTL() {
+	var nodes []redis.UniversalClient
+	for _, addr := range exampleAddrs() {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
+	}
+	locks, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
+	ctx := context.Background()
+
+	lock, err := locks.Acquire(ctx, "inventory:10", 30*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	left, err := lock.TTL(ctx) // what a quorum of nodes still holds
+	fmt.Println(left > 20*time.Second, err)
+	_ = lock.Release(ctx)
+	_, err = lock.TTL(ctx)
+	fmt.Println(errors.Is(err, redlock.ErrNotHeld))
+	// Output:
+	// true <nil>
+	// true
+}
+
 // ledgerStore is storage that refuses writes from a holder older than the
 // newest it has seen: the check that makes a paused, expired holder harmless.
 // It accepts a fence equal to the highest, the holder's own next write. In a
