@@ -45,12 +45,15 @@ func (c *config) nodeTimeout(ttl time.Duration) time.Duration {
 
 // checkTTL returns ttl truncated to the milliseconds that PX can express (so
 // validity is computed from the expiry the nodes really apply), or an error
-// when nothing is left or no validity would be left once the drift is taken
-// off.
+// when nothing is left, no validity would be left once the drift is taken
+// off, or it is over MaxTTL.
 func (c *config) checkTTL(ttl time.Duration) (time.Duration, error) {
 	ms := ttl.Truncate(time.Millisecond)
 	if ms <= 0 {
 		return 0, invalid("ttl %v: must be at least 1ms", ttl)
+	}
+	if ms > MaxTTL {
+		return 0, invalid("ttl %v: over MaxTTL (%v)", ttl, MaxTTL)
 	}
 	if d := c.drift(ms); ms <= d {
 		return 0, invalid("ttl %v: leaves no validity after the clock drift allowance of %v", ttl, d)

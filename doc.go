@@ -57,15 +57,37 @@
 // that lands late (on a connection given up on) cannot undo a later one, a
 // rollback never deletes a later attempt's key, and a retry takes over its
 // own earlier attempt's key: a write whose reply was lost does not lock its
-// own holder out for the TTL.
+// own holder out for the TTL. A Lock of an owner (WithOwner) writes the
+// owner's token, a tilde and an id of its own before the dot: the acquire
+// scripts let any Lock of the owner take the key over, and every other
+// script touches only the Lock's own values, so a superseded Lock of the
+// owner never deletes or extends its successor's key.
+//
+// A write whose reply never came may still be in the network: a client with
+// ContextTimeoutEnabled closes its connection at the deadline, but bytes it
+// already wrote can reach the node later, after the delete that was meant
+// to remove them. So a delete that finds the key absent on a node where one
+// of the Lock's writes got no reply leaves a tombstone there: a value that
+// every script reads as an absent key, except that the acquire scripts
+// refuse a write of that Lock up to the generation it names, and then cut
+// the tombstone's life to a second (for a copy go-redis may have sent
+// again). A tombstone lives the lock's TTL, at most two seconds: a write
+// delayed longer than that after the delete still lands, and then keeps the
+// key for at most its TTL. docs/late-writes.md has the details.
 //
 // Release and Extend run holder-checked scripts on every node and need a
 // quorum of confirmations. Extend only refreshes nodes that still hold our
 // value; it puts the key back on a node that lost it only after a quorum
 // confirmed in the same Extend, and never once Release has started. A failed
-// Extend can only move Until earlier. Two nodes that are one server (two
-// addresses, two clients of one cluster or Sentinel master) are found at
-// first contact by the server's run_id, and then every operation fails.
+// Extend can only move Until earlier. A node's reply counts toward a quorum
+// only once its server is identified by its run_id: two nodes that are one
+// server (two addresses, two clients of one cluster or Sentinel master)
+// never vote twice, even when the server was down at first contact, and
+// once both are identified every operation fails with an error matching
+// ErrInvalidArgument. The first operation waits for the identification of
+// every node, up to its per-node deadline (Warm does it ahead); a node not
+// identified by then does not vote until a later operation's background
+// identification succeeded, at most every 100ms.
 //
 // Each node must honour deadlines. go-redis ignores a context's deadline on
 // socket reads unless the client sets ContextTimeoutEnabled; this package
@@ -125,11 +147,16 @@
 // # Owners and reentrancy
 //
 // WithOwner(id) derives the token from a request id instead of crypto/rand:
-// a retry of the same request, from any process, re-enters the lock instead
-// of waiting out its own TTL, and within one Client a second Acquire of the
-// owner returns the same Lock with one more hold (released on the nodes by
-// the last Release). Go has no goroutine identity: the id is the caller's
-// to keep unique per request. Do not use a fixed id for unrelated work, and
+// a retry of the same request, from any process, takes the lock over at once
+// instead of waiting out its own TTL, and within one Client a second Acquire
+// of the owner returns the same Lock with one more hold (released on the
+// nodes by the last Release), once an extension proved it still held. The
+// same owner is the same holder for taking the lock, not for releasing it:
+// each Lock deletes and extends only what it wrote, so a Lock superseded by
+// a newer Lock of the owner is no longer held (its Extend fails, its
+// KeepAlive reports the loss) and its Release leaves the newer Lock's key
+// alone. Go has no goroutine identity: the id is the caller's to keep
+// unique per request. Do not use a fixed id for unrelated work, and
 // do not hand one Lock's holds to goroutines that could run their critical
 // sections at once: reentrancy lets them all in.
 //

@@ -84,9 +84,12 @@ var (
 	// errSuperseded marks a delete not sent because a later delete of the
 	// same lock, which covers it, was queued behind it on the node.
 	errSuperseded = fmt.Errorf("%w: delete superseded by a later one", ErrNoReply)
+	// errUnidentified marks a confirmation that did not count: the node's
+	// server was not identified yet, and might be another node's too.
+	errUnidentified = fmt.Errorf("%w: node's server not identified yet, its reply does not count", ErrNoReply)
 	// errLaterAttempt marks a rollback that found a later attempt's value of
 	// the same lock, which it must not delete.
-	errLaterAttempt = errors.New("key holds a later attempt of the same lock")
+	errLaterAttempt = errors.New("stale call: the key holds a later write of the same lock, or its delete came first")
 )
 
 // NodeError is the outcome of one operation on one node that did not confirm

@@ -143,8 +143,7 @@ func (l *Lock) discard(c *Client) {
 	l.releasing = true
 	ttl := l.ttl
 	l.mu.Unlock()
-	t, _ := c.nodes.run(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, l.anyValue(), 0),
-		wait: c.cfg.nodeTimeout(ttl), callTimeout: c.cfg.cleanupTimeout})
+	t, _ := c.nodes.run(context.Background(), l.seq, l.deleteAll(c.cfg.nodeTimeout(ttl), c.cfg.cleanupTimeout))
 	if t.reached() {
 		c.waits.released(l.key)
 	}
@@ -198,7 +197,7 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched,
 		w.until, w.ttl = until, off.ttl
 		w.mu.Unlock()
 	} else {
-		c.rollback(w, v, t)
+		c.rollback(w, v, off.ttl, t)
 	}
 	// The streak goes on while the waiter got the key with others waiting,
 	// and ends with a handover nobody else waited for, or a release.

@@ -361,7 +361,8 @@ func toAny(s []string) []any {
 // answers again locks work.
 func TestLoneNodeDefaultsDeadline(t *testing.T) {
 	e := newEnv(t, 1, defaultClients)
-	c := e.client(redlock.WithNodeTimeout(50 * time.Millisecond))
+	// Release waits for a confirmed delete up to the cleanup timeout.
+	c := e.client(redlock.WithNodeTimeout(50*time.Millisecond), redlock.WithCleanupTimeout(300*time.Millisecond))
 	ctx := t.Context()
 	key := newKey(t)
 	l, err := c.TryAcquire(ctx, key, 10*time.Second)

@@ -143,6 +143,20 @@ func (e *env) holders(key, token string) int {
 	return n
 }
 
+// quorumHolders counts the servers that hold key for its most common
+// holder: Acquire returns at a quorum, so a node read at once may not have
+// taken the key yet.
+func (e *env) quorumHolders(key string) int {
+	e.t.Helper()
+	most := 0
+	for i := range e.direct {
+		if v := e.value(i, key); v != "" {
+			most = max(most, e.holders(key, v))
+		}
+	}
+	return most
+}
+
 // awaitHolders waits until every server holds key with token: Acquire
 // returns at quorum, and the other nodes answer just after.
 func (e *env) awaitHolders(key, token string) {
@@ -244,12 +258,18 @@ func rawKey(t testing.TB, ctx context.Context, rc *redis.Client, key string) str
 	return v
 }
 
-// holderOf is the token in a lock's value (token "." generation); a value
-// of another form is returned whole.
+// holderOf is the token in a lock's value (token "." generation, or for a
+// Lock of an owner token "~" id "." generation); a tombstone, which every
+// lock reads as an absent key, is ""; a value of another form is returned
+// whole.
 func holderOf(v string) string {
+	if strings.HasPrefix(v, "!") {
+		return ""
+	}
 	if i := strings.LastIndexByte(v, '.'); i > 0 {
 		if _, err := strconv.ParseUint(v[i+1:], 10, 64); err == nil {
-			return v[:i]
+			token, _, _ := strings.Cut(v[:i], "~")
+			return token
 		}
 	}
 	return v

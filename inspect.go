@@ -38,7 +38,9 @@ const holderPrefix = 8
 const inspectTimeout = time.Second
 
 // Inspect reads key on every node without taking it: who holds it where,
-// for how long, and, with WithFencing, each node's fence counter. It sends
+// for how long, and, with WithFencing, each node's fence counter. Held
+// counts only the nodes whose server has been identified, as every quorum
+// does. It sends
 // one read-only script per node (GET and PTTL of the key, GET of its fence
 // counter) and waits for each at most the WithNodeTimeout deadline, or one
 // second without it, or until ctx ends; a node that did not answer has Err
@@ -71,7 +73,9 @@ func (c *Client) Inspect(ctx context.Context, key string) (KeyState, error) {
 	holders := map[string]int{}
 	for i, r := range reads {
 		st.Nodes[i] = r.state
-		if r.state.Held {
+		// Only nodes whose server is known count toward Held, as toward
+		// any quorum: two addresses of one server must not hold it twice.
+		if r.state.Held && c.nodes.vote(reply{node: i, status: statusOK}).status == statusOK {
 			holders[r.token]++
 		}
 	}
@@ -122,8 +126,11 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		case r.token+"." != l.prefix:
 			t.replies[i] = reply{node: i, status: statusRefused, err: ErrHeldByOther}
 		default:
-			t.add(reply{node: i, status: statusOK})
-			left = append(left, r.state.TTL)
+			v := c.nodes.vote(reply{node: i, status: statusOK})
+			t.add(v)
+			if v.status == statusOK {
+				left = append(left, r.state.TTL)
+			}
 		}
 	}
 	if !t.reached() {

@@ -433,19 +433,8 @@ func (ls *lease) lostBy(err error) error {
 		return fmt.Errorf("%w: %q: %w", ErrLockLost, showKey(ls.l.key), err)
 	}
 	var qe *QuorumError
-	if !errors.As(err, &qe) {
-		return nil
-	}
-	refused := 0
-	for _, n := range qe.Nodes {
-		if errors.Is(n.Err, ErrKeyAbsent) || errors.Is(n.Err, ErrHeldByOther) {
-			refused++
-		}
-	}
-	// A node that refused lost our value for good: Extend puts it back only
-	// after a quorum of the others confirmed.
-	if nodes := len(ls.l.client.nodes.nodes); refused > nodes-qe.Quorum {
-		return fmt.Errorf("%w: %q: %d of %d nodes no longer hold our value: %w", ErrLockLost, showKey(ls.l.key), refused, nodes, err)
+	if nodes := len(ls.l.client.nodes.nodes); errors.As(err, &qe) && qe.refusedQuorum(nodes) {
+		return fmt.Errorf("%w: %q: %d of %d nodes no longer hold our value: %w", ErrLockLost, showKey(ls.l.key), qe.refused(), nodes, err)
 	}
 	return nil
 }
@@ -458,8 +447,13 @@ func (ls *lease) endLocked(cause error) {
 		return
 	}
 	ls.cause = cause
-	if obs := &ls.l.client.obs; obs.on && errors.Is(cause, ErrLockLost) {
-		obs.lost(ls.l.key, cause)
+	if errors.Is(cause, ErrLockLost) {
+		ls.l.mu.Lock() // lease.mu, then Lock.mu
+		ls.l.lost = true
+		ls.l.mu.Unlock()
+		if obs := &ls.l.client.obs; obs.on {
+			obs.lost(ls.l.key, cause)
+		}
 	}
 	ls.haltLocked()
 	for _, w := range ls.watchers {

@@ -364,7 +364,7 @@ func TestDo(t *testing.T) {
 		func() {
 			defer func() { require.Equal(t, "boom", recover()) }()
 			_ = c.Do(ctx, key, time.Second, func(context.Context, *redlock.Lock) error {
-				held = e.holders(key, holderOf(rawKey(t, ctx, e.direct[0], key)))
+				held = e.quorumHolders(key)
 				panic("boom")
 			})
 			t.Error("Do returned after a panic")

@@ -39,10 +39,12 @@ type node struct {
 	// in time is shown with (silence).
 	lastCause atomic.Pointer[errBox]
 
-	identifying atomic.Bool // an identify call is under way
-	identMu     sync.Mutex
-	identTried  time.Time
-	ident       []string // the run_ids of the server(s) behind the client; nil until known
+	identMu sync.Mutex
+	// identifying is closed when the identify call under way ends; nil
+	// when none is.
+	identifying chan struct{}
+	identTried  time.Time // when the last identify call ended; zero before the first
+	ident       []string  // the run_ids of the server(s) behind the client; nil until known
 	// identUnknowable is set when the server does not let us ask (an ACL
 	// without INFO): the node is then trusted as configured.
 	identUnknowable bool
@@ -206,8 +208,7 @@ type nodeSet struct {
 
 	// verified is set once every node's server is known and no two nodes
 	// share one; until then each operation checks (see checkServers).
-	verified  atomic.Bool
-	contacted atomic.Bool // the first operation has identified the nodes
+	verified atomic.Bool
 }
 
 // newNodeSet validates the clients given to New, without any I/O: nil
@@ -349,48 +350,77 @@ func addrOf(c redis.UniversalClient) string {
 }
 
 // checkServers makes sure that no two nodes are one server, so that no
-// server votes twice. Each node's server is identified at first contact by
-// its run_id (for a cluster, those of all its masters; a Sentinel client
-// asks the master it resolves to). The first operation waits for that up to
-// wait, its own per-node deadline; a node not identified by then counts as
-// configured and is asked again in the background, at most once a second,
-// until it answers. A node whose server refuses INFO (an ACL without it) is
+// server votes twice. Each node's server is identified by its run_id (for a
+// cluster, those of all its masters; a Sentinel client asks the master it
+// resolves to). Until a node's server is known its replies do not count
+// toward a quorum (see vote): two addresses of one server that was down at
+// first contact cannot both vote once it is back. checkServers asks every
+// node not yet known, all in parallel, and waits up to wait, the caller's
+// per-node deadline; a node not identified by then is asked again by the
+// next operation. A node whose server refuses INFO (an ACL without it) is
 // trusted as configured. Once every node is known and distinct, the check
 // costs one atomic load.
 func (p *nodeSet) checkServers(wait time.Duration) error {
 	if p.verified.Load() {
 		return nil
 	}
-	if p.contacted.CompareAndSwap(false, true) {
-		p.identify(wait, func(*node) bool { return true })
-	} else {
-		p.identify(0, (*node).due)
-	}
+	p.identify(wait, false, (*node).unknown)
 	return p.compareServers()
 }
 
+// vote returns r as it counts toward a quorum: a confirmation from a node
+// whose server is not known yet, or is known to be another node's too, is
+// an unknown outcome; a node not known yet is asked who it is in the
+// background.
+func (p *nodeSet) vote(r reply) reply {
+	if r.status != statusOK || p.verified.Load() {
+		return r
+	}
+	if n := p.nodes[r.node]; n.unknown() {
+		p.identify(0, false, func(m *node) bool { return m == n })
+		return reply{node: r.node, err: errUnidentified}
+	}
+	if err := p.compareServers(); err != nil {
+		return reply{node: r.node, err: err}
+	}
+	return r
+}
+
 // identify asks the nodes that pick selects for their identity, each in the
-// background under its own deadline, and waits up to wait for the answers.
-func (p *nodeSet) identify(wait time.Duration, pick func(*node) bool) {
-	var started []chan struct{}
+// background under its own deadline, unless an identify call is under way
+// there or ended less than identifyRetry ago. It waits up to wait for the
+// nodes met for the first time, or for all of them when all is set (Warm):
+// a node that failed to answer before is not waited for again by an
+// operation, so that a node that stays down costs each operation nothing;
+// its votes count from the first operation after it answered.
+func (p *nodeSet) identify(wait time.Duration, all bool, pick func(*node) bool) {
+	var pending []chan struct{}
 	for _, n := range p.nodes {
-		if pick(n) && n.identifying.CompareAndSwap(false, true) {
-			done := make(chan struct{})
-			started = append(started, done)
+		if !pick(n) {
+			continue
+		}
+		n.identMu.Lock()
+		done, first := n.identifying, n.identTried.IsZero() || all
+		if done == nil && (first || time.Since(n.identTried) >= identifyRetry) {
+			done = make(chan struct{})
+			n.identifying = done
 			p.life.add(1)
 			go func() {
 				defer p.life.end()
-				defer close(done)
-				n.identify()
+				n.identify(done)
 			}()
 		}
+		n.identMu.Unlock()
+		if done != nil && first {
+			pending = append(pending, done)
+		}
 	}
-	if wait <= 0 || len(started) == 0 {
+	if wait <= 0 || len(pending) == 0 {
 		return
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	for _, done := range started {
+	for _, done := range pending {
 		select {
 		case <-done:
 		case <-timer.C:
@@ -421,11 +451,11 @@ func (p *nodeSet) compareServers() error {
 	return nil
 }
 
-// due reports whether n is still unknown and was last asked over a second ago.
-func (n *node) due() bool {
+// unknown reports whether n's server is still to be identified.
+func (n *node) unknown() bool {
 	n.identMu.Lock()
 	defer n.identMu.Unlock()
-	return n.ident == nil && !n.identUnknowable && time.Since(n.identTried) > time.Second
+	return n.ident == nil && !n.identUnknowable
 }
 
 func (n *node) identity() ([]string, bool) {
@@ -436,9 +466,14 @@ func (n *node) identity() ([]string, bool) {
 
 // identify learns the run_ids behind n, within identifyTimeout (a client
 // without ContextTimeoutEnabled may hold the call longer: the waiting side
-// in nodeSet.identify does not wait for it).
-func (n *node) identify() {
-	defer n.identifying.Store(false)
+// in nodeSet.identify does not wait for it), and closes done.
+func (n *node) identify(done chan struct{}) {
+	defer func() {
+		n.identMu.Lock()
+		n.identifying, n.identTried = nil, time.Now()
+		n.identMu.Unlock()
+		close(done)
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), identifyTimeout)
 	defer cancel()
 	if c, ok := n.client.(*redis.Client); ok && c.Options().Addr == "FailoverClient" && c.Options().Dialer != nil {
@@ -452,7 +487,6 @@ func (n *node) identify() {
 	ids, err := runIDs(ctx, n.client)
 	n.identMu.Lock()
 	defer n.identMu.Unlock()
-	n.identTried = time.Now()
 	switch {
 	case err == nil && len(ids) > 0:
 		n.ident = ids
@@ -532,11 +566,7 @@ func (p *nodeSet) warm(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	p.contacted.Store(true)
-	p.identify(time.Until(deadlineOr(ctx, identifyTimeout)), func(n *node) bool {
-		ids, unknowable := n.identity()
-		return ids == nil && !unknowable
-	})
+	p.identify(time.Until(deadlineOr(ctx, identifyTimeout)), true, (*node).unknown)
 	return p.compareServers()
 }
 
@@ -550,6 +580,10 @@ func deadlineOr(ctx context.Context, d time.Duration) time.Time {
 // identifyTimeout bounds the first contact with a node: dial, handshake
 // (TLS included) and INFO.
 const identifyTimeout = time.Second
+
+// identifyRetry is the shortest time between two identify calls to a node
+// that has not answered yet.
+const identifyRetry = 100 * time.Millisecond
 
 // workerIdle is how long an idle worker waits for more work before it exits.
 const workerIdle = time.Second

@@ -29,6 +29,11 @@ const (
 	// release. Nobody waits for it, so it can afford to be generous.
 	DefaultCleanupTimeout = time.Second
 
+	// MaxTTL is the longest TTL a lock takes, and the longest duration any
+	// option takes: every deadline and expiry computed from one stays far
+	// from overflowing. A longer one fails with ErrInvalidArgument.
+	MaxTTL = 365 * 24 * time.Hour
+
 	// DefaultFenceHorizon is how long a fencing counter is kept after the
 	// last acquire, extend or commit of its key (see WithFenceHorizon).
 	DefaultFenceHorizon = 7 * 24 * time.Hour
@@ -117,6 +122,15 @@ func (c *config) validate() error {
 		return invalid("WithUnavailableTimeout: timeout %v is not positive", c.unavailable)
 	case c.renewInterval < 0:
 		return invalid("WithRenewInterval: negative interval %v", c.renewInterval)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"WithNodeTimeout", c.nodeTimeoutFixed}, {"WithCleanupTimeout", c.cleanupTimeout}, {"WithDrift", c.driftConst},
+		{"WithFenceHorizon", c.fenceHorizon}, {"WithRenewInterval", c.renewInterval}, {"WithRestartGuard", c.restartGuard}} {
+		if d.v > MaxTTL {
+			return invalid("%s: %v is over MaxTTL (%v)", d.name, d.v, MaxTTL)
+		}
 	}
 	if c.restartGuard < 0 || (c.restartGuard > 0 && c.restartGuard < time.Millisecond) {
 		return invalid("WithRestartGuard: guard %v is negative or under a millisecond", c.restartGuard)
@@ -285,6 +299,10 @@ func ExponentialBackoff(min, max time.Duration) RetryStrategy {
 func (e expBackoff) Backoff(failed int) (time.Duration, bool) {
 	d := e.min
 	for i := 1; i < failed && d < e.max; i++ {
+		if d > e.max/2 {
+			d = e.max // doubling would pass max, or overflow
+			break
+		}
 		d *= 2
 	}
 	d = min(d, e.max)

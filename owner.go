@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base32"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -18,12 +19,18 @@ const MaxOwnerLen = 512
 // lock itself out for the TTL), and a different id is refused as usual.
 //
 // Within one Client, acquiring a key the id already holds returns the same
-// *Lock with its hold count raised, without a round trip; the key is released
-// on the nodes only when Release has been called once per hold. Across
-// Clients (and processes) there is no shared count: the same id is the same
-// holder: the later Acquire takes the key over on the nodes (the earlier
-// Lock's Extend then fails with ErrNotHeld), and a Release from any of them
-// frees it for all.
+// *Lock with its hold count raised, after one round that extends it on the
+// nodes (so a Lock taken over elsewhere, or lost, is never handed out
+// again); the key is released on the nodes only when Release has been called
+// once per hold. Concurrent Acquires of one id and key in one Client wait
+// for each other and end as one Lock. Across Clients (and processes) there
+// is no shared count: the same id is the same holder for taking the key, so
+// the later Acquire takes the key over on the nodes at once, whatever the
+// processes' clocks say. It is not the same holder for releasing: each
+// Lock deletes and extends only the values it wrote itself. A Lock whose key
+// another Lock of the id took over is no longer held: its Extend fails with
+// ErrNotHeld, its KeepAlive context ends with ErrLockLost, and its Release
+// deletes nothing (a stale handle never frees its successor's key).
 //
 // Go has no goroutine identity, so the id is the caller's responsibility:
 // use one per request or job that may retry, never a constant shared by
@@ -48,61 +55,87 @@ func ownerToken(id string) string {
 	return "o" + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:17])[:25]
 }
 
-// ownerGeneration is the first generation of an owner's Lock: the scripts
-// let a holder's later generation replace an earlier one, and an owner's
-// Lock in another process must be able to take over the key, so it starts
-// from the clock rather than from 0.
-func ownerGeneration() uint64 { return uint64(time.Now().UnixMicro()) }
-
 type ownerKey struct{ key, owner string }
 
-// owners are the locks held under WithOwner by one Client, for reentrancy.
+// owners are, per key and owner, the Lock an owner holds through one
+// Client, for reentrancy, or the Acquire of the owner that is under way:
+// the owner's other Acquires of the key wait for its outcome, so that they
+// end as one Lock with several holds, never as two Locks.
 type owners struct {
-	mu   sync.Mutex
-	held map[ownerKey]*Lock
+	mu    sync.Mutex
+	slots map[ownerKey]*ownerSlot
 }
 
-// reenter returns the Lock that l's owner already holds on l's key, with one
-// more hold, or nil when there is none that is still valid. A Lock of the
-// owner whose release has started is waited for, so that a new acquisition
-// does not race its deletes on the nodes.
-func (o *owners) reenter(ctx context.Context, l *Lock, now time.Time) (*Lock, error) {
-	k := ownerKey{l.key, l.owner}
-	o.mu.Lock()
-	held := o.held[k]
-	o.mu.Unlock()
-	if held == nil {
-		return nil, nil
+// ownerSlot is an owner's place on a key in one Client.
+type ownerSlot struct {
+	l       *Lock         // the owner's Lock; nil while the Acquire runs
+	running chan struct{} // closed once that Acquire has its outcome
+}
+
+// asOwner runs take, which acquires l on the nodes, unless l's owner holds
+// l's key through this Client already: then it returns that Lock with one
+// more hold, once an extension proved it still held. Concurrent calls for
+// one owner and key run take one at a time.
+func (c *Client) asOwner(ctx context.Context, l *Lock, ttl time.Duration, take func(context.Context, *Lock, time.Duration) (*Lock, error)) (got *Lock, err error) {
+	held, slot, err := c.enterOwner(ctx, l, ttl)
+	if held != nil || err != nil {
+		return held, err
 	}
-	held.mu.Lock()
-	if done := held.releaseDone; done != nil {
-		held.mu.Unlock()
-		select {
-		case <-done:
-			return nil, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	defer func() { c.owners.settle(ownerKey{l.key, l.owner}, slot, got) }()
+	return take(ctx, l, ttl)
+}
+
+// enterOwner returns the Lock that l's owner holds on l's key, with one
+// more hold; or the slot in which the caller acquires l on the nodes, which
+// it must settle.
+func (c *Client) enterOwner(ctx context.Context, l *Lock, ttl time.Duration) (*Lock, *ownerSlot, error) {
+	o := &c.owners
+	k := ownerKey{l.key, l.owner}
+	for {
+		o.mu.Lock()
+		s := o.slots[k]
+		if s == nil || s.l != nil && !s.l.usable() {
+			// Nothing to re-enter: a Lock released, lost, or past its
+			// validity is never handed out again. It deletes and extends
+			// only its own values, so l may take the key over from it.
+			s = &ownerSlot{running: make(chan struct{})}
+			if o.slots == nil {
+				o.slots = make(map[ownerKey]*ownerSlot)
+			}
+			o.slots[k] = s
+			o.mu.Unlock()
+			return nil, s, nil
+		}
+		held := s.l
+		o.mu.Unlock()
+		if held == nil {
+			if err := c.await(ctx, s.running, nil); err != nil {
+				return nil, nil, fmt.Errorf("%w: %q: waiting for another Acquire of the owner: %w", ErrNotAcquired, showKey(l.key), err)
+			}
+			continue
+		}
+		if ok, err := held.reenter(ctx, ttl); ok || err != nil {
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
+			}
+			return held, nil, nil
 		}
 	}
-	defer held.mu.Unlock()
-	if !now.Before(held.until) {
-		return nil, nil
-	}
-	held.holds++
-	return held, nil
 }
 
-// register records l as its owner's Lock on its key.
-func (o *owners) register(l *Lock) {
-	if l.owner == "" {
-		return
-	}
+// settle records the outcome of the Acquire that holds slot s: the owner's
+// Lock l, or nil when it failed.
+func (o *owners) settle(k ownerKey, s *ownerSlot, l *Lock) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.held == nil {
-		o.held = make(map[ownerKey]*Lock)
+	if o.slots[k] == s {
+		if l != nil {
+			s.l = l
+		} else {
+			delete(o.slots, k)
+		}
 	}
-	o.held[ownerKey{l.key, l.owner}] = l
+	o.mu.Unlock()
+	close(s.running)
 }
 
 // forget removes l once its release has started.
@@ -113,7 +146,44 @@ func (o *owners) forget(l *Lock) {
 	k := ownerKey{l.key, l.owner}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.held[k] == l {
-		delete(o.held, k)
+	if s := o.slots[k]; s != nil && s.l == l {
+		delete(o.slots, k)
 	}
+}
+
+// usable reports whether l may be re-entered: not released, not known to
+// be lost, and within its validity.
+func (l *Lock) usable() bool {
+	now := l.client.cfg.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.releasing && !l.lost && now.Before(l.until)
+}
+
+// reenter adds a hold to l for an Acquire of ttl by its owner, once an
+// extension (to ttl or l's own TTL, whichever is longer) proved l still
+// held on a quorum: a Lock that another Client of the owner took over, or
+// that was lost unnoticed, is not handed out. It reports false when l
+// cannot be re-entered; the extension that failed has then marked it lost
+// where the nodes refused it.
+func (l *Lock) reenter(ctx context.Context, ttl time.Duration) (bool, error) {
+	l.mu.Lock()
+	ttl = max(ttl, l.ttl)
+	l.mu.Unlock()
+	if err := l.extend(ctx, ttl); err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		l.mu.Lock()
+		l.lost = true // not proven held: the owner's next Lock takes over
+		l.mu.Unlock()
+		return false, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.releasing || l.lost {
+		return false, nil
+	}
+	l.holds++
+	return true, nil
 }

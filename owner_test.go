@@ -47,8 +47,9 @@ func TestOwnerReentrantWithinClient(t *testing.T) {
 }
 
 // TestOwnerAcrossClients: the same id from another Client (another process)
-// is the same holder: a retried request re-enters at once instead of
-// waiting for its own TTL, and either Client's Release frees the key.
+// is the same holder for taking the key: a retried request takes it over at
+// once instead of waiting for its own TTL. The earlier Lock is superseded:
+// its Extend and Release are refused and leave the new Lock's key alone.
 func TestOwnerAcrossClients(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
 	first, second := e.client(), e.client()
@@ -68,15 +69,19 @@ func TestOwnerAcrossClients(t *testing.T) {
 	_, err = second.TryAcquire(ctx, key, time.Hour, redlock.WithOwner("order-43"))
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 
-	// The later Acquire took the key over: its Extend works.
+	// The later Acquire took the key over: its Extend works, the earlier
+	// Lock's does not, and the earlier Lock's Release deletes nothing.
 	require.NoError(t, b.Extend(ctx, time.Hour))
-	// Either may release, for both.
-	require.NoError(t, a.Release(ctx))
+	require.ErrorIs(t, a.Extend(ctx, time.Hour), redlock.ErrNotHeld)
+	require.ErrorIs(t, a.Release(ctx), redlock.ErrNotHeld)
+	assert.Equal(t, 3, e.holders(key, b.Token()), "the superseded Lock's Release deleted the new Lock's key")
+	_, err = second.TryAcquire(ctx, key, time.Minute, redlock.WithOwner("order-43"))
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.NoError(t, b.Release(ctx))
 	e.eventuallyNoKey(key, 5*time.Second)
 	l, err := second.TryAcquire(ctx, key, time.Minute, redlock.WithOwner("order-43"))
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx))
-	_ = b.Release(ctx)
 }
 
 // TestOwnerInvalid: bad ids are refused before anything is sent, and leave

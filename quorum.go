@@ -53,6 +53,12 @@ type roundSpec struct {
 	// waits regardless: it must report what the nodes did.
 	cancellable bool
 	note        func(reply) // sees every reply, retries included; may be nil
+	// tomb, for a delete, is the generation up to which the lock's writes
+	// are kept from landing after it, on a node where one of them may
+	// still be in the network and the key is found absent: a tombstone
+	// that lives tombMs (scripts/release.lua). 0 leaves none.
+	tomb   uint64
+	tombMs int64
 }
 
 // round is one operation sent to the nodes: the jobs, the channel their
@@ -347,7 +353,7 @@ func (p *nodeSet) run(ctx context.Context, seq *sequencer, spec roundSpec) (*tal
 			if k < 0 {
 				pending = t.takeArrived(r, pending)
 			} else {
-				t.add(r.jobs[k].first)
+				t.add(p.vote(r.jobs[k].first))
 				pending--
 			}
 			continue
@@ -363,7 +369,7 @@ func (p *nodeSet) run(ctx context.Context, seq *sequencer, spec roundSpec) (*tal
 			if k < 0 {
 				pending = t.takeArrived(r, pending)
 			} else {
-				t.add(r.jobs[k].first)
+				t.add(p.vote(r.jobs[k].first))
 				pending--
 			}
 		case <-over:
@@ -394,7 +400,7 @@ func (p *nodeSet) awaitOne(ctx context.Context, r *round, ran bool) error {
 		}
 	}
 	if r.users.Load() == 0 {
-		t.add(r.jobs[0].first)
+		t.add(p.vote(r.jobs[0].first))
 	} else {
 		t.silent()
 	}
@@ -446,7 +452,7 @@ func (t *tally) takeArrived(r *round, pending int) int {
 		select {
 		case k := <-r.out:
 			if k >= 0 {
-				t.add(r.jobs[k].first)
+				t.add(r.p.vote(r.jobs[k].first))
 				pending--
 			}
 		default:
@@ -499,7 +505,9 @@ func newQuorumError(op, key string, sentinel, cause error, t *tally, p *nodeSet)
 		case err == ErrNoReply:
 			err = p.nodes[i].silence()
 		}
-		if r.status == statusUnknown && !errors.Is(err, ErrNotAwaited) {
+		// A reply that came but does not count yet (its server is still
+		// being identified) is no sign of a node down.
+		if r.status == statusUnknown && !errors.Is(err, ErrNotAwaited) && err != errUnidentified {
 			failed++
 		}
 		qe.Nodes = append(qe.Nodes, &NodeError{Node: i, Addr: p.nodes[i].address(), Err: err})
@@ -507,3 +515,20 @@ func newQuorumError(op, key string, sentinel, cause error, t *tally, p *nodeSet)
 	qe.unavailable = failed > len(t.replies)-t.quorum
 	return qe
 }
+
+// refused counts the nodes that refused because our value is not there:
+// gone from them for good, since Extend puts it back only after a quorum
+// of the others confirmed.
+func (qe *QuorumError) refused() int {
+	n := 0
+	for _, ne := range qe.Nodes {
+		if errors.Is(ne.Err, ErrKeyAbsent) || errors.Is(ne.Err, ErrHeldByOther) {
+			n++
+		}
+	}
+	return n
+}
+
+// refusedQuorum reports whether so many of nodes refused that no quorum can
+// confirm the lock again: it is lost.
+func (qe *QuorumError) refusedQuorum(nodes int) bool { return qe.refused() > nodes-qe.Quorum }

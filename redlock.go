@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,9 +41,12 @@ type Client struct {
 // nodes is empty, holds a nil client, holds the same client (or two clients
 // of the same address and database) twice, or an option is invalid. Two
 // nodes that turn out to be one server under two addresses (or two clients
-// of one cluster, or of one Sentinel master) are found at first contact:
+// of one cluster, or of one Sentinel master) are found once both answered:
 // from then on every operation fails with an error matching
-// ErrInvalidArgument that names both nodes.
+// ErrInvalidArgument that names both nodes. Until a node's server is known
+// its replies do not count toward a quorum, so such nodes never vote twice;
+// the first operation waits up to its per-node deadline for the servers to
+// be identified (Warm does it ahead of time).
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -156,9 +160,16 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 		return nil, err
 	}
 	defer c.nodes.life.end()
-	if held, err := c.reenter(ctx, l); held != nil || err != nil {
-		return held, err
+	if l.owner != "" {
+		return c.asOwner(ctx, l, ttl, c.contend)
 	}
+	return c.contend(ctx, l, ttl)
+}
+
+// contend acquires l on the nodes for Acquire: at once, or in its turn
+// among this Client's Acquire calls that wait for the key.
+func (c *Client) contend(ctx context.Context, l *Lock, ttl time.Duration) (*Lock, error) {
+	key := l.key
 	// The first attempt goes straight to the nodes unless others of this
 	// Client already wait for the key: an uncontended Acquire costs the
 	// queue nothing.
@@ -178,7 +189,6 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 		}
 		if got {
 			acquired = true
-			c.owners.register(l)
 			return l, nil
 		}
 	}
@@ -190,7 +200,6 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 		err := c.attempt(ctx, l, ttl, ttlArg, failed)
 		if err == nil {
 			acquired = true
-			c.owners.register(l)
 			return l, nil
 		}
 		if errors.Is(err, ErrInvalidArgument) {
@@ -217,7 +226,6 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 				}
 				if got {
 					acquired = true
-					c.owners.register(l)
 					return l, nil
 				}
 				continue // our turn
@@ -246,7 +254,6 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 		timer.Stop()
 		if got {
 			acquired = true
-			c.owners.register(l)
 			return l, nil
 		}
 		if werr != nil {
@@ -328,27 +335,18 @@ func (c *Client) tryAcquire(ctx context.Context, key string, ttl time.Duration, 
 		return nil, err
 	}
 	defer c.nodes.life.end()
-	if held, err := c.reenter(ctx, l); held != nil || err != nil {
-		return held, err
+	if l.owner != "" {
+		return c.asOwner(ctx, l, ttl, c.tryOnce)
 	}
+	return c.tryOnce(ctx, l, ttl)
+}
+
+// tryOnce makes TryAcquire's one attempt.
+func (c *Client) tryOnce(ctx context.Context, l *Lock, ttl time.Duration) (*Lock, error) {
 	if err := c.attempt(ctx, l, ttl, ttl.Milliseconds(), 1); err != nil {
 		return nil, err
 	}
-	c.owners.register(l)
 	return l, nil
-}
-
-// reenter returns the Lock that l's owner already holds through this
-// Client, when l has an owner and that Lock is still valid.
-func (c *Client) reenter(ctx context.Context, l *Lock) (*Lock, error) {
-	if l.owner == "" {
-		return nil, nil
-	}
-	held, err := c.owners.reenter(ctx, l, c.cfg.clock.Now())
-	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
-	}
-	return held, nil
 }
 
 // prepare validates a lock request before anything is sent and makes the
@@ -386,21 +384,28 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 	}
 	token := rand.Text()
-	var gen uint64
+	prefix, holder := token+".", any(nil)
 	if ac.ownerSet {
-		token, gen = ownerToken(ac.owner), ownerGeneration()
+		// Any Lock of the owner takes the key over (the holder's prefix);
+		// each deletes and extends only its own values (the Lock's).
+		token = ownerToken(ac.owner)
+		holder = token + "~"
+		prefix = token + "~" + rand.Text()[:10] + "."
 	}
-	prefix := token + "."
+	var prefixArg any = prefix
+	if holder == nil {
+		holder = prefixArg
+	}
 	l := &Lock{
 		client:    c,
 		key:       key,
 		token:     token,
 		owner:     ac.owner,
 		prefix:    prefix,
-		prefixArg: prefix,
+		prefixArg: prefixArg,
+		holderArg: holder,
 		seq:       newSequencer(len(c.nodes.nodes)),
 		extending: make(chan struct{}, 1),
-		gen:       gen,
 		holds:     1,
 	}
 	if c.cfg.fencing {
@@ -447,7 +452,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 		l.mu.Unlock()
 		return nil
 	}
-	c.rollback(l, v, t)
+	c.rollback(l, v, ttl, t)
 	qe := newQuorumError("acquire", l.key, ErrNotAcquired, err, t, c.nodes)
 	if quorum {
 		qe.Elapsed = now.Sub(start)
@@ -455,13 +460,14 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	return qe
 }
 
-// rollback deletes, in the background, what l's failed write of v may have
-// left: on every node that did not refuse it, only v's generation or an
-// earlier one.
-func (c *Client) rollback(l *Lock, v value, t *tally) {
+// rollback deletes, in the background, what l's failed write of v for ttl
+// may have left: on every node that did not refuse it, only v's generation
+// or an earlier one.
+func (c *Client) rollback(l *Lock, v value, ttl time.Duration, t *tally) {
 	only := t.unrefused()
 	c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, v, v.gen),
-		wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: only})
+		wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: only,
+		tomb: v.gen, tombMs: tombMs(ttl)})
 	if c.obs.on {
 		c.obs.rollback(l.key, count(only))
 	}
@@ -470,8 +476,26 @@ func (c *Client) rollback(l *Lock, v value, t *tally) {
 // deleteOn deletes l's key, any generation of it, in the background on the
 // nodes in only, with a Release's retries and bookkeeping.
 func (c *Client) deleteOn(l *Lock, only []bool) {
-	c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, l.anyValue(), 0),
-		wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: only, note: l.noteDeleted})
+	spec := l.deleteAll(c.cfg.cleanupTimeout, c.cfg.cleanupTimeout)
+	spec.only, spec.note = only, l.noteDeleted
+	c.nodes.launch(context.Background(), l.seq, spec)
+}
+
+// deleteAll is a round that deletes l's key, any generation of it, and
+// keeps every write l has sent from landing after it (roundSpec.tomb). l
+// writes nothing more: its release has started.
+func (l *Lock) deleteAll(wait, callTimeout time.Duration) roundSpec {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return roundSpec{kind: opDelete, op: deleteOp(l.key, l.anyValue(), 0), wait: wait, callTimeout: callTimeout,
+		tomb: l.gen, tombMs: tombMs(l.ttl)}
+}
+
+// tombMs is how long a tombstone left against writes of ttl lives, in
+// milliseconds: a write that lands later still leaves the key for at most
+// its ttl, so a longer tombstone would serve nothing.
+func tombMs(ttl time.Duration) int64 {
+	return max(min(ttl, tombstoneTTL).Milliseconds(), 1)
 }
 
 // writeRound is a round of writes that set the key for ttl: the caller waits
@@ -528,38 +552,44 @@ type Lock struct {
 	key       string
 	token     string
 	owner     string // the WithOwner id, if any
-	prefix    string // token + "."; the values we write are prefix + generation
+	prefix    string // the values we write are prefix + generation (scripts.go)
 	prefixArg any    // prefix, boxed once for every script call
+	holderArg any    // the holder's prefix, boxed: an owner's part of prefix
 	fenceKey  string // the fence counter's key, with WithFencing
 	seq       *sequencer
 	// extending admits one Extend at a time, so that Until always belongs
 	// to the latest extension that reached the nodes.
 	extending chan struct{}
 
-	mu          sync.Mutex
-	holds       int    // Acquires of this Lock (reentered by its owner) not yet released
-	gen         uint64 // the generation of the latest value written
-	ttl         time.Duration
-	until       time.Time
-	fence       uint64
-	releasing   bool          // Release has started: nothing is written any more
+	mu        sync.Mutex
+	holds     int    // Acquires of this Lock (reentered by its owner) not yet released
+	gen       uint64 // the generation of the latest value written
+	ttl       time.Duration
+	until     time.Time
+	fence     uint64
+	releasing bool // Release has started: nothing is written any more
+	// lost is set once the lock is known not to be held any more (KeepAlive
+	// reported it lost, an Extend was refused or came too late): its owner
+	// does not re-enter it.
+	lost        bool
 	releaseDone chan struct{} // closed when the first Release has its outcome
 	releaseErr  error
-	deleted     []bool // nodes that confirmed our key's deletion, after Release
+	deleted     []bool        // nodes that confirmed our key's deletion, after Release
+	deletedSig  chan struct{} // signalled when deleted changes, once Release waits for it
 
 	lease *lease // KeepAlive's renewal (lease.go), made by its first call
 }
 
 // anyValue stands for every value of the lock, for a delete of any of its
 // generations: only its prefix is read.
-func (l *Lock) anyValue() value { return value{prefixArg: l.prefixArg} }
+func (l *Lock) anyValue() value { return value{prefixArg: l.prefixArg, holderArg: l.holderArg} }
 
 // nextValue returns the value of the lock's next write.
 func (l *Lock) nextValue() value {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.gen++
-	return newValue(l.prefix, l.prefixArg, l.gen)
+	return value{prefixArg: l.prefixArg, holderArg: l.holderArg, gen: l.gen, s: l.prefix + strconv.FormatUint(l.gen, 10)}
 }
 
 // Key returns the locked key, or "" for a nil Lock.
@@ -573,9 +603,10 @@ func (l *Lock) Key() string {
 // Token returns this holder's token, 130 bits from crypto/rand, unique to
 // the Acquire call and stable for the lock's life (with WithOwner, 130 bits
 // of a hash of the owner's id instead, the same for every Acquire of that
-// id). The nodes store it,
-// followed by a dot and a generation that grows with each attempt and
-// extension, under the key. It returns "" for a nil Lock.
+// id). The nodes store it under the key, followed by a dot and a generation
+// that grows with each attempt and extension; a Lock of an owner puts a
+// tilde and an id of the Lock's own between the token and the dot. It
+// returns "" for a nil Lock.
 func (l *Lock) Token() string {
 	if l == nil {
 		return ""
@@ -687,6 +718,9 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("%w: %q: released", ErrNotHeld, showKey(l.key))
 	}
 	if !start.Before(until) {
+		l.mu.Lock()
+		l.lost = true
+		l.mu.Unlock()
 		return fmt.Errorf("%w: %q: expired at %s", ErrNotHeld, showKey(l.key), until.Format(time.StampMicro))
 	}
 	v := l.nextValue()
@@ -718,16 +752,24 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	if l.releasing {
 		return fmt.Errorf("%w: %q: released during the extension", ErrNotHeld, showKey(l.key))
 	}
-	return newQuorumError("extend", l.key, ErrNotHeld, err, t, c.nodes)
+	qe := newQuorumError("extend", l.key, ErrNotHeld, err, t, c.nodes)
+	if qe.refusedQuorum(len(c.nodes.nodes)) {
+		l.lost = true
+	}
+	return qe
 }
 
-// Release deletes the key on every node where it still holds our value, and
-// never where another holder's value is. It returns once a quorum has
-// answered; the other nodes are cleaned up in the background, and a node
-// that gives no definite answer is asked again, with backoff, until it does
-// or the key would have expired. Release ignores the cancellation of ctx (a
-// deferred Release after a timeout must still free the lock) and waits at
-// most the per-node deadline.
+// Release deletes the key on every node where it still holds a value this
+// Lock wrote, and never where another holder's value is (nor another Lock's
+// of the same owner). It returns once a quorum has confirmed; the other
+// nodes are cleaned up in the background, and a node that gives no definite
+// answer is asked again, with backoff, until it does or the key would have
+// expired. Release ignores the cancellation of ctx (a deferred Release after
+// a timeout must still free the lock): it waits for the nodes that did not
+// answer within the per-node deadline, as they are asked again, until a
+// quorum confirmed, or at most the cleanup timeout (WithCleanupTimeout,
+// DefaultCleanupTimeout) from its start, or until ctx's deadline if ctx
+// is still live and its deadline is earlier.
 //
 // Release returns nil when a quorum confirmed the delete. Otherwise the error
 // matches ErrNotHeld, and its *NodeError entries tell per node whether the
@@ -802,13 +844,32 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error 
 			}
 		}
 	}
-	t, _ := c.nodes.run(ctx, l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, l.anyValue(), 0),
-		wait: c.cfg.nodeTimeout(ttl), callTimeout: c.cfg.cleanupTimeout, note: l.noteDeleted})
-	for i, g := range gone {
-		if g && t.replies[i].status != statusOK { // gone in the handover round
-			t.replies[i] = reply{node: i, status: statusOK}
-			t.ok++
+	start := time.Now()
+	spec := l.deleteAll(c.cfg.nodeTimeout(ttl), c.cfg.cleanupTimeout)
+	spec.note = l.noteDeleted
+	t, _ := c.nodes.run(ctx, l.seq, spec)
+	if !l.confirmed(t, gone) {
+		// The nodes that did not answer in time are asked again in the
+		// background; their confirmations count until the bound.
+		bound := start.Add(c.cfg.cleanupTimeout)
+		if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil && dl.Before(bound) {
+			bound = dl
 		}
+		l.mu.Lock()
+		sig := make(chan struct{}, 1)
+		l.deletedSig = sig
+		l.mu.Unlock()
+		timer := time.NewTimer(time.Until(bound))
+	wait:
+		for !l.confirmed(t, gone) {
+			select {
+			case <-sig:
+			case <-timer.C:
+				l.confirmed(t, gone)
+				break wait
+			}
+		}
+		timer.Stop()
 	}
 	if t.reached() {
 		c.waits.released(l.key)
@@ -817,14 +878,36 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error 
 	return newQuorumError("release", l.key, ErrNotHeld, nil, t, c.nodes)
 }
 
+// confirmed counts into t the nodes where l's value is gone, as the round's
+// replies, the handover round (gone) and the confirmations of its deletes
+// that came since tell, and reports whether they are a quorum.
+func (l *Lock) confirmed(t *tally, gone []bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range t.replies {
+		if t.replies[i].status != statusOK && (l.deleted[i] || i < len(gone) && gone[i]) {
+			t.replies[i] = reply{node: i, status: statusOK}
+			t.ok++
+		}
+	}
+	return t.reached()
+}
+
 // noteDeleted records a node's confirmed delete, whenever it comes.
 func (l *Lock) noteDeleted(r reply) {
-	if r.status != statusOK {
+	if l.client.nodes.vote(r).status != statusOK {
 		return
 	}
 	l.mu.Lock()
 	l.deleted[r.node] = true
+	sig := l.deletedSig
 	l.mu.Unlock()
+	if sig != nil {
+		select {
+		case sig <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // releaseOutcome is what a later Release reports.

@@ -30,6 +30,33 @@ func guardRefusals(t *testing.T, err error) int {
 	return n
 }
 
+// primeGuard starts the guard on every one of c's n nodes: it tries a
+// guarded acquire until each node has refused it within its guard. One
+// attempt is not enough on a loaded machine: a write is not sent once its
+// round's deadline has passed, and the node it skipped would then start its
+// guard only at the test's next acquire.
+func primeGuard(t *testing.T, c *redlock.Client, key string, ttl time.Duration, n int) {
+	t.Helper()
+	guarded := make(map[int]bool) // the nodes seen within their guard
+	require.Eventually(t, func() bool {
+		l, err := c.TryAcquire(t.Context(), key, ttl)
+		if err == nil {
+			_ = l.Release(t.Context()) // a node was primed already: the others still count
+			return false
+		}
+		var qe *redlock.QuorumError
+		if !errors.As(err, &qe) {
+			return false
+		}
+		for _, ne := range qe.Nodes {
+			if errors.Is(ne.Err, redlock.ErrRestartGuard) {
+				guarded[ne.Node] = true
+			}
+		}
+		return len(guarded) == n
+	}, 10*time.Second, 10*time.Millisecond, "the guard did not start on every node")
+}
+
 // TestRestartGuardNewNodes: nodes the guard has never seen vote only after
 // the guard, and every client agrees on when, from the nodes' markers.
 func TestRestartGuardNewNodes(t *testing.T) {
@@ -98,8 +125,7 @@ func TestRestartGuard(t *testing.T) {
 			key := newKey(t)
 
 			// The nodes are new to the guard: wait it out once.
-			_, err := guarded.TryAcquire(ctx, key+":prime", testGuard)
-			require.ErrorIs(t, err, redlock.ErrNotAcquired)
+			primeGuard(t, guarded, key+":prime", testGuard, 3)
 			time.Sleep(testGuard + 50*time.Millisecond)
 
 			// A holds {0, 1}: node 2 is blackholed, so that nothing A sent
@@ -108,6 +134,13 @@ func TestRestartGuard(t *testing.T) {
 			e.proxies[2].SetBlackhole(true)
 			a, err := guarded.TryAcquire(ctx, key, testGuard)
 			require.NoError(t, err)
+			// TryAcquire returns at the quorum of nodes 0 and 1: its write
+			// to node 2 may not even have been sent yet, and would land
+			// once the blackhole is lifted. Lift it once that call ended.
+			require.Eventually(t, func() bool {
+				n := guarded.Nodes()[2]
+				return n.ConsecutiveFailures > 0 && n.InFlight == 0
+			}, 10*time.Second, time.Millisecond, "the write to node 2 did not end")
 			e.resetFaults()
 			e.reachable(2)
 			require.Empty(t, e.value(2, key))

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -13,11 +14,15 @@ import (
 // falls back to EVAL when the node does not know the script yet (NOSCRIPT, as
 // after a restart). User input only ever travels as KEYS and ARGV.
 //
-// The value a lock writes under its key is its token, a dot, and a
-// generation: each acquire attempt and each extension of one Lock writes a
-// higher one. The scripts recognise the holder by the prefix (token and dot)
-// and order its own calls by the generation, so a call that reaches a node
-// late cannot undo a later one.
+// The value a lock writes under its key is its prefix and a generation: each
+// acquire attempt and each extension of one Lock writes a higher one. The
+// prefix is the token and a dot; a Lock of an owner (WithOwner) writes the
+// owner's token, a tilde, an id of its own and a dot, so that any Lock of the
+// owner may take the key over (the acquire scripts match the holder's
+// prefix, up to the tilde) but each Lock extends, commits and deletes only
+// its own values (the other scripts match the whole prefix). The generation
+// orders a Lock's own calls, so a call that reaches a node late cannot undo
+// a later one.
 var (
 	//go:embed scripts/acquire.lua
 	acquireSrc string
@@ -94,14 +99,19 @@ func (o *nodeOp) run(ctx context.Context, n *node) reply {
 }
 
 // writeArgs are the arguments every writing script takes: the value, the
-// TTL in milliseconds, the holder's prefix and the generation.
-func writeArgs(v value, ttlMs any) [6]any {
-	return [6]any{v.s, ttlMs, v.prefixArg, v.gen}
+// TTL in milliseconds, a prefix and the generation. The acquire scripts take
+// the holder's prefix (takeHolder), the others the Lock's own.
+func writeArgs(v value, ttlMs any, takeHolder bool) [6]any {
+	prefix := v.prefixArg
+	if takeHolder {
+		prefix = v.holderArg
+	}
+	return [6]any{v.s, ttlMs, prefix, v.gen}
 }
 
 func acquireOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: acquireScript, read: readAcquire,
-		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
+		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, true), nargs: 4}
 }
 
 // readAcquire reads acquire.lua's reply: a refusal carries the other
@@ -115,6 +125,8 @@ func readAcquire(cmd *redis.Cmd) reply {
 		return reply{status: statusOK}
 	case v <= 0:
 		return reply{status: statusRefused, val: -v - 1, err: ErrHeldByOther}
+	case v == 2:
+		return reply{status: statusRefused, val: -1, err: errLaterAttempt}
 	case v == 3:
 		return reply{status: statusRefused, val: -1, err: ErrRestartGuard}
 	}
@@ -138,8 +150,9 @@ func readCode(cmd *redis.Cmd, refusals map[int64]error) reply {
 }
 
 // The refusals each script's reply can carry. A stale call (2: a later
-// generation of ours is there) is never expected in its own round, except
-// by a delete, which must then leave the later value alone.
+// generation of the Lock is there) is a definite refusal: the node changed
+// nothing. It is never expected in its own round, except by a delete, which
+// must then leave the later value alone.
 var (
 	commitRefusals  = map[int64]error{0: ErrNotHeld}
 	extendRefusals  = map[int64]error{0: ErrKeyAbsent, -1: ErrHeldByOther}
@@ -151,7 +164,7 @@ var (
 // and clock; horizonMs is how long the counter is kept once idle.
 func acquireFencedOp(key, fenceKey string, v value, ttlMs, horizonMs any) nodeOp {
 	op := nodeOp{script: acquireFencedScript, read: readAcquireFenced,
-		keyBuf: [3]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs), nargs: 5}
+		keyBuf: [3]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs, true), nargs: 5}
 	op.argBuf[4] = horizonMs
 	return op
 }
@@ -186,6 +199,8 @@ func readAcquireFenced(cmd *redis.Cmd) reply {
 			}
 		}
 		return reply{status: statusRefused, val: pttl, err: ErrHeldByOther}
+	case 2:
+		return reply{status: statusRefused, val: -1, err: errLaterAttempt}
 	case 3:
 		return reply{status: statusRefused, val: -1, err: ErrRestartGuard}
 	}
@@ -221,14 +236,14 @@ func readFenceCommit(cmd *redis.Cmd) reply { return readCode(cmd, commitRefusals
 
 func extendOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: extendScript, read: readExtend,
-		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 4}
+		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, false), nargs: 4}
 }
 
 // extendFencedOp is extendOp that also raises the node's fencing counter to
 // the lock's fence and keeps it for horizonMs more.
 func extendFencedOp(key, fenceKey string, v value, ttlMs any, fence uint64, horizonMs any) nodeOp {
 	op := nodeOp{script: extendScript, read: readExtend,
-		keyBuf: [3]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs), nargs: 6}
+		keyBuf: [3]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs, false), nargs: 6}
 	op.argBuf[4], op.argBuf[5] = strconv.FormatUint(fence, 10), horizonMs
 	return op
 }
@@ -249,6 +264,22 @@ func deleteOp(key string, v value, upTo uint64) nodeOp {
 }
 
 func readDelete(cmd *redis.Cmd) reply { return readCode(cmd, deleteRefusals) }
+
+// withTombstone is delete op o that, where the key is absent, leaves a
+// tombstone against the Lock's writes up to generation gen for ttlMs
+// (scripts/release.lua).
+func (o nodeOp) withTombstone(gen uint64, ttlMs int64) nodeOp {
+	o.argBuf[2], o.argBuf[3] = gen, ttlMs
+	o.nargs = 4
+	return o
+}
+
+// tombstoneTTL is the longest a tombstone lives: how long a write of ours
+// whose reply never came is kept from landing after a delete found the key
+// absent. A TCP segment retransmitted three times is late by about 1.4s. A
+// tombstone that refused the write it was left against lives one more
+// second, for a copy that go-redis sent again.
+const tombstoneTTL = 2 * time.Second
 
 // The codes of handover.lua that say the leaving holder's value was there.
 const (
@@ -276,7 +307,7 @@ func handoverOp(key string, v value, ttlMs, leaving any, watched, streak bool) n
 		mine = -1 - mine
 	}
 	op := nodeOp{script: handoverScript, read: readHandover,
-		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs), nargs: 6}
+		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, true), nargs: 6}
 	op.argBuf[4], op.argBuf[5] = leaving, mine
 	return op
 }
@@ -294,6 +325,8 @@ func readHandover(cmd *redis.Cmd) reply {
 		return reply{status: statusOK, val: v}
 	case v == releasedHandover:
 		return reply{status: statusRefused, val: v, err: ErrHeldByOther}
+	case v == 2:
+		return reply{status: statusRefused, val: v, err: errLaterAttempt}
 	case v <= 0:
 		return reply{status: statusRefused, val: v, err: ErrHeldByOther}
 	}
@@ -304,17 +337,14 @@ func errUnexpected(v any) error {
 	return fmt.Errorf("unexpected script reply %v", v)
 }
 
-// value is what one call writes under the key: the holder's prefix and a
+// value is what one call writes under the key: the Lock's prefix and a
 // generation. Values and TTLs travel to the scripts boxed (as any); the
-// Lock boxes its prefix once, not once per call.
+// Lock boxes its prefixes once, not once per call.
 type value struct {
-	prefixArg any // token + ".", boxed
+	prefixArg any // the Lock's prefix, boxed
+	holderArg any // the holder's prefix, boxed: the same but for an owner's Lock
 	gen       uint64
 	s         string // prefix + gen
-}
-
-func newValue(prefix string, prefixArg any, gen uint64) value {
-	return value{prefixArg: prefixArg, gen: gen, s: prefix + strconv.FormatUint(gen, 10)}
 }
 
 // restartMarker is the key of a node's boot marker (scripts/restart_guard.lua).

@@ -87,6 +87,12 @@ type lane struct {
 	// strandedWrites counts the writes the lane went on without that
 	// go-redis still holds.
 	strandedWrites int
+	// unsure is set once a write here was sent and got no reply: it may
+	// still be in the network (a client that bounds calls by their deadline
+	// has closed its connection, but the bytes it wrote may be delivered
+	// later), so a delete that finds the key absent leaves a tombstone
+	// (roundSpec.tomb).
+	unsure bool
 }
 
 // newSequencer makes a sequencer of n lanes, in one allocation for the
@@ -234,6 +240,13 @@ func (s *sequencer) unsettled() []bool {
 	return out
 }
 
+// isUnsure reports whether a write of the lock on node i may still land.
+func (s *sequencer) isUnsure(i int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lanes[i].unsure
+}
+
 // begin makes j the lane's current job.
 func (s *sequencer) begin(l *lane, j *job) {
 	l.current = j
@@ -302,6 +315,9 @@ func (s *sequencer) done(p *nodeSet, j *job, rep reply) *job {
 	n := p.nodes[j.node]
 	s.mu.Lock()
 	l := &s.lanes[j.node]
+	if j.r.spec.kind == opWrite && rep.status == statusUnknown && rep.err != errNotSent {
+		l.unsure = true
+	}
 	if j.detached {
 		// The lane went on without this call. If it is a write, a delete
 		// ran since, and the write may have landed after it, delete again.
@@ -467,23 +483,28 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 		// A delete's deadline runs from when it is sent, however long it
 		// waited in the lane.
 		try := j.tries.Add(1)
+		op, args := &r.spec.op, r.args
+		if r.spec.tomb > 0 && s.isUnsure(j.node) {
+			o := r.spec.op.withTombstone(r.spec.tomb, r.spec.tombMs)
+			op, args = &o, p.evalArgs(s, &o, nil)
+		}
 		if j.here && try == 1 {
 			// On the caller's goroutine, on a client that bounds the call:
 			// the round's context ends when the caller stops waiting.
-			rep = n.callOn(n.hereClient(), &r.ctx, &r.spec.op, r.args, j.cmd(try))
+			rep = n.callOn(n.hereClient(), &r.ctx, op, args, j.cmd(try))
 			break
 		}
 		if j.shared {
 			// Started at once on a worker: the delete's own deadline, with
 			// the round's watcher.
-			rep = n.call(&r.ctx, &r.spec.op, r.args, j.cmd(try))
+			rep = n.call(&r.ctx, op, args, j.cmd(try))
 			break
 		}
 		// A watcher that fires late, once this try is over, must not give
 		// up on the job's next try: it names its own.
 		c := &roundCtx{expiredF: func() { s.giveUpOn(p, j, false, try) }}
 		c.start(&p.sched, r.base, time.Now().Add(r.spec.callTimeout))
-		rep = n.call(c, &r.spec.op, r.args, j.cmd(try))
+		rep = n.call(c, op, args, j.cmd(try))
 		c.end(context.Canceled) // returned in time: nobody to give up on
 	}
 	rep.node = n.index

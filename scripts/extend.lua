@@ -8,7 +8,9 @@
 --          the acquire's commit catches up
 -- ARGV[1]  this extension's value: the holder's prefix followed by ARGV[4]
 -- ARGV[2]  new time to live in milliseconds
--- ARGV[3]  the holder's prefix (its token and a dot)
+-- ARGV[3]  the Lock's prefix (its token and a dot; for a Lock of an owner,
+--          the owner's token, a tilde, the Lock's own id and a dot): another
+--          Lock's value, even the same owner's, is another holder's
 -- ARGV[4]  this extension's generation
 -- ARGV[5]  with fencing only: the lock's fence
 -- ARGV[6]  with fencing only: the counter's horizon in milliseconds
@@ -21,8 +23,8 @@
 -- a call that lands late, on a connection given up on, cannot undo a later
 -- one's expiry.
 local v = redis.call('GET', KEYS[1])
-if not v then
-  return 0
+if not v or string.sub(v, 1, 1) == '!' then
+  return 0 -- absent, or a tombstone (release.lua), which is absent
 end
 if string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then
   return -1

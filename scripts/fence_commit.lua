@@ -5,7 +5,7 @@
 -- refreshes it: by then the nodes' clocks have passed every fence issued.
 -- KEYS[1]  the lock key
 -- KEYS[2]  the key's fencing counter (same hash slot as KEYS[1])
--- ARGV[1]  the holder's prefix (its token and a dot)
+-- ARGV[1]  the Lock's prefix (as for extend.lua)
 -- ARGV[2]  the fence being issued, a decimal integer below 2^53
 -- ARGV[3]  the counter's horizon in milliseconds
 -- Returns  1 when the counter is now at least ARGV[2] under our key,

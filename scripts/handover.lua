@@ -7,9 +7,9 @@
 -- KEYS[1]  the lock key
 -- ARGV[1]  the waiter's value: its prefix followed by ARGV[4]
 -- ARGV[2]  the waiter's time to live in milliseconds
--- ARGV[3]  the waiter's prefix (its token and a dot)
+-- ARGV[3]  the waiter's holder prefix (as for acquire.lua)
 -- ARGV[4]  the waiter's generation
--- ARGV[5]  the leaving holder's prefix
+-- ARGV[5]  the leaving Lock's prefix (as for extend.lua)
 -- ARGV[6]  the subscribers of the key's release channel that are the
 --          waiter's own client, m: 1 when it watches the channel, else 0;
 --          sent as -1 - m when the key may be handed over even though
@@ -45,16 +45,24 @@ if v then
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
     return 3
   end
-  if string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then
+  local own = string.sub(ARGV[1], 1, #ARGV[1] - #ARGV[4])
+  if string.sub(v, 1, 1) == '!' then
+    local tag, gen = string.match(v, '^!(%x+):(%d+)$')
+    if tag == string.sub(redis.sha1hex(own), 1, 16) and tonumber(gen) >= tonumber(ARGV[4]) then
+      redis.call('PEXPIRE', KEYS[1], 1000)
+      return 2
+    end
+  elseif string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then
     local ok, pttl = pcall(redis.call, 'PTTL', KEYS[1])
     if not ok then
       pttl = -1
     end
     return -pttl - 1
-  end
-  local gen = tonumber(string.sub(v, #ARGV[3] + 1))
-  if gen and gen > tonumber(ARGV[4]) then
-    return 2
+  elseif string.sub(v, 1, #own) == own then
+    local gen = tonumber(string.sub(v, #own + 1))
+    if gen and gen > tonumber(ARGV[4]) then
+      return 2
+    end
   end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])

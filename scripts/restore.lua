@@ -4,9 +4,12 @@
 -- KEYS[1]  the lock key
 -- ARGV[1]  the extension's value
 -- ARGV[2]  time to live in milliseconds
--- Returns  1 when the key was absent and now holds ARGV[1],
+-- Returns  1 when the key was absent (or a tombstone, see release.lua) and
+--            now holds ARGV[1],
 --          0 when the key is there (nothing is changed).
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return 1
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 1) ~= '!' then
+  return 0
 end
-return 0
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1

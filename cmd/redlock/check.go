@@ -35,7 +35,7 @@ func checkCmd(args []string) error {
 	nf.register(fs)
 	strict := fs.Bool("strict", false, "exit 1 on any warning")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := parseFlags(fs, "[--nodes URL,...] [--strict] [--json]", args); err != nil {
+	if err := parseFlags(fs, "[--nodes NODE,...] [--strict] [--json]", "", args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -70,12 +70,12 @@ func printCheck(r *redlock.CheckReport) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "node\taddress\tversion\tmaxmemory-policy\tappendonly\tappendfsync\tuptime\tclock offset\trun_id")
 	for _, s := range r.Servers {
-		if s.Err != nil {
-			fmt.Fprintf(tw, "%d\t%s\tunreachable: %v\t\t\t\t\t\t\n", s.Node, s.Addr, s.Err)
+		if s.Err != nil { // the warnings below say why
+			fmt.Fprintf(tw, "%d\t%s\tunreachable\t-\t-\t-\t-\t-\t-\n", s.Node, cell(s.Addr))
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%v\t%v (±%v)\t%.8s…\n", s.Node, s.Addr, s.Version, s.MaxmemoryPolicy,
-			s.AppendOnly, s.AppendFsync, s.Uptime, s.ClockOffset, (s.RoundTrip / 2).Round(time.Microsecond), s.RunID)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%v\t%v (±%v)\t%s\n", s.Node, cell(s.Addr), cell(s.Version), cell(s.MaxmemoryPolicy),
+			cell(s.AppendOnly), cell(s.AppendFsync), s.Uptime, s.ClockOffset, (s.RoundTrip / 2).Round(time.Microsecond), cell(shortRunID(s.RunID)))
 	}
 	_ = tw.Flush()
 	if len(r.Warnings) == 0 {
@@ -84,8 +84,16 @@ func printCheck(r *redlock.CheckReport) {
 	}
 	fmt.Printf("%d warning(s):\n", len(r.Warnings))
 	for _, w := range r.Warnings {
-		fmt.Println("  - " + w)
+		fmt.Println("  - " + oneLine(w))
 	}
+}
+
+// shortRunID is enough of a run_id to tell servers apart.
+func shortRunID(id string) string {
+	if r := []rune(id); len(r) > 8 {
+		return string(r[:8]) + "…"
+	}
+	return id
 }
 
 func printCheckJSON(r *redlock.CheckReport) error {

@@ -25,12 +25,17 @@ import (
 // redis-server processes when the binary is found, in-process miniredis
 // servers otherwise.
 func demo(args []string) error {
-	fs := flag.NewFlagSet("redlock demo", flag.ExitOnError)
+	fs := flag.NewFlagSet("redlock demo", flag.ContinueOnError)
 	addrs := fs.String("addrs", "", "comma-separated addresses of independent Redis masters (default: start 5 local nodes)")
 	workers := fs.Int("workers", 4, "contending workers")
 	rounds := fs.Int("rounds", 5, "critical sections per worker")
 	inProcess := fs.Bool("miniredis", false, "use in-process miniredis nodes even when redis-server exists")
-	fs.Parse(args) // ExitOnError: a bad flag never returns here
+	if err := parseFlags(fs, "[-addrs host:port,...] [-miniredis] [-workers n] [-rounds n]", "", args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, "unexpected argument %q", fs.Arg(0))
+	}
 	return run(*addrs, *inProcess, *workers, *rounds)
 }
 

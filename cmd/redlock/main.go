@@ -1,15 +1,17 @@
 // Command redlock works with Redlock locks over independent Redis masters.
 //
-//	redlock run --nodes URL,... --key K [--ttl 30s] [--wait 0] [--fencing] [--grace 10s] [--verbose] -- command [args...]
-//	redlock status --nodes URL,... --key K [--json]
-//	redlock check --nodes URL,... [--strict] [--json]
+//	redlock run --nodes NODE,... --key K [--ttl 30s] [--wait 0] [--fencing] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]
+//	redlock status --nodes NODE,... --key K [--json]
+//	redlock check --nodes NODE,... [--strict] [--json]
 //	redlock demo [-addrs host:port,...] [-miniredis] [-workers n] [-rounds n]
+//	redlock --version
 //
 // run holds the lock on K while a command runs: it waits up to --wait for it,
-// renews it while the command runs, and stops the command if the lock is
-// lost. status shows what each node holds for K, and check what in the
-// nodes' configuration puts the lock at risk. Nodes are redis:// or rediss://
-// URLs (user, password, database, TLS), from --nodes or REDLOCK_NODES.
+// renews it while the command runs, and stops the command's whole process
+// group before the lock's validity ends if the lock is lost. status shows
+// what each node holds for K, and check what in the nodes' configuration
+// puts the lock at risk. Nodes are host:port, or redis:// or rediss:// URLs
+// (user, password, database, TLS), from --nodes or REDLOCK_NODES.
 //
 // demo shows the lock at work on five local nodes it starts itself, with no
 // setup: workers contend for one key under fencing while one node is stalled
@@ -24,7 +26,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -74,7 +79,7 @@ func main() {
 	// themselves, in one line.
 	redis.SetLogger(quiet{})
 	if len(os.Args) < 2 {
-		usage()
+		usage(os.Stderr)
 		os.Exit(exitUsage)
 	}
 	name := os.Args[1]
@@ -83,13 +88,28 @@ func main() {
 			os.Exit(report("redlock "+name, c.run(os.Args[2:])))
 		}
 	}
-	if name == "help" || name == "-h" || name == "-help" || name == "--help" {
-		usage()
+	switch name {
+	case "help", "-h", "-help", "--help":
+		usage(os.Stdout)
+		return
+	case "-version", "--version":
+		fmt.Println(version())
 		return
 	}
 	fmt.Fprintf(os.Stderr, "redlock: unknown command %q\n", name)
-	usage()
+	usage(os.Stderr)
 	os.Exit(exitUsage)
+}
+
+// version is the module version the binary was built from: a tag for
+// go install ...@v1.2.3, a pseudo-version from the checkout's commit, or
+// (devel) when the build knew neither.
+func version() string {
+	v := "(unknown)"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		v = bi.Main.Version
+	}
+	return fmt.Sprintf("redlock %s %s %s/%s", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 // report prints err as one line on stderr and returns the exit status.
@@ -114,10 +134,10 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ; ")), " ")
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: redlock <command> [flags]\n\ncommands:")
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: redlock <command> [flags]\n\ncommands:")
 	for _, c := range commands {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(os.Stderr, "\n'redlock <command> -h' lists a command's flags.")
+	fmt.Fprintln(w, "\n'redlock <command> -h' lists a command's flags; 'redlock --version' prints the version.")
 }

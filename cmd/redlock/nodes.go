@@ -5,9 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -19,7 +22,7 @@ const nodesEnv = "REDLOCK_NODES"
 type nodeFlag struct{ urls string }
 
 func (n *nodeFlag) register(fs *flag.FlagSet) {
-	fs.StringVar(&n.urls, "nodes", "", "comma-separated redis:// or rediss:// URLs of independent masters (default $"+nodesEnv+")")
+	fs.StringVar(&n.urls, "nodes", "", "comma-separated independent masters, each host:port or a redis:// or rediss:// URL (default $"+nodesEnv+")")
 }
 
 // node is one master given on the command line.
@@ -37,7 +40,7 @@ func (n *nodeFlag) open() ([]node, error) {
 		list = os.Getenv(nodesEnv)
 	}
 	if strings.TrimSpace(list) == "" {
-		return nil, exit(exitUsage, "no nodes: give --nodes or $%s, e.g. redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379", nodesEnv)
+		return nil, exit(exitUsage, "no nodes: give --nodes or $%s, e.g. 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379", nodesEnv)
 	}
 	var nodes []node
 	for raw := range strings.SplitSeq(list, ",") {
@@ -58,13 +61,20 @@ func (n *nodeFlag) open() ([]node, error) {
 	return nodes, nil
 }
 
+// parseNodeURL reads one node: host:port, as redis-cli takes it, or a URL.
 func parseNodeURL(raw string) (*redis.Options, error) {
 	shown := redact(raw)
 	if raw == "" {
 		return nil, exit(exitUsage, "bad node URL: empty entry in the node list")
 	}
+	if !strings.Contains(raw, "://") {
+		if _, port, err := net.SplitHostPort(raw); err != nil || port == "" {
+			return nil, exit(exitUsage, "bad node %q: want host:port, redis://[user:password@]host:port[/db] or rediss://... for TLS", shown)
+		}
+		raw = "redis://" + raw
+	}
 	if !strings.HasPrefix(raw, "redis://") && !strings.HasPrefix(raw, "rediss://") {
-		return nil, exit(exitUsage, "bad node URL %q: want redis://[user:password@]host:port[/db] or rediss://... for TLS", shown)
+		return nil, exit(exitUsage, "bad node URL %q: want host:port, redis://[user:password@]host:port[/db] or rediss://... for TLS", shown)
 	}
 	opts, err := redis.ParseURL(raw)
 	if err != nil {
@@ -105,15 +115,19 @@ func closeNodes(nodes []node) {
 	}
 }
 
-// parseFlags parses a subcommand's flags: -h prints its usage and exits 0
-// (errHelp), any other problem is a one-line usage error.
-func parseFlags(fs *flag.FlagSet, synopsis string, args []string) error {
+// parseFlags parses a subcommand's flags: -h prints its usage, and after
+// the flags the text of more (if any), on stdout, as asked for, and exits 0;
+// any other problem is a one-line usage error.
+func parseFlags(fs *flag.FlagSet, synopsis, more string, args []string) error {
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(os.Stderr)
-		fmt.Fprintf(os.Stderr, "usage: %s %s\n\nflags:\n", fs.Name(), synopsis)
+		fs.SetOutput(os.Stdout)
+		fmt.Printf("usage: %s %s\n\nflags:\n", fs.Name(), synopsis)
 		fs.PrintDefaults()
+		if more != "" {
+			fmt.Print("\n" + more)
+		}
 		return &exitError{code: 0}
 	}
 	if err != nil {
@@ -125,4 +139,56 @@ func parseFlags(fs *flag.FlagSet, synopsis string, args []string) error {
 // usageError is a usage error about a flag's value.
 func usageError(fs *flag.FlagSet, format string, args ...any) error {
 	return exit(exitUsage, "%s (%s -h lists the flags)", fmt.Sprintf(format, args...), fs.Name())
+}
+
+// warnFewNodes prints one line when the nodes cannot outvote a failure.
+func warnFewNodes(prefix string, n int) {
+	switch n {
+	case 1:
+		fmt.Fprintf(os.Stderr, "%s: warning: 1 node: the lock does not survive its failure; use 3 or more independent masters\n", prefix)
+	case 2:
+		fmt.Fprintf(os.Stderr, "%s: warning: 2 nodes: a majority of 2 is both, so either one down stops every lock; use 3 or more independent masters\n", prefix)
+	}
+}
+
+// durationFlag is a duration flag that tells a number without a unit to
+// add one, and knows whether it was given.
+type durationFlag struct {
+	d   time.Duration
+	set bool
+}
+
+func (f *durationFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f *durationFlag) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	f.d, f.set = d, true
+	return nil
+}
+
+// parseDuration is time.ParseDuration with a hint for a bare number.
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err == nil {
+		return d, nil
+	}
+	if _, ferr := strconv.ParseFloat(s, 64); ferr == nil {
+		return 0, fmt.Errorf("%q has no unit: add a unit, e.g. 30s", s)
+	}
+	return 0, errors.New("not a duration such as 30s, 1m30s or 500ms")
+}
+
+// durationVar defines a duration flag with a default.
+func durationVar(fs *flag.FlagSet, name string, def time.Duration, usage string) *durationFlag {
+	f := &durationFlag{d: def}
+	fs.Var(f, name, usage)
+	return f
 }

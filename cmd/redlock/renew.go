@@ -11,18 +11,17 @@ import (
 // keepAlive renews l with the library's KeepAlive until ctx ends, and returns
 // a context that ends, with a cause matching redlock.ErrLockLost, when
 // KeepAlive's does (a renewal found that no quorum can hold our value any
-// more, or Until came near without one), or earlier: once less than ttl/3 of
-// validity is left without a renewal having reached a quorum. KeepAlive
-// itself waits until just before Until; ending a third of the TTL earlier
-// gives the command that time to stop before anyone else can take the lock
-// (with the defaults, --ttl 30s and --grace 10s, all of it).
-func keepAlive(ctx context.Context, l *redlock.Lock, ttl time.Duration) context.Context {
+// more, or Until came near without one), or earlier: once no more than
+// before of validity is left without a renewal having reached a quorum.
+// KeepAlive itself waits until just before Until; run ends before by the
+// grace it gives the command between SIGTERM and SIGKILL, and the margin
+// its SIGKILL needs, so that both fit before Until.
+func keepAlive(ctx context.Context, l *redlock.Lock, before time.Duration) context.Context {
 	out, cancel := context.WithCancelCause(l.KeepAlive(ctx))
-	margin := ttl / 3
 	go func() {
 		for {
 			until := l.Until()
-			timer := time.NewTimer(time.Until(until) - margin)
+			timer := time.NewTimer(time.Until(until) - before)
 			select {
 			case <-out.Done():
 				timer.Stop()
@@ -30,11 +29,33 @@ func keepAlive(ctx context.Context, l *redlock.Lock, ttl time.Duration) context.
 			case <-timer.C:
 			}
 			if l.Until().Equal(until) { // no renewal since: KeepAlive is still retrying
-				cancel(fmt.Errorf("%w: %q not renewed while %v of validity was left (until %s)",
-					redlock.ErrLockLost, l.Key(), margin, until.Format(time.RFC3339Nano)))
+				cancel(fmt.Errorf("%w: %q not renewed while %v of validity was left", redlock.ErrLockLost, l.Key(), before))
 				return
 			}
 		}
 	}()
 	return out
+}
+
+// killMarginFor is how long before Until run sends SIGKILL: a tenth of the
+// TTL, 10 to 250 ms, for the signal to be delivered and the processes to
+// die, and for a timer that fires late on a loaded machine.
+func killMarginFor(ttl time.Duration) time.Duration {
+	return min(max(ttl/10, 10*time.Millisecond), 250*time.Millisecond)
+}
+
+// termLeadFor is how much validity run leaves when it gives up on renewal
+// and sends SIGTERM: the grace and the margin of the SIGKILL that follows,
+// so that both fit before Until, but no more than two thirds of the TTL. A
+// grace close to the TTL would otherwise end the lock at once, before its
+// first renewal could land; SIGKILL still comes a margin before Until.
+func termLeadFor(ttl, grace time.Duration) time.Duration {
+	return min(grace+killMarginFor(ttl), ttl*2/3)
+}
+
+// renewIntervalFor renews every third of the TTL, or more often when the
+// lead leaves less than two thirds of it: a renewal that fails is then
+// still retried twice before SIGTERM is due.
+func renewIntervalFor(ttl, lead time.Duration) time.Duration {
+	return max(min(ttl/3, (ttl-lead)/3), time.Millisecond)
 }

@@ -9,6 +9,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,32 +31,89 @@ func nodeTimeoutFor(ttl time.Duration) time.Duration {
 	return min(max(ttl/20, 10*time.Millisecond), 500*time.Millisecond)
 }
 
-// releaseTimeout bounds the release and the wait for its background deletes
-// once the command has exited.
+// releaseTimeout bounds a release: it returns once a quorum answered, and
+// a node that does not answer is left to expire the key by its TTL.
 const releaseTimeout = 2 * time.Second
+
+// closeTimeout bounds the wait on exit for the deletes still under way: a
+// release's on the nodes it did not wait for, a failed acquire's rollback.
+// Enough for a node that answers; a delete that a node did not answer is
+// given up on, the key expires there by its TTL.
+const closeTimeout = 50 * time.Millisecond
+
+// restartGuardEnv is read when --restart-guard is not given.
+const restartGuardEnv = "REDLOCK_RESTART_GUARD"
+
+const runHelp = `The command runs in a process group of its own, and run signals the whole
+group. SIGINT, SIGTERM and SIGHUP sent to redlock are forwarded to it once;
+redlock then waits for the command, releases the lock and exits with the
+command's status. In a terminal the group is the terminal's foreground, so
+Ctrl-C reaches the command once, from the terminal.
+
+When the lock can no longer be proven held (a quorum of nodes lost or
+unreachable), the group gets SIGTERM and, --grace later, SIGKILL; SIGTERM
+comes early enough that the grace ends before the lock's validity does, and
+SIGKILL comes before that end whatever --grace says. Processes the command
+leaves in its group when it exits are stopped the same way before the lock
+is released.
+
+SIGKILL cannot stop a process in uninterruptible sleep (state D, such as a
+write to a hung network mount), and a process that left the group (setsid,
+a daemon) is not signalled at all: such a process can still write after
+the lock has passed to someone else. Fencing is what protects the resource
+from that late write: with --fencing the command gets $REDLOCK_FENCE, and
+the resource must refuse a write whose fence is lower than one it has seen.
+
+Environment: REDLOCK_NODES for --nodes, REDLOCK_RESTART_GUARD for
+--restart-guard. The command gets REDLOCK_KEY, and REDLOCK_FENCE with --fencing.
+
+Exit statuses:
+  the command's   it ran under the lock to the end (128+n: killed by signal n)
+  64              a usage error or a bad node
+  69              fewer than a quorum of nodes reachable
+  70              the lock was lost and the command stopped
+  75              the lock was not acquired within --wait
+  126, 127        the command could not be started, or was not found
+  128+n           redlock got signal n while waiting for the lock
+`
 
 func runCmd(args []string) error {
 	fs := flag.NewFlagSet("redlock run", flag.ContinueOnError)
 	var nf nodeFlag
 	nf.register(fs)
 	key := fs.String("key", "", "the lock's key (required)")
-	ttl := fs.Duration("ttl", 30*time.Second, "the lock's time to live; it is renewed every ttl/3 while the command runs")
-	wait := fs.Duration("wait", 0, "how long to wait for the lock (0: one try)")
+	ttl := durationVar(fs, "ttl", 30*time.Second, "the lock's time to live (a `duration`); it is renewed while the command runs")
+	wait := durationVar(fs, "wait", 0, "how long to wait for the lock, a `duration` (0: one try)")
 	fencing := fs.Bool("fencing", false, "take a fencing token and pass it to the command as $REDLOCK_FENCE")
-	grace := fs.Duration("grace", 10*time.Second, "when the lock is lost: how long after SIGTERM the command is killed")
+	grace := durationVar(fs, "grace", 0, "the `duration` between SIGTERM and SIGKILL when the lock is lost; shorter than --ttl (default: a third of --ttl)")
+	guard := durationVar(fs, "restart-guard", 0, "count a node that restarted or lost its data only this `duration` after it is back, at least the longest TTL in use (default $"+restartGuardEnv+", 0: off)")
 	verbose := fs.Bool("verbose", false, "log each step on stderr")
-	if err := parseFlags(fs, "--key K [--nodes URL,...] [--ttl 30s] [--wait 0] [--fencing] [--grace 10s] [--verbose] -- command [args...]", args); err != nil {
+	if err := parseFlags(fs, "--key K [--nodes NODE,...] [--ttl 30s] [--wait 0] [--fencing] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]", runHelp, args); err != nil {
 		return err
+	}
+	if !grace.set {
+		grace.d = ttl.d / 3
+	}
+	if !guard.set && os.Getenv(restartGuardEnv) != "" {
+		d, err := parseDuration(os.Getenv(restartGuardEnv))
+		if err != nil {
+			return exit(exitUsage, "bad $%s: %v", restartGuardEnv, err)
+		}
+		guard.d = d
 	}
 	switch {
 	case *key == "":
 		return usageError(fs, "--key is required")
-	case *ttl <= 0:
+	case ttl.d <= 0:
 		return usageError(fs, "--ttl must be positive")
-	case *wait < 0:
+	case wait.d < 0:
 		return usageError(fs, "--wait must not be negative")
-	case *grace < 0:
+	case grace.d < 0:
 		return usageError(fs, "--grace must not be negative")
+	case grace.d >= ttl.d:
+		return usageError(fs, "--grace %v must be shorter than --ttl %v: the command must be stopped before the lock can pass to another holder", grace.d, ttl.d)
+	case guard.d < 0:
+		return usageError(fs, "--restart-guard must not be negative")
 	case fs.NArg() == 0:
 		return usageError(fs, "no command to run: give it after --")
 	}
@@ -68,28 +128,40 @@ func runCmd(args []string) error {
 		return err
 	}
 	defer closeNodes(nodes)
-	opts := []redlock.Option{redlock.WithNodeTimeout(nodeTimeoutFor(*ttl))}
+	var unconfirmed nodeMarks // nodes that did not confirm the release's delete
+	var stopping atomic.Bool  // the command is over: renewals still in flight are of no interest
+	opts := []redlock.Option{
+		redlock.WithNodeTimeout(nodeTimeoutFor(ttl.d)),
+		redlock.WithRenewInterval(renewIntervalFor(ttl.d, termLeadFor(ttl.d, grace.d))),
+		redlock.WithHooks(redlock.Hooks{
+			NodeError: func(n redlock.NodeInfo) {
+				if n.Key == *key && (n.Op == "delete" || n.Op == "handover") {
+					unconfirmed.mark(n.Node)
+				}
+			},
+			Renewal: func(r redlock.RenewalInfo) {
+				switch {
+				case stopping.Load():
+				case r.Err != nil:
+					logf("renewal of %q failed after %v: %v", r.Key, r.Elapsed, r.Err)
+				default:
+					logf("renewed %q in %v", r.Key, r.Elapsed)
+				}
+			},
+		}),
+	}
 	if *fencing {
 		opts = append(opts, redlock.WithFencing())
 	}
-	if *verbose {
-		opts = append(opts, redlock.WithHooks(redlock.Hooks{Renewal: func(r redlock.RenewalInfo) {
-			if r.Err != nil {
-				logf("renewal of %q failed after %v: %v", r.Key, r.Elapsed, r.Err)
-			} else {
-				logf("renewed %q in %v", r.Key, r.Elapsed)
-			}
-		}}))
+	if guard.d > 0 {
+		opts = append(opts, redlock.WithRestartGuard(guard.d))
 	}
 	locks, err := redlock.New(clients(nodes), opts...)
 	if err != nil {
 		return exit(exitUsage, "%v", err)
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-		defer cancel()
-		_ = locks.Close(ctx)
-	}()
+	defer closeClient(locks)
+	warnFewNodes("redlock run", len(nodes))
 
 	// Signals are caught from here on: while waiting for the lock they end
 	// the wait, while the command runs they go to it.
@@ -101,16 +173,17 @@ func runCmd(args []string) error {
 		return err
 	}
 	logf("a quorum of nodes is reachable")
-	logf("acquiring %q for %v on %d nodes (quorum %d), waiting up to %v", *key, *ttl, len(nodes), locks.Quorum(), *wait)
-	lock, err := acquire(locks, *key, *ttl, *wait, sigs)
+	logf("acquiring %q for %v on %d nodes (quorum %d), waiting up to %v", *key, ttl.d, len(nodes), locks.Quorum(), wait.d)
+	lock, err := acquire(locks, *key, ttl.d, wait.d, sigs)
 	if err != nil {
 		return err
 	}
 	logf("acquired %q, valid until %s, fence %d", *key, lock.Until().Format(time.RFC3339Nano), lock.Fence())
 
 	renewing, stopRenewing := context.WithCancel(context.Background())
-	lost := keepAlive(renewing, lock, *ttl)
-	code, runErr := supervise(fs.Args(), lock, *fencing, *grace, lost, sigs, logf)
+	lost := keepAlive(renewing, lock, termLeadFor(ttl.d, grace.d))
+	code, runErr := supervise(fs.Args(), lock, *fencing, stopSpec{grace: grace.d, margin: killMarginFor(ttl.d)}, lost, sigs, logf)
+	stopping.Store(true)
 	stopRenewing()
 
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
@@ -120,6 +193,10 @@ func runCmd(args []string) error {
 	} else {
 		logf("released %q", *key)
 	}
+	closeClient(locks)
+	if left := unconfirmed.with(locks.Nodes()); len(left) > 0 {
+		logf("no confirmed delete from %s: left to expire the key by its TTL", strings.Join(left, ", "))
+	}
 	if runErr != nil {
 		return runErr
 	}
@@ -127,6 +204,42 @@ func runCmd(args []string) error {
 		return &exitError{code: code}
 	}
 	return nil
+}
+
+// closeClient closes locks, waiting at most closeTimeout.
+func closeClient(locks *redlock.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_ = locks.Close(ctx)
+}
+
+// nodeMarks records nodes by index, from the hooks' goroutines.
+type nodeMarks struct {
+	mu     sync.Mutex
+	marked map[int]bool
+}
+
+func (m *nodeMarks) mark(i int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.marked == nil {
+		m.marked = map[int]bool{}
+	}
+	m.marked[i] = true
+}
+
+// with lists the nodes marked, or still busy with a call or a delete to be
+// tried again, as "node i (addr)".
+func (m *nodeMarks) with(status []redlock.NodeStatus) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, s := range status {
+		if m.marked[s.Index] || s.InFlight > 0 || s.PendingCleanups > 0 {
+			out = append(out, fmt.Sprintf("node %d (%s)", s.Index, s.Addr))
+		}
+	}
+	return out
 }
 
 // reachQuorum dials every node; fewer than a quorum answering is
@@ -214,7 +327,7 @@ func acquire(locks *redlock.Client, key string, ttl, wait time.Duration, sigs <-
 }
 
 // unreachable reports a failed acquire in which too few nodes answered to
-// make a quorum.
+// make a quorum; a node within its restart guard answered.
 func unreachable(err error) bool {
 	var qe *redlock.QuorumError
 	if !errors.As(err, &qe) {
@@ -222,17 +335,25 @@ func unreachable(err error) bool {
 	}
 	silent := 0
 	for _, n := range qe.Nodes {
-		if !errors.Is(n, redlock.ErrHeldByOther) && !errors.Is(n, redlock.ErrKeyAbsent) {
+		if !errors.Is(n, redlock.ErrHeldByOther) && !errors.Is(n, redlock.ErrKeyAbsent) && !errors.Is(n, redlock.ErrRestartGuard) {
 			silent++
 		}
 	}
 	return qe.OK+len(qe.Nodes)-silent < qe.Quorum
 }
 
-// supervise runs the command under the lock and returns its exit status. It
-// forwards signals to it; when lost ends, it sends SIGTERM and, grace later,
-// SIGKILL, and returns exitSoftware.
-func supervise(argv []string, lock *redlock.Lock, fencing bool, grace time.Duration, lost context.Context,
+// stopSpec is how run stops the command's group: SIGTERM, then SIGKILL
+// grace later, and never later than margin before the lock's Until.
+type stopSpec struct {
+	grace, margin time.Duration
+}
+
+// supervise runs the command in a process group of its own under the lock
+// and returns its exit status once no process of the group is left. It
+// forwards signals to the group. When lost ends, or when the command exits
+// leaving processes in its group, the group gets SIGTERM and then SIGKILL,
+// by spec; a lost lock returns exitSoftware.
+func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, lost context.Context,
 	sigs <-chan os.Signal, logf func(string, ...any)) (int, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -240,43 +361,127 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, grace time.Durat
 	if fencing {
 		cmd.Env = append(cmd.Env, "REDLOCK_FENCE="+strconv.FormatUint(lock.Fence(), 10))
 	}
-	if err := cmd.Start(); err != nil {
+	becomeSubreaper()
+	g, err := startGroup(cmd)
+	if err != nil {
 		code := 126 // found but could not run, as a shell says
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			code = 127
 		}
 		return code, exit(code, "%v", err)
 	}
-	logf("started %q, pid %d", argv, cmd.Process.Pid)
+	defer g.restoreTerminal()
+	logf("started %q, pid %d, process group %d", argv, cmd.Process.Pid, g.pgid)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
-	var lostErr error
-	var kill <-chan time.Time
+	var (
+		code     = -1      // the command's status, once it has exited
+		lostErr  error     // why the lock is lost
+		until    time.Time // the lock's validity, read when it was lost
+		termSent bool      // SIGTERM sent, or a signal forwarded, to the group
+		termAt   time.Time // when the group got it
+		killAt   time.Time // when the group gets SIGKILL, if set
+		killed   bool
+		kill     *time.Timer
+		poll     <-chan time.Time // ticks from the command's exit until its group is empty
+		warned   bool
+	)
+	killTimer := make(chan time.Time, 1)
+	// stopBy sends SIGTERM to the group, unless it already got a signal,
+	// and SIGKILL grace after it, and never after deadline.
+	stopBy := func(deadline time.Time) {
+		now := time.Now()
+		if !termSent {
+			termSent, termAt = true, now
+			_ = g.signal(syscall.SIGTERM)
+		}
+		at := termAt.Add(spec.grace)
+		if deadline.Before(at) {
+			at = deadline
+		}
+		if !killAt.IsZero() && !at.Before(killAt) {
+			return
+		}
+		killAt = at
+		logf("SIGTERM sent to process group %d at %s, SIGKILL at %s", g.pgid, termAt.Format("15:04:05.000"), killAt.Format("15:04:05.000"))
+		if kill != nil {
+			kill.Stop()
+		}
+		kill = time.AfterFunc(time.Until(killAt), func() {
+			select {
+			case killTimer <- time.Now():
+			default:
+			}
+		})
+	}
+	defer func() {
+		if kill != nil {
+			kill.Stop()
+		}
+	}()
 	lostCh := lost.Done()
 	for {
 		select {
 		case s := <-sigs:
-			logf("forwarding %v to pid %d", s, cmd.Process.Pid)
-			_ = cmd.Process.Signal(s)
+			logf("forwarding %v to process group %d", s, g.pgid)
+			if !termSent {
+				termSent, termAt = true, time.Now()
+			}
+			_ = g.signal(s.(syscall.Signal))
 		case <-lostCh:
 			lostCh = nil
-			lostErr = context.Cause(lost)
-			logf("%v; sending SIGTERM to pid %d, SIGKILL in %v", lostErr, cmd.Process.Pid, grace)
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			kill = time.After(grace)
-		case <-kill:
-			logf("still running after %v: sending SIGKILL to pid %d", grace, cmd.Process.Pid)
-			_ = cmd.Process.Kill()
+			lostErr, until = context.Cause(lost), lock.Until()
+			logf("%v (valid until %s): stopping process group %d", lostErr, until.Format(time.RFC3339Nano), g.pgid)
+			stopBy(until.Add(-spec.margin))
+		case <-killTimer:
+			killed = true
+			logf("SIGKILL to process group %d", g.pgid)
+			_ = g.signal(syscall.SIGKILL)
 		case err := <-exited:
-			code := exitStatus(cmd.ProcessState, err)
+			exited = nil
+			code = exitStatus(cmd.ProcessState, err)
+			g.restoreTerminal()
 			logf("pid %d exited with status %d", cmd.Process.Pid, code)
-			if lostErr != nil {
-				return exitSoftware, exit(exitSoftware, "%v; the command was stopped", lostErr)
+			if g.empty() {
+				return outcome(code, lostErr, until)
 			}
-			return code, nil
+			if !termSent {
+				fmt.Fprintf(os.Stderr, "redlock run: the command exited leaving processes in its group %d: stopping them before the release\n", g.pgid)
+			}
+			stopBy(lock.Until().Add(-spec.margin))
+			ticker := time.NewTicker(10 * time.Millisecond)
+			defer ticker.Stop()
+			poll = ticker.C
+		case <-poll:
+			if killed {
+				// A process forked as the SIGKILL went out is
+				// killed by the next.
+				_ = g.signal(syscall.SIGKILL)
+				if !warned && time.Since(killAt) > 5*time.Second {
+					warned = true
+					fmt.Fprintf(os.Stderr, "redlock run: process group %d still alive 5s after SIGKILL: in uninterruptible sleep? waiting for it\n", g.pgid)
+				}
+			}
+			if g.empty() {
+				return outcome(code, lostErr, until)
+			}
 		}
 	}
+}
+
+// outcome is what supervise returns once the group is gone.
+func outcome(code int, lostErr error, until time.Time) (int, error) {
+	if lostErr == nil {
+		return code, nil
+	}
+	gone := time.Now()
+	if gone.After(until) {
+		return exitSoftware, exit(exitSoftware, "%v; the command was stopped, but the last process of its group was seen gone at %s, after the lock's validity ended (valid until %s)",
+			lostErr, gone.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))
+	}
+	return exitSoftware, exit(exitSoftware, "%v; the command was stopped: its process group ended before the lock's validity did (valid until %s)",
+		lostErr, until.Format(time.RFC3339Nano))
 }
 
 // exitStatus is a shell's $? for the command: its exit code, or 128 plus

@@ -69,7 +69,7 @@ func statusCmd(args []string) error {
 	nf.register(fs)
 	key := fs.String("key", "", "the lock's key (required)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := parseFlags(fs, "--key K [--nodes URL,...] [--json]", args); err != nil {
+	if err := parseFlags(fs, "--key K [--nodes NODE,...] [--json]", "", args); err != nil {
 		return err
 	}
 	if *key == "" {
@@ -134,6 +134,8 @@ func readNode(ctx context.Context, i int, n node, key, fenceKey string) keyState
 	case errors.Is(err, redis.Nil):
 	case err != nil:
 		s.Error = err.Error()
+	case strings.HasPrefix(v, "!"):
+		// A tombstone: the library reads it as an absent key (docs/late-writes.md).
 	default:
 		s.Held = true
 		s.token, _, _ = strings.Cut(v, ".")
@@ -201,17 +203,19 @@ func printStatus(st *keyStatus) {
 	fmt.Printf("key %q on %d nodes (quorum %d)\n", st.Key, len(st.Nodes), st.Quorum)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "node\taddress\tkey\tholder\tttl\tfence")
+	var notes []string // the errors, below the table: a cell holds a word
 	for _, n := range st.Nodes {
-		if !n.Reachable {
-			fmt.Fprintf(tw, "%d\t%s\tunreachable: %s\t\t\t\n", n.Node, n.Addr, n.Error)
-			continue
-		}
 		state, holder, ttl, fence := "free", "-", "-", "-"
-		if n.Held {
+		switch {
+		case !n.Reachable:
+			state = "unreachable"
+		case n.Error != "":
+			state = "error"
+		case n.Held:
 			state, holder = "held", n.Holder+"…"
 		}
 		if n.Error != "" {
-			state = "error: " + n.Error
+			notes = append(notes, fmt.Sprintf("node %d (%s): %s: %s", n.Node, n.Addr, state, oneLine(n.Error)))
 		}
 		if n.TTLMillis != nil {
 			ttl = "no expiry"
@@ -222,9 +226,12 @@ func printStatus(st *keyStatus) {
 		if n.Fence != nil {
 			fence = strconv.FormatUint(*n.Fence, 10)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", n.Node, n.Addr, state, holder, ttl, fence)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", n.Node, cell(n.Addr), state, cell(holder), ttl, fence)
 	}
 	_ = tw.Flush()
+	for _, note := range notes {
+		fmt.Println(note)
+	}
 	switch st.Verdict {
 	case verdictHeld:
 		fmt.Printf("verdict: held by a quorum (%s… on %d of %d nodes)\n", st.Holder, st.HeldOn, len(st.Nodes))
@@ -235,4 +242,19 @@ func printStatus(st *keyStatus) {
 	default:
 		fmt.Printf("verdict: unknown (only %d of %d nodes answered, fewer than the quorum of %d)\n", st.reachable(), len(st.Nodes), st.Quorum)
 	}
+}
+
+// cellChars bounds a table cell that a node's answer fills.
+const cellChars = 40
+
+// cell makes s fit a table cell: one line, no tab, at most cellChars.
+func cell(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > cellChars {
+		s = string(r[:cellChars-1]) + "…"
+	}
+	if s == "" {
+		return "-"
+	}
+	return s
 }
