@@ -34,6 +34,10 @@ type node struct {
 	failures        atomic.Int64 // consecutive calls with no timely, valid reply
 	pendingCleanups atomic.Int64 // deletes waiting to be tried again
 	lastErr         atomic.Pointer[errBox]
+	// lastCause is the node's latest error other than a deadline since its
+	// last timely success, nil when none: what a node that does not answer
+	// in time is shown with (silence).
+	lastCause atomic.Pointer[errBox]
 
 	identMu sync.Mutex
 	// identifying is closed when the identify call under way ends; nil
@@ -59,6 +63,7 @@ func (n *node) address() string {
 func (n *node) record(err error, late bool) {
 	if err == nil && !late {
 		n.failures.Store(0)
+		n.lastCause.Store(nil)
 		return
 	}
 	if err == nil {
@@ -66,6 +71,21 @@ func (n *node) record(err error, late bool) {
 	}
 	n.failures.Add(1)
 	n.lastErr.Store(&errBox{err})
+}
+
+// silence is how a node that did not answer in time is shown: ErrNoReply,
+// with the error its calls failed with since its last timely success (a
+// refused connection that go-redis took longer to report than our
+// deadline), if any.
+func (n *node) silence() error {
+	b := n.lastCause.Load()
+	if b == nil {
+		return ErrNoReply
+	}
+	if errors.Is(b.err, ErrNoReply) { // a late call's, said already
+		return b.err
+	}
+	return fmt.Errorf("%w (its latest error: %w)", ErrNoReply, b.err)
 }
 
 // call runs one operation on one node and records its health. args is the
@@ -82,15 +102,23 @@ func (n *node) callOn(c redis.UniversalClient, ctx context.Context, op *nodeOp, 
 	r := n.eval(c, ctx, op, args, cmd)
 	n.inFlight.Add(-1)
 	late := ctx.Err() != nil
+	nodeErr := r.status == statusUnknown && r.err != nil && !isContextErr(r.err)
 	if late && r.status == statusUnknown {
 		// A client with ContextTimeoutEnabled gives up at our deadline
 		// itself: the same unknown outcome as our waiter giving up. The
-		// client's context error is not wrapped: errors.Is(err,
-		// context.DeadlineExceeded) on a returned error must mean that the
-		// caller's context ended, not a node's deadline.
-		r.err = fmt.Errorf("%w (%v)", ErrNoReply, r.err)
+		// client's context error is left out: errors.Is(err,
+		// context.DeadlineExceeded) on a returned error, and its text,
+		// must mean that the caller's context ended, not a node's deadline.
+		if nodeErr {
+			r.err = fmt.Errorf("%w: %w", ErrNoReply, r.err)
+		} else {
+			r.err = ErrNoReply
+		}
 	}
 	n.record(r.transportErr(), late)
+	if nodeErr {
+		n.lastCause.Store(&errBox{r.err})
+	}
 	r.node = n.index
 	return r
 }

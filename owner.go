@@ -110,13 +110,13 @@ func (c *Client) enterOwner(ctx context.Context, l *Lock, ttl time.Duration) (*L
 		o.mu.Unlock()
 		if held == nil {
 			if err := c.await(ctx, s.running, nil); err != nil {
-				return nil, nil, fmt.Errorf("%w: %q: waiting for another Acquire of the owner: %w", ErrNotAcquired, l.key, err)
+				return nil, nil, fmt.Errorf("%w: %q: waiting for another Acquire of the owner: %w", ErrNotAcquired, showKey(l.key), err)
 			}
 			continue
 		}
 		if ok, err := held.reenter(ctx, ttl); ok || err != nil {
 			if err != nil {
-				return nil, nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, l.key, err)
+				return nil, nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
 			}
 			return held, nil, nil
 		}
