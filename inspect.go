@@ -227,7 +227,8 @@ func parseInspect(cmd *redis.Cmd, r *keyRead) error {
 	if !ok {
 		return errUnexpected(v)
 	}
-	if s, ok := v[0].(string); ok {
+	// A tombstone (scripts/release.lua) is an absent key to every lock.
+	if s, ok := v[0].(string); ok && !strings.HasPrefix(s, "!") {
 		token := s
 		if dot := strings.LastIndexByte(s, '.'); dot >= 0 {
 			token = s[:dot] // the generation follows the last dot

@@ -74,6 +74,13 @@ func TestInspect(t *testing.T) {
 	assert.Equal(t, "BBBBBBBB", st.Nodes[1].Holder)
 	assert.False(t, st.Nodes[2].Held)
 
+	// A tombstone (docs/late-writes.md) is an absent key.
+	require.NoError(t, e.direct[2].Set(ctx, key, "!0123456789abcdef:3", time.Minute).Err())
+	st, err = c.Inspect(ctx, key)
+	require.NoError(t, err)
+	assert.False(t, st.Nodes[2].Held, "a tombstone read as a holder")
+	assert.Empty(t, st.Nodes[2].Holder)
+
 	_, err = c.Inspect(ctx, "")
 	require.ErrorIs(t, err, redlock.ErrInvalidArgument)
 	//lint:ignore SA1012 a nil context is the input under test
