@@ -86,7 +86,7 @@ var (
 	errSuperseded = fmt.Errorf("%w: delete superseded by a later one", ErrNoReply)
 	// errUnidentified marks a confirmation that did not count: the node's
 	// server was not identified yet, and might be another node's too.
-	errUnidentified = fmt.Errorf("%w: node's server not identified yet, its reply does not count", ErrNoReply)
+	errUnidentified = errors.New("the node answered, but its server is not identified yet: its reply does not count")
 	// errLaterAttempt marks a rollback that found a later attempt's value of
 	// the same lock, which it must not delete.
 	errLaterAttempt = errors.New("stale call: the key holds a later write of the same lock, or its delete came first")
