@@ -213,7 +213,8 @@ type nodeSet struct {
 
 // newNodeSet validates the clients given to New, without any I/O: nil
 // clients and the same client or server address twice are refused here;
-// two addresses of one server are found at first contact.
+// two addresses of one server are found once both answered (checkServers),
+// and neither votes before.
 func newNodeSet(clients []redis.UniversalClient) (*nodeSet, error) {
 	if len(clients) == 0 {
 		return nil, invalid("no nodes")

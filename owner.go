@@ -14,9 +14,10 @@ const MaxOwnerLen = 512
 
 // WithOwner makes the lock belong to the request id rather than to the call:
 // its token is derived from id, so any Acquire with the same id and key,
-// from this process or another, is the same holder. Such an Acquire re-enters
-// a lock the id holds instead of waiting for it (a retried request does not
-// lock itself out for the TTL), and a different id is refused as usual.
+// from this process or another, is the same holder for taking the key. Such
+// an Acquire takes over a lock the id holds instead of waiting for it (a
+// retried request does not lock itself out for the TTL), and a different id
+// is refused as usual.
 //
 // Within one Client, acquiring a key the id already holds returns the same
 // *Lock with its hold count raised, after one round that extends it on the
