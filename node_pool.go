@@ -491,9 +491,32 @@ func (n *node) identify(done chan struct{}) {
 	switch {
 	case err == nil && len(ids) > 0:
 		n.ident = ids
-	case err != nil && isNoPerm(err):
+	case err != nil && (isNoPerm(err) || isServerReply(err)):
+		// The server answered but cannot tell who it is (an ACL without
+		// INFO, a server whose INFO has no run_id): trusted as configured.
 		n.identUnknowable = true
 	}
+}
+
+// isServerReply reports whether err is the server's own lasting answer that
+// it cannot tell who it is: a reply without a run_id, or an error reply (an
+// unknown command or section; miniredis: "section (server) is not
+// supported"). A passing state (LOADING, BUSY...) or a failure to reach the
+// server is not: the node is asked again.
+func isServerReply(err error) bool {
+	var re redis.Error
+	if errors.Is(err, errNoRunID) {
+		return true
+	}
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, passing := range []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
+		if strings.HasPrefix(err.Error(), passing) {
+			return false
+		}
+	}
+	return true
 }
 
 func runIDs(ctx context.Context, c redis.UniversalClient) ([]string, error) {
@@ -521,8 +544,11 @@ func runID(ctx context.Context, c redis.Cmdable) (string, error) {
 	if id := infoFields(info)["run_id"]; id != "" {
 		return id, nil
 	}
-	return "", errors.New("INFO server has no run_id")
+	return "", errNoRunID
 }
+
+// errNoRunID is a server's INFO without a run_id (miniredis, say).
+var errNoRunID = errors.New("INFO server has no run_id")
 
 func isNoPerm(err error) bool {
 	return strings.HasPrefix(err.Error(), "NOPERM")
