@@ -70,6 +70,25 @@ type hold struct {
 	releaseErr error
 }
 
+// whose describes the holds that had token, for the report of a leaked
+// key: none means the token was a failed acquire's.
+func (h *history) whose(token string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, hd := range h.holds {
+		if hd.Token == token {
+			out = append(out, fmt.Sprintf("%s held %s from %s (acquire called %s), until %s, release called %s (err %v)",
+				hd.Client, hd.Key, hd.Acquired.Format(time.StampMicro), hd.Start.Format(time.StampMicro),
+				hd.until.Format(time.StampMicro), hd.released.Format(time.StampMicro), hd.releaseErr))
+		}
+	}
+	if len(out) == 0 {
+		return "no hold had this token: a failed acquire's (or a lock handed over to one that gave up)"
+	}
+	return strings.Join(out, "; ")
+}
+
 // add records a hold (used directly by synthetic histories).
 func (h *history) add(hd *hold) *hold {
 	hd.h = h

@@ -697,7 +697,11 @@ func assertSafe(t *testing.T, h *history, v verdict, unclean bool) {
 	t.Helper()
 	assert.Empty(t, v.Overlaps, "two holders at once")
 	assert.Zero(t, v.LostUpdates, "lost updates")
-	assert.Empty(t, v.Leaked, "keys left behind")
+	if !assert.Empty(t, v.Leaked, "keys left behind") {
+		for _, k := range v.Leaked {
+			t.Logf("leaked %v: %s", k, h.whose(k.Value))
+		}
+	}
 	if unclean {
 		assert.Empty(t, h.uncleanErrs(), "failed acquires with a misleading error")
 	}

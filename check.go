@@ -13,19 +13,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// CheckTimeout bounds each server's part of CheckNodes: every command sent to
+// ServerCheckTimeout bounds each server's part of CheckNodes: every command sent to
 // one server shares this deadline, or the caller's when it is earlier.
-const CheckTimeout = 2 * time.Second
+const ServerCheckTimeout = 2 * time.Second
 
-// CheckClockOffset is the clock offset between a server and this machine above
+// MaxClockOffset is the clock offset between a server and this machine above
 // which CheckNodes warns. An offset alone does not break the lock (each node
 // times its keys by its own clock), but clocks this far apart are not kept by
 // NTP, and an unkept clock may jump or run fast, which expires keys early.
-const CheckClockOffset = time.Second
+const MaxClockOffset = time.Second
 
-// Unknown is the value of a NodeCheck setting that the server did not let
+// SettingUnreadable is the value of a ServerCheck setting that the server did not let
 // CheckNodes read (CONFIG disabled, renamed, or refused by an ACL).
-const Unknown = "unknown"
+const SettingUnreadable = "unknown"
 
 // CheckReport is what CheckNodes found on the nodes, and what it advises.
 type CheckReport struct {
@@ -47,7 +47,7 @@ type ServerCheck struct {
 	Node int    // the node's index in the slice given to CheckNodes
 	Addr string // the server's address, when its client exposes one
 	// Err is set when the server could not be reached or did not answer
-	// INFO or TIME within CheckTimeout; the fields below are then empty.
+	// INFO or TIME within ServerCheckTimeout; the fields below are then empty.
 	Err error
 
 	Version string        // redis_version
@@ -55,7 +55,7 @@ type ServerCheck struct {
 	Uptime  time.Duration // since the server started, which is when it lost what it did not persist
 
 	// MaxmemoryPolicy, AppendOnly and AppendFsync are the server's CONFIG
-	// values, or Unknown when CONFIG GET was refused (AppendOnly then comes
+	// values, or SettingUnreadable when CONFIG GET was refused (AppendOnly then comes
 	// from INFO persistence, which always tells it).
 	MaxmemoryPolicy string
 	AppendOnly      string
@@ -78,16 +78,16 @@ type ServerCheck struct {
 //     or crash loses keys, so a restarted node must stay down longer than
 //     the longest TTL;
 //   - the clock offset against this machine (from TIME), above
-//     CheckClockOffset;
+//     MaxClockOffset;
 //   - two nodes that are one server (the same run_id), which would vote
 //     twice;
 //   - nodes that cannot be reached, and fewer reachable nodes than a quorum.
 //
 // Call it at start-up with the nodes given to New. Servers are asked in
-// parallel, each within CheckTimeout or ctx's deadline if earlier; a client
+// parallel, each within ServerCheckTimeout or ctx's deadline if earlier; a client
 // without ContextTimeoutEnabled may hold an unanswered call longer, but
 // CheckNodes does not wait for it. It reads with INFO, TIME and CONFIG GET;
-// a server that refuses CONFIG (an ACL, a renamed command) gets Unknown
+// a server that refuses CONFIG (an ACL, a renamed command) gets SettingUnreadable
 // settings and a warning, not an error. The error is only for bad input: a
 // nil context, no nodes or a nil node, matching ErrInvalidArgument.
 func CheckNodes(ctx context.Context, nodes []redis.UniversalClient) (*CheckReport, error) {
@@ -136,7 +136,7 @@ func checkNode(ctx context.Context, i int, c redis.UniversalClient) []ServerChec
 	if !ok {
 		return []ServerCheck{checkServer(ctx, i, addrOf(c), c)}
 	}
-	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+	ctx, cancel := context.WithTimeout(ctx, ServerCheckTimeout)
 	defer cancel()
 	var mu sync.Mutex
 	var out []ServerCheck
@@ -155,10 +155,10 @@ func checkNode(ctx context.Context, i int, c redis.UniversalClient) []ServerChec
 	return out
 }
 
-// checkServer checks one server, within CheckTimeout even when the client
+// checkServer checks one server, within ServerCheckTimeout even when the client
 // does not bound its reads by the context.
 func checkServer(ctx context.Context, i int, addr string, c redis.Cmdable) ServerCheck {
-	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+	ctx, cancel := context.WithTimeout(ctx, ServerCheckTimeout)
 	defer cancel()
 	done := make(chan ServerCheck, 1)
 	go func() { done <- askServer(ctx, i, addr, c) }()
@@ -199,7 +199,7 @@ func askServer(ctx context.Context, i int, addr string, c redis.Cmdable) ServerC
 	s.RoundTrip = time.Since(sent)
 	s.ClockOffset = now.Sub(sent.Add(s.RoundTrip / 2)).Round(time.Microsecond)
 
-	s.MaxmemoryPolicy, s.AppendOnly, s.AppendFsync = Unknown, Unknown, Unknown
+	s.MaxmemoryPolicy, s.AppendOnly, s.AppendFsync = SettingUnreadable, SettingUnreadable, SettingUnreadable
 	switch fields["aof_enabled"] {
 	case "1":
 		s.AppendOnly = "yes"
@@ -218,7 +218,7 @@ func askServer(ctx context.Context, i int, addr string, c redis.Cmdable) ServerC
 				s.Err = err
 				return s
 			}
-			continue // refused: stays Unknown, advise says so
+			continue // refused: stays SettingUnreadable, advise says so
 		}
 		if v, ok := vals[set.name]; ok {
 			*set.to = v
@@ -232,7 +232,7 @@ func (s *ServerCheck) advise() []string {
 	var w []string
 	name := s.name()
 	switch p := s.MaxmemoryPolicy; {
-	case p == Unknown:
+	case p == SettingUnreadable:
 		w = append(w, fmt.Sprintf("%s: maxmemory-policy unknown (CONFIG GET refused): make sure it is noeviction, or allow CONFIG GET to check it", name))
 	case p == "noeviction":
 	case strings.HasPrefix(p, "volatile-"):
@@ -243,14 +243,14 @@ func (s *ServerCheck) advise() []string {
 	switch {
 	case s.AppendOnly == "no":
 		w = append(w, fmt.Sprintf("%s: appendonly is no, so a restart loses its lock keys and fence counters: set appendonly yes and appendfsync always, or keep a restarted node down longer than the longest TTL", name))
-	case s.AppendOnly == Unknown:
+	case s.AppendOnly == SettingUnreadable:
 		w = append(w, fmt.Sprintf("%s: appendonly unknown: make sure it is yes with appendfsync always, or keep a restarted node down longer than the longest TTL", name))
-	case s.AppendFsync == Unknown:
+	case s.AppendFsync == SettingUnreadable:
 		w = append(w, fmt.Sprintf("%s: appendfsync unknown (CONFIG GET refused): make sure it is always, or keep a node that crashed down longer than the longest TTL", name))
 	case s.AppendFsync != "always":
 		w = append(w, fmt.Sprintf("%s: appendfsync is %s, so a crash can lose the last writes: set appendfsync always, or keep a node that crashed down longer than the longest TTL", name, s.AppendFsync))
 	}
-	if off := s.ClockOffset; math.Abs(float64(off)) > float64(CheckClockOffset) {
+	if off := s.ClockOffset; math.Abs(float64(off)) > float64(MaxClockOffset) {
 		w = append(w, fmt.Sprintf("%s: clock is %v off this machine's: keep the nodes' clocks with NTP (slewed, never stepped)", name, off))
 	}
 	return w

@@ -67,7 +67,7 @@ func TestCheckNodes(t *testing.T) {
 		assert.NotEmpty(t, s.Version)
 		assert.Len(t, s.RunID, 40)
 		assert.Less(t, s.Uptime, time.Hour)
-		assert.Less(t, s.ClockOffset.Abs(), redlock.CheckClockOffset, "same machine, same clock")
+		assert.Less(t, s.ClockOffset.Abs(), redlock.MaxClockOffset, "same machine, same clock")
 	}
 	good, evicting, volatile := r.Servers[0], r.Servers[1], r.Servers[2]
 	assert.Equal(t, "noeviction", good.MaxmemoryPolicy)
@@ -125,8 +125,8 @@ func TestCheckNodesConfigRefused(t *testing.T) {
 	require.NoError(t, err)
 	got := r.Servers[0]
 	require.NoError(t, got.Err)
-	assert.Equal(t, redlock.Unknown, got.MaxmemoryPolicy)
-	assert.Equal(t, redlock.Unknown, got.AppendFsync)
+	assert.Equal(t, redlock.SettingUnreadable, got.MaxmemoryPolicy)
+	assert.Equal(t, redlock.SettingUnreadable, got.AppendFsync)
 	assert.Equal(t, "no", got.AppendOnly, "from INFO persistence")
 	assert.Len(t, got.Warnings, 2, "%q", got.Warnings)
 	assert.Contains(t, got.Warnings[0], "maxmemory-policy unknown (CONFIG GET refused): make sure it is noeviction")
@@ -142,7 +142,7 @@ func TestCheckNodesUnreachable(t *testing.T) {
 	start := time.Now()
 	r, err := redlock.CheckNodes(t.Context(), checkClients(t, servers[0].Addr(), servers[1].Addr(), servers[2].Addr()))
 	require.NoError(t, err)
-	assert.Less(t, time.Since(start), redlock.CheckTimeout+time.Second)
+	assert.Less(t, time.Since(start), redlock.ServerCheckTimeout+time.Second)
 	assert.NoError(t, r.Servers[0].Err)
 	assert.Error(t, r.Servers[1].Err)
 	assert.Equal(t, 1, r.Reachable)
@@ -152,7 +152,7 @@ func TestCheckNodesUnreachable(t *testing.T) {
 }
 
 // TestCheckNodesBlackholed: a node that accepts connections and never
-// answers costs CheckTimeout, not go-redis's read timeout.
+// answers costs ServerCheckTimeout, not go-redis's read timeout.
 func TestCheckNodesBlackholed(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -170,8 +170,8 @@ func TestCheckNodesBlackholed(t *testing.T) {
 	r, err := redlock.CheckNodes(t.Context(), checkClients(t, ln.Addr().String()))
 	require.NoError(t, err)
 	took := time.Since(start)
-	assert.GreaterOrEqual(t, took, redlock.CheckTimeout-100*time.Millisecond)
-	assert.Less(t, took, redlock.CheckTimeout+time.Second)
+	assert.GreaterOrEqual(t, took, redlock.ServerCheckTimeout-100*time.Millisecond)
+	assert.Less(t, took, redlock.ServerCheckTimeout+time.Second)
 	require.Error(t, r.Servers[0].Err)
 	assert.Equal(t, 0, r.Reachable)
 }

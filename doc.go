@@ -2,6 +2,28 @@
 // of N independent Redis masters, so that the crash, stall or restart of a
 // minority of them neither loses the lock nor hands it to a second holder.
 //
+// # Usage
+//
+// One go-redis client per independent master; Do takes the lock, renews it
+// while the work runs, and releases it; the fence orders the writes of
+// successive holders:
+//
+//	locks, err := redlock.New([]redis.UniversalClient{rdb1, rdb2, rdb3}, redlock.WithFencing())
+//	if err != nil {
+//		return err
+//	}
+//	defer locks.Close(context.Background())
+//	err = locks.Do(ctx, "orders:42", 10*time.Second, func(ctx context.Context, lock *redlock.Lock) error {
+//		return store.Write(ctx, order, lock.Fence()) // stop when ctx ends: the lock is lost
+//	})
+//
+// Acquire (or TryAcquire) and Lock.Release take and free a lock by hand;
+// Lock.Extend and Lock.KeepAlive renew it. Give every call a context with a
+// deadline: Acquire waits for a busy key until ctx ends, and gives up on its
+// own only when so many nodes fail that no quorum can be asked
+// (ErrUnavailable, after DefaultUnavailableTimeout). Client.Inspect and
+// Lock.TTL look at a key without taking it.
+//
 // # The algorithm
 //
 // Acquire generates a random token (130 bits from crypto/rand) and sends one

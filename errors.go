@@ -1,10 +1,12 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Errors returned by Client and Lock. Every error this package returns for a
@@ -32,6 +34,15 @@ var (
 	// error when there is one. Do's error matches it when the lock was lost
 	// while fn ran.
 	ErrLockLost = errors.New("redlock: lock lost")
+	// ErrUnavailable means so many nodes could not be asked (a refused
+	// connection, no reply within the node timeout, an error reply such as
+	// NOPERM or READONLY) that those which answered cannot make a quorum:
+	// the lock's state is unknown, which a busy lock never is. The error's
+	// *NodeError entries name each node's cause. Acquire keeps trying while
+	// the nodes are unavailable for at most the unavailability bound
+	// (WithUnavailableTimeout), then returns an error matching both
+	// ErrNotAcquired and ErrUnavailable, even when ctx has no deadline.
+	ErrUnavailable = errors.New("redlock: a quorum of nodes could not be asked")
 	// ErrReleased is the cause of a KeepAlive context that ended because
 	// Release was called on its lock.
 	ErrReleased = errors.New("redlock: lock released")
@@ -55,10 +66,18 @@ var (
 	// error's chain means the caller's own context ended.
 	ErrNoReply = errors.New("redlock: no reply within node timeout")
 
-	// errNotAwaited marks a node whose reply was still on its way when the
-	// outcome was already decided, or when the caller's context ended: its
-	// outcome is unknown, as for ErrNoReply.
-	errNotAwaited = fmt.Errorf("%w: reply not awaited", ErrNoReply)
+	// ErrNotAwaited means the node's reply was not waited for: it was
+	// still on its way when the outcome was decided without it, or when
+	// the call ended. What the node did is unknown, as with ErrNoReply, but
+	// it did not fail.
+	ErrNotAwaited = errors.New("redlock: reply not awaited")
+
+	// errNotNeeded marks a node whose reply was still on its way when the
+	// outcome was already decided.
+	errNotNeeded = fmt.Errorf("%w, the outcome was decided without it", ErrNotAwaited)
+	// errCallEnded marks a node whose reply was still on its way when the
+	// caller's context ended or the Client was closed.
+	errCallEnded = fmt.Errorf("%w, the call ended first", ErrNotAwaited)
 	// errNotSent marks a write dropped because its round was over before the
 	// node was free (a stalled node still held an earlier call of the lock).
 	errNotSent = fmt.Errorf("%w: not sent, node busy with an earlier call", ErrNoReply)
@@ -67,15 +86,16 @@ var (
 	errSuperseded = fmt.Errorf("%w: delete superseded by a later one", ErrNoReply)
 	// errUnidentified marks a confirmation that did not count: the node's
 	// server was not identified yet, and might be another node's too.
-	errUnidentified = fmt.Errorf("%w: node's server not identified yet, its reply does not count", ErrNoReply)
+	errUnidentified = errors.New("the node answered, but its server is not identified yet: its reply does not count")
 	// errLaterAttempt marks a rollback that found a later attempt's value of
 	// the same lock, which it must not delete.
 	errLaterAttempt = errors.New("stale call: the key holds a later write of the same lock, or its delete came first")
 )
 
 // NodeError is the outcome of one operation on one node that did not confirm
-// it. Err is ErrHeldByOther, ErrKeyAbsent, ErrNoReply or the error the node's
-// client returned.
+// it. Err is ErrHeldByOther, ErrKeyAbsent, ErrRestartGuard, ErrNoReply,
+// ErrNotAwaited, or the error the node's client returned (a refused
+// connection, NOPERM, READONLY).
 type NodeError struct {
 	Node int    // index of the node in the slice given to New
 	Addr string // the node's address, when its client exposes one
@@ -97,9 +117,10 @@ func (e *NodeError) Unwrap() error { return e.Err }
 
 // QuorumError reports a lock operation that did not get a quorum of
 // confirmations. It matches its sentinel (ErrNotAcquired or ErrNotHeld), the
-// context's error when ctx ended first, and each per-node NodeError.
+// context's error when ctx ended first, ErrUnavailable when so many nodes
+// failed that no quorum could be asked, and each per-node NodeError.
 type QuorumError struct {
-	Op     string       // "acquire", "extend" or "release"
+	Op     string       // "acquire", "extend", "release" or "ttl"
 	Key    string       // the lock's key
 	OK     int          // nodes that confirmed
 	Quorum int          // confirmations needed
@@ -110,6 +131,10 @@ type QuorumError struct {
 
 	sentinel error
 	cause    error // ctx.Err(), ErrClosed, or nil
+	// unavailable is set when the nodes that failed (not those not
+	// awaited) leave too few to make a quorum: the error matches
+	// ErrUnavailable.
+	unavailable bool
 	// holderTTL is the longest remaining TTL a refusing node reported for
 	// the other holder's key, -1 when none did: how long a waiter sleeps at
 	// most before its next attempt.
@@ -120,9 +145,13 @@ type QuorumError struct {
 func (e *QuorumError) Error() string {
 	var b strings.Builder
 	if e.Op == "acquire" { // the sentinel says it: "not acquired"
-		fmt.Fprintf(&b, "%v: %q: %d of %d needed confirmed", e.sentinel, e.Key, e.OK, e.Quorum)
+		fmt.Fprintf(&b, "%v: %q: %d of %d needed confirmed", e.sentinel, showKey(e.Key), e.OK, e.Quorum)
 	} else {
-		fmt.Fprintf(&b, "%v: %s of %q: %d of %d needed confirmed", e.sentinel, e.Op, e.Key, e.OK, e.Quorum)
+		fmt.Fprintf(&b, "%v: %s of %q: %d of %d needed confirmed", e.sentinel, e.Op, showKey(e.Key), e.OK, e.Quorum)
+	}
+	if e.unavailable {
+		b.WriteString(": ")
+		b.WriteString(strings.TrimPrefix(ErrUnavailable.Error(), "redlock: "))
 	}
 	if e.cause != nil {
 		fmt.Fprintf(&b, ": %v", e.cause)
@@ -140,8 +169,11 @@ func (e *QuorumError) Error() string {
 // Unwrap exposes the sentinel, the cause and the node errors to errors.Is and
 // errors.As.
 func (e *QuorumError) Unwrap() []error {
-	errs := make([]error, 0, len(e.Nodes)+2)
+	errs := make([]error, 0, len(e.Nodes)+3)
 	errs = append(errs, e.sentinel)
+	if e.unavailable {
+		errs = append(errs, ErrUnavailable)
+	}
 	if e.cause != nil {
 		errs = append(errs, e.cause)
 	}
@@ -153,4 +185,28 @@ func (e *QuorumError) Unwrap() []error {
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}
+
+// maxShownKey is the longest key an error message shows whole: a key is
+// user input of any length, and a message is read by people and logs.
+const maxShownKey = 128
+
+// showKey returns key as error messages show it: whole when short, else its
+// start and its length.
+func showKey(key string) string {
+	if len(key) <= maxShownKey {
+		return key
+	}
+	cut := maxShownKey - 32
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", key[:cut], len(key))
+}
+
+// isContextErr reports whether err is a context's end, which a node's
+// client reports when our per-node deadline passed: that is the node's
+// timeout, not the caller's context.
+func isContextErr(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }

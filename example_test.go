@@ -1,7 +1,6 @@
 package redlock_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -10,6 +9,8 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,25 +143,30 @@ func ExampleClient_Do() {
 		defer rdb.Close()
 		nodes = append(nodes, rdb)
 	}
-	locks, err := redlock.New(nodes)
+	locks, err := redlock.New(nodes, redlock.WithFencing())
 	if err != nil {
 		panic(err)
 	}
 	defer locks.Close(context.Background())
 	ctx := context.Background()
+	store := &ledgerStore{} // refuses a fence lower than the highest it has seen
 
 	// The work takes longer than the TTL: Do renews the lock meanwhile, and
-	// releases it when the work returns.
-	err = locks.Do(ctx, "reports:daily", 200*time.Millisecond, func(ctx context.Context) error {
+	// releases it when the work returns. The write carries the fence, so a
+	// holder that stalled past its lock cannot overwrite a newer one.
+	err = locks.Do(ctx, "orders:submit", 200*time.Millisecond, func(ctx context.Context, lock *redlock.Lock) error {
 		select {
 		case <-time.After(500 * time.Millisecond): // the work
-			return nil
 		case <-ctx.Done(): // the lock is lost: stop
 			return context.Cause(ctx)
 		}
+		return store.write(lock.Fence(), "order 42 submitted")
 	})
 	fmt.Println(err, errors.Is(err, redlock.ErrLockLost))
-	// Output: <nil> false
+	fmt.Println(store.value, "with fence", store.highest > 0)
+	// Output:
+	// <nil> false
+	// order 42 submitted with fence true
 }
 
 func ExampleLock_KeepAlive() {
@@ -186,6 +192,76 @@ func ExampleLock_KeepAlive() {
 	<-work.Done()
 	fmt.Println(context.Cause(work))
 	// Output: redlock: lock released
+}
+
+func ExampleClient_Inspect() {
+	var nodes []redis.UniversalClient
+	for _, addr := range exampleAddrs() {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
+	}
+	locks, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
+	ctx := context.Background()
+
+	lock, err := locks.Acquire(ctx, "inventory:9", 30*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	defer lock.Release(ctx)
+
+	// Look without taking: who holds the key on each node, for how long.
+	st, err := locks.Inspect(ctx, "inventory:9")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("held by a quorum:", st.Held)
+	ours := 0
+	for i, n := range st.Nodes {
+		switch {
+		case n.Err != nil:
+			fmt.Printf("node %d: %v\n", i, n.Err)
+		case n.Held && strings.HasPrefix(lock.Token(), n.Holder) && n.TTL > 20*time.Second:
+			ours++
+		}
+	}
+	// Acquire returned at a quorum: the last node's write may land just after.
+	fmt.Println("ours on a quorum, with more than 20s left:", ours >= locks.Quorum())
+	// Output:
+	// held by a quorum: true
+	// ours on a quorum, with more than 20s left: true
+}
+
+func ExampleLock_TTL() {
+	var nodes []redis.UniversalClient
+	for _, addr := range exampleAddrs() {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
+	}
+	locks, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
+	ctx := context.Background()
+
+	lock, err := locks.Acquire(ctx, "inventory:10", 30*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	left, err := lock.TTL(ctx) // what a quorum of nodes still holds
+	fmt.Println(left > 20*time.Second, err)
+	_ = lock.Release(ctx)
+	_, err = lock.TTL(ctx)
+	fmt.Println(errors.Is(err, redlock.ErrNotHeld))
+	// Output:
+	// true <nil>
+	// true
 }
 
 // ledgerStore is storage that refuses writes from a holder older than the
@@ -250,14 +326,56 @@ func ExampleLock_Fence() {
 	// value: from B
 }
 
-// readmeUse is the code of the README's "## Use" section, as its body:
-// readmeUse is compiled, never run: its addresses are placeholders.
-var _ = readmeUse
+// The Go code blocks of README.md and docs/*.md are the bodies of functions
+// of the test files (TestDocSnippets checks it): each block follows a line
+// <!-- example: name --> naming its function. A block that begins with an
+// import declaration leaves it out of the body; the function's file imports
+// those paths. Those given nodes run in TestReadmeQuickstart; the others are
+// compiled, their doubles run as examples (ExampleClient_Do).
 
-// readmeLeaseDo and readmeLeaseKeepAlive are the code blocks of the README's
-// "## Lease" section, in order, as their bodies: compiled, never run.
+// readmeQuickstart is the README's "## Use" block.
+func readmeQuickstart(addrs []string) error {
+	// addrs: one address per independent Redis master, e.g. "10.0.0.1:6379".
+	var nodes []redis.UniversalClient
+	for _, addr := range addrs {
+		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
+	}
+	locks, err := redlock.New(nodes)
+	if err != nil {
+		return err
+	}
+	defer locks.Close(context.Background()) // waits for background work: rollbacks, late deletes
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lock, err := locks.Acquire(ctx, "orders:42", 10*time.Second)
+	if err != nil {
+		return err // ErrNotAcquired: busy until ctx ended, or ErrUnavailable: too many nodes down
+	}
+	defer lock.Release(ctx) // releases even with a cancelled ctx
+	fmt.Println("locked until", lock.Until().Format(time.TimeOnly))
+	return nil
+}
+
+// readmeFencedLease is the README's "## Lease and fencing" block.
+func readmeFencedLease(ctx context.Context, nodes []redis.UniversalClient, db *sql.DB, id int64) error {
+	locks, err := redlock.New(nodes, redlock.WithFencing())
+	if err != nil {
+		return err
+	}
+	defer locks.Close(context.Background())
+
+	return locks.Do(ctx, "orders:submit", 10*time.Second, func(ctx context.Context, lock *redlock.Lock) error {
+		// ctx ends when the lock is lost (context.Cause matches ErrLockLost): stop then.
+		_, err := db.ExecContext(ctx, "UPDATE orders SET state = 'submitted', fence = $1 WHERE id = $2 AND fence <= $1",
+			lock.Fence(), id) // 0 rows: a newer holder has written
+		return err
+	})
+}
+
+// readmeLeaseDo and readmeLeaseKeepAlive are the blocks of docs/lease.md.
 func readmeLeaseDo(ctx context.Context, locks *redlock.Client, buildReport func(context.Context) error) {
-	err := locks.Do(ctx, "reports:daily", 10*time.Second, func(ctx context.Context) error {
+	err := locks.Do(ctx, "reports:daily", 10*time.Second, func(ctx context.Context, _ *redlock.Lock) error {
 		return buildReport(ctx) // must stop when ctx ends: the lock is lost, or ctx ended
 	})
 	if errors.Is(err, redlock.ErrLockLost) {
@@ -279,175 +397,143 @@ func readmeLeaseKeepAlive(ctx context.Context, locks *redlock.Client, process fu
 	return nil
 }
 
-var _, _ = readmeLeaseDo, readmeLeaseKeepAlive
+var _, _, _ = readmeFencedLease, readmeLeaseDo, readmeLeaseKeepAlive
 
-// TestReadmeLease checks that the Go code blocks of the README's "## Lease"
-// section are the bodies of readmeLeaseDo and readmeLeaseKeepAlive.
-func TestReadmeLease(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
+// TestReadmeQuickstart runs the README's first example on fresh nodes: it
+// must work at once, with no setup the README does not show.
+func TestReadmeQuickstart(t *testing.T) {
+	fresh := redistest.StartT(t, 3)
+	addrs := make([]string, len(fresh))
+	for i, s := range fresh {
+		addrs[i] = s.Addr()
+	}
+	start := time.Now()
+	if err := readmeQuickstart(addrs); err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := bytes.Cut(readme, []byte("\n## Lease\n"))
-	if !ok {
-		t.Fatal(`README.md has no "## Lease" section`)
-	}
-	section, _, _ = bytes.Cut(section, []byte("\n## "))
-	var blocks []string
-	for {
-		var code []byte
-		_, code, ok = bytes.Cut(section, []byte("```go\n"))
-		if !ok {
-			break
-		}
-		code, section, ok = bytes.Cut(code, []byte("```\n"))
-		if !ok {
-			t.Fatal(`an unclosed Go code block in the "## Lease" section`)
-		}
-		blocks = append(blocks, strings.TrimSpace(string(code)))
-	}
-	funcs := []string{"readmeLeaseDo", "readmeLeaseKeepAlive"}
-	if len(blocks) != len(funcs) {
-		t.Fatalf(`the "## Lease" section has %d Go code blocks, example_test.go has %d functions for them`, len(blocks), len(funcs))
-	}
-	for i, name := range funcs {
-		if want := funcBody(t, name); blocks[i] != want {
-			t.Errorf("README's \"## Lease\" code block %d differs from %s's body; make them the same.\nREADME:\n%s\n\n%s:\n%s", i+1, name, blocks[i], name, want)
-		}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the quickstart took %v on fresh nodes", took)
 	}
 }
 
-// funcBody returns the body of the function name of example_test.go, one
-// indentation less, without its braces.
-func funcBody(t *testing.T, name string) string {
-	t.Helper()
-	src, err := os.ReadFile("example_test.go")
+// snippetSources are the test files whose functions hold the documents'
+// code blocks; otel's are compiled by its own module.
+var snippetSources = []string{"*_test.go", "otel/*_test.go"}
+
+// TestDocSnippets checks that every Go code block of README.md and
+// docs/*.md is the body of the function its marker names.
+func TestDocSnippets(t *testing.T) {
+	docs, err := filepath.Glob("docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "example_test.go", src, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range f.Decls {
-		if d, ok := d.(*ast.FuncDecl); ok && d.Name.Name == name {
-			inner := src[fset.Position(d.Body.Lbrace).Offset+1 : fset.Position(d.Body.Rbrace).Offset]
-			var lines []string
-			for line := range strings.Lines(string(inner)) {
-				lines = append(lines, strings.TrimPrefix(line, "\t"))
+	funcs := snippetFuncs(t)
+	for _, doc := range append([]string{"README.md"}, docs...) {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(text), "\n")
+		for i := 0; i < len(lines); i++ {
+			if strings.TrimSpace(lines[i]) != "```go" {
+				continue
 			}
-			return strings.TrimSpace(strings.Join(lines, ""))
+			name := ""
+			if i > 0 {
+				if m := snippetMarker.FindStringSubmatch(lines[i-1]); m != nil {
+					name = m[1]
+				}
+			}
+			j := i + 1
+			for j < len(lines) && strings.TrimSpace(lines[j]) != "```" {
+				j++
+			}
+			block := strings.Join(lines[i+1:j], "\n")
+			switch fn, ok := funcs[name]; {
+			case name == "":
+				t.Errorf("%s:%d: a Go block without a <!-- example: name --> line before it", doc, i+1)
+			case !ok:
+				t.Errorf("%s:%d: no test file has a function %s", doc, i+1, name)
+			default:
+				fn.check(t, doc, i+1, block)
+			}
+			i = j
 		}
 	}
-	t.Fatalf("example_test.go has no %s", name)
-	return ""
 }
 
-// TestReadmeUse checks that the two are the same, so the README's code is
-// code that compiles.
-func readmeUse(ctx context.Context, db *sql.DB, id, total int64) error {
-	nodes := []redis.UniversalClient{ // one go-redis client per independent master
-		redis.NewClient(&redis.Options{Addr: "10.0.0.1:6379", ContextTimeoutEnabled: true}),
-		redis.NewClient(&redis.Options{Addr: "10.0.0.2:6379", ContextTimeoutEnabled: true}),
-		redis.NewClient(&redis.Options{Addr: "10.0.0.3:6379", ContextTimeoutEnabled: true}),
-	}
-	locks, err := redlock.New(nodes,
-		redlock.WithFencing(),
-		// A node that restarted, failed over or lost its data votes again only
-		// after 10s, the longest TTL used here: the spec's delayed restart.
-		redlock.WithRestartGuard(10*time.Second),
-	)
-	if err != nil {
-		return err
-	}
-	defer locks.Close(ctx) // waits for background work: rollbacks, late deletes
+var snippetMarker = regexp.MustCompile(`^<!-- example: (\w+) -->$`)
 
-	lock, err := locks.Acquire(ctx, "orders:42", 10*time.Second)
-	if err != nil {
-		return err // ErrNotAcquired if it stayed busy, and ctx.Err() too if ctx ended
-	}
-	defer lock.Release(ctx) // releases even with a cancelled ctx
-
-	// Work only until lock.Until(); extend for longer work.
-	if err := lock.Extend(ctx, 10*time.Second); err != nil {
-		return err // ErrNotHeld: the lock is lost, stop
-	}
-	// Pass the fence to storage, which must refuse one lower than the highest
-	// it has seen (0 rows affected: a newer holder has written).
-	_, err = db.ExecContext(ctx, "UPDATE ledger SET total = $1, fence = $2 WHERE id = $3 AND fence <= $2",
-		total, lock.Fence(), id)
-	return err
+// snippetFunc is a function whose body is a document's code block.
+type snippetFunc struct {
+	body    string
+	imports map[string]bool // the paths its file imports
 }
 
-// readmeUse is compiled, never run: its addresses are placeholders.
-var _ = readmeUse
-
-// TestReadmeUse checks that the Go code of the README's "## Use" section is
-// readmeUse's body, apart from its import declaration, whose paths this file
-// must import.
-func TestReadmeUse(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, use, ok := bytes.Cut(readme, []byte("\n## Use\n"))
-	if !ok {
-		t.Fatal(`README.md has no "## Use" section`)
-	}
-	_, code, ok := bytes.Cut(use, []byte("```go\n"))
-	code, _, ok2 := bytes.Cut(code, []byte("```\n"))
-	if !ok || !ok2 {
-		t.Fatal(`the "## Use" section of README.md has no Go code block`)
-	}
-
-	// The code is an import declaration and statements: parse the first,
-	// compare the others.
-	fset := token.NewFileSet()
-	file := append([]byte("package p\n"), code...)
-	snippet, err := parser.ParseFile(fset, "README.md", file, parser.ImportsOnly)
-	if err != nil {
-		t.Fatalf("README's import declaration: %v", err)
-	}
-	end := fset.Position(snippet.Name.End()).Offset
-	for _, d := range snippet.Decls {
-		end = fset.Position(d.End()).Offset
-	}
-	body := strings.TrimSpace(string(file[end:]))
-
-	src, err := os.ReadFile("example_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := parser.ParseFile(fset, "example_test.go", src, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	imported := make(map[string]bool)
-	for _, imp := range f.Imports {
-		path, _ := strconv.Unquote(imp.Path.Value)
-		imported[path] = true
-	}
-	for _, imp := range snippet.Imports {
-		if path, _ := strconv.Unquote(imp.Path.Value); !imported[path] {
-			t.Errorf("README imports %s, readmeUse's file does not", path)
+func snippetFuncs(t *testing.T) map[string]snippetFunc {
+	t.Helper()
+	out := map[string]snippetFunc{}
+	for _, pattern := range snippetSources {
+		files, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range files {
+			src, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, name, src, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			imports := map[string]bool{}
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				imports[path] = true
+			}
+			for _, d := range f.Decls {
+				d, ok := d.(*ast.FuncDecl)
+				if !ok || !strings.HasPrefix(d.Name.Name, "readme") || d.Body == nil {
+					continue
+				}
+				inner := src[fset.Position(d.Body.Lbrace).Offset+1 : fset.Position(d.Body.Rbrace).Offset]
+				var lines []string
+				for line := range strings.Lines(string(inner)) {
+					lines = append(lines, strings.TrimPrefix(line, "\t"))
+				}
+				out[d.Name.Name] = snippetFunc{body: strings.TrimSpace(strings.Join(lines, "")), imports: imports}
+			}
 		}
 	}
-	var fn *ast.FuncDecl
-	for _, d := range f.Decls {
-		if d, ok := d.(*ast.FuncDecl); ok && d.Name.Name == "readmeUse" {
-			fn = d
+	return out
+}
+
+// check compares block, the document's code, with the function's body.
+func (fn snippetFunc) check(t *testing.T, doc string, line int, block string) {
+	t.Helper()
+	body := strings.TrimSpace(block)
+	if strings.HasPrefix(body, "import") {
+		fset := token.NewFileSet()
+		file := "package p\n" + body
+		snippet, err := parser.ParseFile(fset, doc, file, parser.ImportsOnly)
+		if err != nil {
+			t.Errorf("%s:%d: the block's import declaration: %v", doc, line, err)
+			return
 		}
+		end := fset.Position(snippet.Name.End()).Offset
+		for _, d := range snippet.Decls {
+			end = fset.Position(d.End()).Offset
+		}
+		for _, imp := range snippet.Imports {
+			if path, _ := strconv.Unquote(imp.Path.Value); !fn.imports[path] {
+				t.Errorf("%s:%d: the block imports %s, its function's file does not", doc, line, path)
+			}
+		}
+		body = strings.TrimSpace(file[end:])
 	}
-	if fn == nil {
-		t.Fatal("example_test.go has no readmeUse")
-	}
-	inner := src[fset.Position(fn.Body.Lbrace).Offset+1 : fset.Position(fn.Body.Rbrace).Offset]
-	var lines []string
-	for line := range strings.Lines(string(inner)) {
-		lines = append(lines, strings.TrimPrefix(line, "\t"))
-	}
-	if want := strings.TrimSpace(strings.Join(lines, "")); body != want {
-		t.Errorf("README's \"## Use\" code differs from readmeUse's body; make them the same.\nREADME:\n%s\n\nreadmeUse:\n%s", body, want)
+	if body != fn.body {
+		t.Errorf("%s:%d: the Go block differs from its function's body; make them the same.\nblock:\n%s\n\nfunction:\n%s", doc, line, body, fn.body)
 	}
 }

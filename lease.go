@@ -20,7 +20,7 @@ import (
 // TTL (see WithRenewInterval); its deadline is the end of the validity the
 // lock has left, so a stalled renewal cannot hold the lock past Until. A
 // failed renewal is tried again after a short backoff while validity is
-// left (WithRenewFailed sees each failure). The lock is lost, and the context cancelled, when enough nodes refused
+// left (WithRenewErrorHandler sees each failure). The lock is lost, and the context cancelled, when enough nodes refused
 // a renewal (our value is gone from them) that no quorum can confirm it
 // again, when the Client was closed, or when Until draws near without a
 // renewal having reached a quorum: the context then ends a small margin
@@ -47,7 +47,7 @@ import (
 func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 	if ctx == nil {
 		out, cancel := context.WithCancelCause(context.Background())
-		cancel(invalid("keep-alive of %q: nil context", l.Key()))
+		cancel(invalid("keep-alive of %q: nil context", showKey(l.Key())))
 		return out
 	}
 	out, cancel := context.WithCancelCause(ctx)
@@ -61,7 +61,7 @@ func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 	if ls.cause == nil && len(ls.watchers) == 0 {
 		// Not renewing: the lock may have run out since it was acquired.
 		if until := l.Until(); !ls.now().Before(until) {
-			ls.endLocked(fmt.Errorf("%w: %q: validity ended at %v", ErrLockLost, l.key, until.Format(time.StampMicro)))
+			ls.endLocked(fmt.Errorf("%w: %q: validity ended at %v", ErrLockLost, showKey(l.key), until.Format(time.StampMicro)))
 		}
 	}
 	if ls.cause != nil {
@@ -83,22 +83,26 @@ func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 	return out
 }
 
-// Do acquires key as Acquire does, runs fn under KeepAlive's context, and
-// releases the lock when fn returns or panics (re-panicking after the
-// release). It returns nil only when fn returned nil and the lock was held
-// throughout; otherwise fn's error joined with ErrLockLost or the release
-// error.
+// Do acquires key as Acquire does, runs fn with the Lock under KeepAlive's
+// context, and releases the lock when fn returns or panics (re-panicking
+// after the release). fn gets the Lock for what the holder needs of it: its
+// Fence (with WithFencing) for the writes it protects, Until, TTL. It must
+// not Release the Lock itself. Do returns nil only when fn returned nil and
+// the lock was held throughout; otherwise fn's error joined with the loss's
+// cause or the release error.
 //
 // fn must stop when its context ends: the lock is then lost, released, or
 // ctx has ended. When the lock is lost, Do's error matches ErrLockLost (the
-// context's cause, which says why) and not the release's failure. The
-// release runs under a context of its own, bounded by the cleanup timeout
-// (WithCleanupTimeout), so it frees the lock even when ctx has ended. When
-// the acquire fails, fn is not called and Do returns that error, which
-// matches ErrNotAcquired; a nil fn is an error matching ErrInvalidArgument.
-func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...AcquireOption) error {
+// context's cause, which says why) and not the release's failure; the cause
+// is stated once, also when fn returns it (context.Cause(ctx)) or wraps it.
+// The release runs under a context of its own, bounded by the cleanup
+// timeout (WithCleanupTimeout), so it frees the lock even when ctx has
+// ended. When the acquire fails, fn is not called and Do returns that error,
+// which matches ErrNotAcquired; a nil fn is an error matching
+// ErrInvalidArgument.
+func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lock) error, opts ...AcquireOption) error {
 	if fn == nil {
-		return invalid("do on %q: nil function", key)
+		return invalid("do on %q: nil function", showKey(key))
 	}
 	l, err := c.Acquire(ctx, key, ttl, opts...)
 	if err != nil {
@@ -115,12 +119,14 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 			_ = c.releaseAfterDo(ctx, l)
 		}
 	}()
-	fnErr := fn(kctx)
+	fnErr := fn(kctx, l)
 	// Read before Release, which ends kctx with ErrReleased.
 	cause := context.Cause(kctx)
 	released = true
 	relErr := c.releaseAfterDo(ctx, l)
 	switch {
+	case errors.Is(cause, ErrLockLost) && errors.Is(fnErr, cause):
+		return fnErr // fn returned the cause, or wrapped it: said once
 	case errors.Is(cause, ErrLockLost):
 		return errors.Join(fnErr, cause)
 	case fnErr == nil && relErr == nil:
@@ -307,7 +313,7 @@ func (ls *lease) fire() {
 	now := ls.now()
 	if !now.Before(ls.deadline()) {
 		ls.endLocked(fmt.Errorf("%w: %q: no renewal reached a quorum before the validity ran out (%d failed)",
-			ErrLockLost, ls.l.key, ls.failed))
+			ErrLockLost, showKey(ls.l.key), ls.failed))
 		ls.mu.Unlock()
 		return
 	}
@@ -422,13 +428,13 @@ func (q *renewalQueue) run(ls *lease) {
 func (ls *lease) lostBy(err error) error {
 	switch {
 	case errors.Is(err, ErrClosed):
-		return fmt.Errorf("%w: %q: the client was closed, renewal stopped: %w", ErrLockLost, ls.l.key, err)
+		return fmt.Errorf("%w: %q: the client was closed, renewal stopped: %w", ErrLockLost, showKey(ls.l.key), err)
 	case errors.Is(err, ErrInvalidArgument):
-		return fmt.Errorf("%w: %q: %w", ErrLockLost, ls.l.key, err)
+		return fmt.Errorf("%w: %q: %w", ErrLockLost, showKey(ls.l.key), err)
 	}
 	var qe *QuorumError
 	if nodes := len(ls.l.client.nodes.nodes); errors.As(err, &qe) && qe.refusedQuorum(nodes) {
-		return fmt.Errorf("%w: %q: %d of %d nodes no longer hold our value: %w", ErrLockLost, ls.l.key, qe.refused(), nodes, err)
+		return fmt.Errorf("%w: %q: %d of %d nodes no longer hold our value: %w", ErrLockLost, showKey(ls.l.key), qe.refused(), nodes, err)
 	}
 	return nil
 }

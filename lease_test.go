@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -136,7 +137,7 @@ func TestKeepAliveLostWhenKeyDeleted(t *testing.T) {
 	e := newEnv(t, 5, fastClients)
 	var failures atomic.Int32
 	var failure atomic.Pointer[error]
-	c := e.client(redlock.WithRenewFailed(func(l *redlock.Lock, err error) {
+	c := e.client(redlock.WithRenewErrorHandler(func(l *redlock.Lock, err error) {
 		failures.Add(1)
 		failure.Store(&err)
 	}))
@@ -331,13 +332,12 @@ func TestDo(t *testing.T) {
 	t.Run("success", func(t *testing.T) {
 		key := newKey(t)
 		ran := false
-		err := c.Do(ctx, key, 600*time.Millisecond, func(ctx context.Context) error {
+		err := c.Do(ctx, key, 600*time.Millisecond, func(ctx context.Context, l *redlock.Lock) error {
 			ran = true
+			require.Equal(t, key, l.Key())
 			time.Sleep(1500 * time.Millisecond) // past the TTL: held by the renewals
 			require.NoError(t, ctx.Err())
-			holder := e.value(0, key)
-			require.NotEmpty(t, holder)
-			require.GreaterOrEqual(t, e.holders(key, holder), c.Quorum())
+			require.GreaterOrEqual(t, e.holders(key, l.Token()), c.Quorum())
 			return nil
 		})
 		require.NoError(t, err)
@@ -348,7 +348,7 @@ func TestDo(t *testing.T) {
 	t.Run("fn error", func(t *testing.T) {
 		key := newKey(t)
 		var seen context.Context
-		err := c.Do(ctx, key, time.Second, func(ctx context.Context) error {
+		err := c.Do(ctx, key, time.Second, func(ctx context.Context, _ *redlock.Lock) error {
 			seen = ctx
 			return errWork
 		})
@@ -363,7 +363,7 @@ func TestDo(t *testing.T) {
 		var held int
 		func() {
 			defer func() { require.Equal(t, "boom", recover()) }()
-			_ = c.Do(ctx, key, time.Second, func(context.Context) error {
+			_ = c.Do(ctx, key, time.Second, func(context.Context, *redlock.Lock) error {
 				held = e.quorumHolders(key)
 				panic("boom")
 			})
@@ -376,7 +376,7 @@ func TestDo(t *testing.T) {
 	t.Run("lost", func(t *testing.T) {
 		key := newKey(t)
 		var cause error
-		err := c.Do(ctx, key, 600*time.Millisecond, func(ctx context.Context) error {
+		err := c.Do(ctx, key, 600*time.Millisecond, func(ctx context.Context, _ *redlock.Lock) error {
 			// Acquire returns at a quorum: node 0's write may land just after.
 			var holder string
 			require.Eventually(t, func() bool {
@@ -401,13 +401,37 @@ func TestDo(t *testing.T) {
 		e.eventuallyNoKey(key, time.Second)
 	})
 
+	// fn returning the context's cause, as the examples do: Do's error
+	// states the loss once.
+	t.Run("lost, fn returns the cause", func(t *testing.T) {
+		key := newKey(t)
+		var cause error
+		err := c.Do(ctx, key, 600*time.Millisecond, func(ctx context.Context, l *redlock.Lock) error {
+			e.awaitHolders(key, l.Token())
+			for i := range 3 {
+				require.NoError(t, e.direct[i].Del(ctx, key).Err())
+			}
+			select {
+			case <-ctx.Done():
+				cause = context.Cause(ctx)
+				return fmt.Errorf("submitting: %w", cause)
+			case <-time.After(2 * time.Second):
+				return errors.New("the context did not end")
+			}
+		})
+		require.ErrorIs(t, err, redlock.ErrLockLost)
+		require.Equal(t, 1, strings.Count(err.Error(), cause.Error()), "the cause is stated once: %v", err)
+		require.True(t, strings.HasPrefix(err.Error(), "submitting: "), "fn's error comes first: %v", err)
+		e.eventuallyNoKey(key, time.Second)
+	})
+
 	t.Run("not acquired", func(t *testing.T) {
 		key := newKey(t)
 		l, err := c.TryAcquire(ctx, key, 10*time.Second)
 		require.NoError(t, err)
 		actx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancel()
-		err = c.Do(actx, key, time.Second, func(context.Context) error {
+		err = c.Do(actx, key, time.Second, func(context.Context, *redlock.Lock) error {
 			t.Error("fn ran without the lock")
 			return nil
 		})
@@ -444,7 +468,7 @@ func TestKeepAliveNoLeak(t *testing.T) {
 		}
 		cancel()
 	}
-	require.NoError(t, c.Do(ctx, newKey(t), 500*time.Millisecond, func(context.Context) error {
+	require.NoError(t, c.Do(ctx, newKey(t), 500*time.Millisecond, func(context.Context, *redlock.Lock) error {
 		time.Sleep(300 * time.Millisecond)
 		return nil
 	}))

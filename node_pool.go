@@ -34,6 +34,10 @@ type node struct {
 	failures        atomic.Int64 // consecutive calls with no timely, valid reply
 	pendingCleanups atomic.Int64 // deletes waiting to be tried again
 	lastErr         atomic.Pointer[errBox]
+	// lastCause is the node's latest error other than a deadline since its
+	// last timely success, nil when none: what a node that does not answer
+	// in time is shown with (silence).
+	lastCause atomic.Pointer[errBox]
 
 	identMu sync.Mutex
 	// identifying is closed when the identify call under way ends; nil
@@ -59,6 +63,7 @@ func (n *node) address() string {
 func (n *node) record(err error, late bool) {
 	if err == nil && !late {
 		n.failures.Store(0)
+		n.lastCause.Store(nil)
 		return
 	}
 	if err == nil {
@@ -66,6 +71,21 @@ func (n *node) record(err error, late bool) {
 	}
 	n.failures.Add(1)
 	n.lastErr.Store(&errBox{err})
+}
+
+// silence is how a node that did not answer in time is shown: ErrNoReply,
+// with the error its calls failed with since its last timely success (a
+// refused connection that go-redis took longer to report than our
+// deadline), if any.
+func (n *node) silence() error {
+	b := n.lastCause.Load()
+	if b == nil {
+		return ErrNoReply
+	}
+	if errors.Is(b.err, ErrNoReply) { // a late call's, said already
+		return b.err
+	}
+	return fmt.Errorf("%w (its latest error: %w)", ErrNoReply, b.err)
 }
 
 // call runs one operation on one node and records its health. args is the
@@ -82,15 +102,23 @@ func (n *node) callOn(c redis.UniversalClient, ctx context.Context, op *nodeOp, 
 	r := n.eval(c, ctx, op, args, cmd)
 	n.inFlight.Add(-1)
 	late := ctx.Err() != nil
+	nodeErr := r.status == statusUnknown && r.err != nil && !isContextErr(r.err)
 	if late && r.status == statusUnknown {
 		// A client with ContextTimeoutEnabled gives up at our deadline
 		// itself: the same unknown outcome as our waiter giving up. The
-		// client's context error is not wrapped: errors.Is(err,
-		// context.DeadlineExceeded) on a returned error must mean that the
-		// caller's context ended, not a node's deadline.
-		r.err = fmt.Errorf("%w (%v)", ErrNoReply, r.err)
+		// client's context error is left out: errors.Is(err,
+		// context.DeadlineExceeded) on a returned error, and its text,
+		// must mean that the caller's context ended, not a node's deadline.
+		if nodeErr {
+			r.err = fmt.Errorf("%w: %w", ErrNoReply, r.err)
+		} else {
+			r.err = ErrNoReply
+		}
 	}
 	n.record(r.transportErr(), late)
+	if nodeErr {
+		n.lastCause.Store(&errBox{r.err})
+	}
 	r.node = n.index
 	return r
 }
@@ -185,7 +213,8 @@ type nodeSet struct {
 
 // newNodeSet validates the clients given to New, without any I/O: nil
 // clients and the same client or server address twice are refused here;
-// two addresses of one server are found at first contact.
+// two addresses of one server are found once both answered (checkServers),
+// and neither votes before.
 func newNodeSet(clients []redis.UniversalClient) (*nodeSet, error) {
 	if len(clients) == 0 {
 		return nil, invalid("no nodes")
@@ -462,9 +491,32 @@ func (n *node) identify(done chan struct{}) {
 	switch {
 	case err == nil && len(ids) > 0:
 		n.ident = ids
-	case err != nil && isNoPerm(err):
+	case err != nil && (isNoPerm(err) || isServerReply(err)):
+		// The server answered but cannot tell who it is (an ACL without
+		// INFO, a server whose INFO has no run_id): trusted as configured.
 		n.identUnknowable = true
 	}
+}
+
+// isServerReply reports whether err is the server's own lasting answer that
+// it cannot tell who it is: a reply without a run_id, or an error reply (an
+// unknown command or section; miniredis: "section (server) is not
+// supported"). A passing state (LOADING, BUSY...) or a failure to reach the
+// server is not: the node is asked again.
+func isServerReply(err error) bool {
+	var re redis.Error
+	if errors.Is(err, errNoRunID) {
+		return true
+	}
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, passing := range []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
+		if strings.HasPrefix(err.Error(), passing) {
+			return false
+		}
+	}
+	return true
 }
 
 func runIDs(ctx context.Context, c redis.UniversalClient) ([]string, error) {
@@ -492,8 +544,11 @@ func runID(ctx context.Context, c redis.Cmdable) (string, error) {
 	if id := infoFields(info)["run_id"]; id != "" {
 		return id, nil
 	}
-	return "", errors.New("INFO server has no run_id")
+	return "", errNoRunID
 }
+
+// errNoRunID is a server's INFO without a run_id (miniredis, say).
+var errNoRunID = errors.New("INFO server has no run_id")
 
 func isNoPerm(err error) bool {
 	return strings.HasPrefix(err.Error(), "NOPERM")

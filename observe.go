@@ -95,9 +95,14 @@ func WithHooks(h Hooks) Option {
 // WithLogger makes the Client log what it does to l: attempts, calls and
 // node errors at Debug, rollbacks at Debug, cleanup retries at Info, lost
 // locks at Warn. Nothing is logged without it, and no log line holds a
-// token or a value.
+// token or a value. A nil l is refused: leave the option out for no log.
 func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(c *config) { c.logger = l })
+	return optionFunc(func(c *config) {
+		c.logger = l
+		if l == nil && c.bad == nil {
+			c.bad = invalid("WithLogger: nil logger; leave the option out for none")
+		}
+	})
 }
 
 // observer calls the hooks and the logger; with neither, each call is a nil

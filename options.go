@@ -38,6 +38,11 @@ const (
 	// last acquire, extend or commit of its key (see WithFenceHorizon).
 	DefaultFenceHorizon = 7 * 24 * time.Hour
 
+	// DefaultUnavailableTimeout is how long Acquire keeps trying while a
+	// quorum of nodes cannot be asked (ErrUnavailable), whatever ctx's
+	// deadline: dead infrastructure fails the call instead of hanging it.
+	DefaultUnavailableTimeout = 5 * time.Second
+
 	// DefaultRetryMin and DefaultRetryMax bound Acquire's jittered exponential
 	// backoff between attempts.
 	DefaultRetryMin = 5 * time.Millisecond
@@ -70,6 +75,11 @@ type config struct {
 	clock            Clock
 	renewInterval    time.Duration // KeepAlive's period; 0 for a third of the TTL
 	renewFailed      func(*Lock, error)
+	unavailable      time.Duration // Acquire's bound while ErrUnavailable
+	// bad is the first option value that means nothing (a zero duration
+	// that would read as "off" or "default", a nil function): validate
+	// reports it.
+	bad error
 }
 
 func defaultConfig() config {
@@ -77,6 +87,7 @@ func defaultConfig() config {
 		retry:          ExponentialBackoff(DefaultRetryMin, DefaultRetryMax),
 		fenceHorizon:   DefaultFenceHorizon,
 		cleanupTimeout: DefaultCleanupTimeout,
+		unavailable:    DefaultUnavailableTimeout,
 		driftFactor:    DefaultDriftFactor,
 		driftConst:     DefaultDriftConst,
 		clock:          systemClock{},
@@ -85,10 +96,14 @@ func defaultConfig() config {
 
 func (c *config) validate() error {
 	switch {
+	case c.bad != nil:
+		return c.bad
 	case c.retry == nil:
 		return invalid("WithRetry: nil strategy")
 	case isNilLimit(c.retry):
 		return invalid("LimitRetry: nil strategy")
+	case badLimit(c.retry):
+		return invalid("LimitRetry: fewer than one attempt")
 	case badBackoff(c.retry):
 		return invalid("ExponentialBackoff: min must be positive and max at least min")
 	case c.clock == nil:
@@ -103,6 +118,8 @@ func (c *config) validate() error {
 		return invalid("WithDrift: negative constant %v", c.driftConst)
 	case c.fenceHorizon < time.Millisecond:
 		return invalid("WithFenceHorizon: horizon %v is under a millisecond", c.fenceHorizon)
+	case c.unavailable <= 0:
+		return invalid("WithUnavailableTimeout: timeout %v is not positive", c.unavailable)
 	case c.renewInterval < 0:
 		return invalid("WithRenewInterval: negative interval %v", c.renewInterval)
 	}
@@ -171,8 +188,13 @@ func WithFenceHorizon(d time.Duration) Option {
 // script also reads TIME and INFO server: a user limited by ACL needs +time,
 // +info and the key pattern ~redlock:boot. Nodes that are Redis Cluster
 // clients are refused (the marker would need one key per slot).
+//
+// A zero d is refused: leave the option out for no guard.
 func WithRestartGuard(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.restartGuard = d })
+	return optionFunc(func(c *config) {
+		c.restartGuard = d
+		c.refuseZero(d, "WithRestartGuard: a zero guard; leave the option out for none")
+	})
 }
 
 // WithRetry sets how Acquire waits between attempts. The default is
@@ -184,9 +206,27 @@ func WithRetry(s RetryStrategy) Option {
 
 // WithNodeTimeout fixes the per-node deadline of every operation instead of
 // deriving it from the TTL. A node that has not answered by then counts as
-// unknown: never as success.
+// unknown: never as success. A zero d is refused: leave the option out for
+// the derived deadline.
 func WithNodeTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.nodeTimeoutFixed = d })
+	return optionFunc(func(c *config) {
+		c.nodeTimeoutFixed = d
+		c.refuseZero(d, "WithNodeTimeout: a zero timeout; leave the option out for the derived one")
+	})
+}
+
+// WithUnavailableTimeout sets how long Acquire keeps trying while its
+// attempts fail with ErrUnavailable (so many nodes refuse connections, time
+// out or answer with errors that no quorum can be asked) before it returns
+// that error; the default is DefaultUnavailableTimeout. The time counts from
+// the first of the Client's attempts that failed that way in a row, whichever
+// call made it, and applies whatever ctx's deadline: once the nodes have
+// been unavailable for that long, each Acquire makes one attempt and
+// returns. It
+// never shortens the wait for a key another holder keeps: that wait ends
+// only with ctx or the RetryStrategy.
+func WithUnavailableTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.unavailable = d })
 }
 
 // WithCleanupTimeout sets the per-node deadline of deletes: the rollback of a
@@ -209,18 +249,34 @@ func WithClock(clock Clock) Option {
 
 // WithRenewInterval sets how often KeepAlive renews a lock: every d instead
 // of every third of the lock's TTL, and never less often than every half of
-// it, so that a failed renewal leaves time for retries before Until. 0 means
-// the default.
+// it, so that a failed renewal leaves time for retries before Until. A zero
+// d is refused: leave the option out for the default.
 func WithRenewInterval(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.renewInterval = d })
+	return optionFunc(func(c *config) {
+		c.renewInterval = d
+		c.refuseZero(d, "WithRenewInterval: a zero interval; leave the option out for the default")
+	})
 }
 
-// WithRenewFailed sets a function that KeepAlive calls with the error of
+// WithRenewErrorHandler sets a function that KeepAlive calls with the error of
 // each renewal that failed, whether it is retried or the lock is lost: for
 // logs and metrics. It runs on the renewal's goroutine, which is one of the
-// Client's few renewal slots, so it must return quickly.
-func WithRenewFailed(f func(l *Lock, err error)) Option {
-	return optionFunc(func(c *config) { c.renewFailed = f })
+// Client's few renewal slots, so it must return quickly. A nil f is refused.
+func WithRenewErrorHandler(f func(l *Lock, err error)) Option {
+	return optionFunc(func(c *config) {
+		c.renewFailed = f
+		if f == nil && c.bad == nil {
+			c.bad = invalid("WithRenewErrorHandler: nil function")
+		}
+	})
+}
+
+// refuseZero records msg as the config's error when an option was given a
+// zero d, unless an earlier option was bad already.
+func (c *config) refuseZero(d time.Duration, msg string) {
+	if d == 0 && c.bad == nil {
+		c.bad = invalid("%s", msg)
+	}
 }
 
 // RetryStrategy decides how long Acquire waits before its next attempt.
@@ -261,7 +317,8 @@ type limitRetry struct {
 	max int
 }
 
-// LimitRetry gives up after attempts attempts in all.
+// LimitRetry gives up after attempts attempts in all; New refuses fewer than
+// one.
 func LimitRetry(s RetryStrategy, attempts int) RetryStrategy {
 	return limitRetry{s: s, max: attempts}
 }
@@ -283,6 +340,13 @@ func (noRetry) Backoff(int) (time.Duration, bool) { return 0, false }
 func isNilLimit(s RetryStrategy) bool {
 	l, ok := s.(limitRetry)
 	return ok && l.s == nil
+}
+
+// badLimit catches a LimitRetry of no attempts, which reads as "never try"
+// while Acquire always makes its first.
+func badLimit(s RetryStrategy) bool {
+	l, ok := s.(limitRetry)
+	return ok && l.max < 1
 }
 
 // badBackoff catches an ExponentialBackoff that would retry with no wait, a

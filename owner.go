@@ -14,9 +14,10 @@ const MaxOwnerLen = 512
 
 // WithOwner makes the lock belong to the request id rather than to the call:
 // its token is derived from id, so any Acquire with the same id and key,
-// from this process or another, is the same holder. Such an Acquire re-enters
-// a lock the id holds instead of waiting for it (a retried request does not
-// lock itself out for the TTL), and a different id is refused as usual.
+// from this process or another, is the same holder for taking the key. Such
+// an Acquire takes over a lock the id holds instead of waiting for it (a
+// retried request does not lock itself out for the TTL), and a different id
+// is refused as usual.
 //
 // Within one Client, acquiring a key the id already holds returns the same
 // *Lock with its hold count raised, after one round that extends it on the
@@ -110,13 +111,13 @@ func (c *Client) enterOwner(ctx context.Context, l *Lock, ttl time.Duration) (*L
 		o.mu.Unlock()
 		if held == nil {
 			if err := c.await(ctx, s.running, nil); err != nil {
-				return nil, nil, fmt.Errorf("%w: %q: waiting for another Acquire of the owner: %w", ErrNotAcquired, l.key, err)
+				return nil, nil, fmt.Errorf("%w: %q: waiting for another Acquire of the owner: %w", ErrNotAcquired, showKey(l.key), err)
 			}
 			continue
 		}
 		if ok, err := held.reenter(ctx, ttl); ok || err != nil {
 			if err != nil {
-				return nil, nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, l.key, err)
+				return nil, nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
 			}
 			return held, nil, nil
 		}

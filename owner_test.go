@@ -114,8 +114,8 @@ func TestOwnerReentrantDo(t *testing.T) {
 	ctx := t.Context()
 	key := newKey(t)
 	owner := redlock.WithOwner("job-7")
-	err := c.Do(ctx, key, 600*time.Millisecond, func(outer context.Context) error {
-		err := c.Do(ctx, key, 600*time.Millisecond, func(inner context.Context) error {
+	err := c.Do(ctx, key, 600*time.Millisecond, func(outer context.Context, _ *redlock.Lock) error {
+		err := c.Do(ctx, key, 600*time.Millisecond, func(inner context.Context, _ *redlock.Lock) error {
 			return inner.Err()
 		}, owner)
 		if err != nil {
@@ -146,7 +146,7 @@ func TestOwnerReentrantDoStopsRenewing(t *testing.T) {
 	owner := redlock.WithOwner("job-8")
 	outer, err := c.Acquire(ctx, key, 600*time.Millisecond, owner)
 	require.NoError(t, err)
-	require.NoError(t, c.Do(ctx, key, 600*time.Millisecond, func(context.Context) error { return nil }, owner))
+	require.NoError(t, c.Do(ctx, key, 600*time.Millisecond, func(context.Context, *redlock.Lock) error { return nil }, owner))
 	e.eventuallyNoKey(key, 3*time.Second) // expired: nothing renews it any more
 	_ = outer.Release(ctx)
 }

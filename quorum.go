@@ -416,7 +416,7 @@ func (p *nodeSet) unwait(r *round, waiting bool) {
 
 // tally is the state of one round of replies.
 type tally struct {
-	replies []reply // by node index; unanswered nodes hold statusUnknown and errNotAwaited or ErrNoReply
+	replies []reply // by node index; unanswered nodes hold statusUnknown and errNotNeeded or ErrNoReply
 	ok      int
 	quorum  int
 	buf     [7]reply
@@ -430,7 +430,7 @@ func (t *tally) init(n, quorum int) {
 		t.replies = make([]reply, n)
 	}
 	for i := range t.replies {
-		t.replies[i] = reply{node: i, err: errNotAwaited}
+		t.replies[i] = reply{node: i, err: errNotNeeded}
 	}
 }
 
@@ -466,7 +466,7 @@ func (t *tally) takeArrived(r *round, pending int) int {
 // silent marks the nodes that have not answered as not answering in time.
 func (t *tally) silent() {
 	for i := range t.replies {
-		if t.replies[i].err == errNotAwaited {
+		if t.replies[i].err == errNotNeeded {
 			t.replies[i].err = ErrNoReply
 		}
 	}
@@ -490,14 +490,29 @@ func (t *tally) unrefused() []bool {
 // newQuorumError describes a round that did not reach its goal.
 func newQuorumError(op, key string, sentinel, cause error, t *tally, p *nodeSet) *QuorumError {
 	qe := &QuorumError{Op: op, Key: key, sentinel: sentinel, cause: cause, OK: t.ok, Quorum: t.quorum, holderTTL: -1}
+	failed := 0
 	for i, r := range t.replies {
 		if op == "acquire" && r.status == statusRefused && errors.Is(r.err, ErrHeldByOther) && r.val >= 0 {
 			qe.holderTTL = max(qe.holderTTL, time.Duration(r.val)*time.Millisecond)
 		}
-		if r.status != statusOK {
-			qe.Nodes = append(qe.Nodes, &NodeError{Node: i, Addr: p.nodes[i].address(), Err: r.err})
+		if r.status == statusOK {
+			continue
 		}
+		err := r.err
+		switch {
+		case err == errNotNeeded && cause != nil:
+			err = errCallEnded
+		case err == ErrNoReply:
+			err = p.nodes[i].silence()
+		}
+		// A reply that came but does not count yet (its server is still
+		// being identified) is no sign of a node down.
+		if r.status == statusUnknown && !errors.Is(err, ErrNotAwaited) && err != errUnidentified {
+			failed++
+		}
+		qe.Nodes = append(qe.Nodes, &NodeError{Node: i, Addr: p.nodes[i].address(), Err: err})
 	}
+	qe.unavailable = failed > len(t.replies)-t.quorum
 	return qe
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,6 +24,12 @@ type Client struct {
 	obs    observer
 
 	renewals renewalQueue // KeepAlive's renewals (lease.go)
+
+	// downSince is when this Client's attempts began to fail in a row
+	// with ErrUnavailable (Unix nanoseconds), 0 while they do not: shared
+	// by every Acquire, so that those queued behind one that gave up do
+	// not each wait the bound again.
+	downSince atomic.Int64
 }
 
 // New returns a Client over nodes, one go-redis client per independent
@@ -129,8 +136,14 @@ func (c *Client) Close(ctx context.Context) error {
 // ACL that refuses it) that last rule alone applies.
 //
 // A failed Acquire returns an error matching ErrNotAcquired, and also
-// ctx.Err() when ctx ended. Whatever was written by a failed attempt is
-// deleted again on every node, in the background, even after ctx ended.
+// ctx.Err() when ctx ended. When so many nodes fail (refuse connections, do
+// not answer in time, answer with errors) that no quorum can be asked,
+// Acquire gives up after the unavailability bound (WithUnavailableTimeout,
+// DefaultUnavailableTimeout by default) even when ctx has no deadline, with
+// an error that also matches ErrUnavailable and names each node's cause; a
+// busy key never ends the wait that way. Whatever was written by a failed
+// attempt is deleted again on every node, in the background, even after ctx
+// ended.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	if !c.obs.on {
 		return c.acquire(ctx, key, ttl, opts)
@@ -195,6 +208,9 @@ func (c *Client) contend(ctx context.Context, l *Lock, ttl time.Duration) (*Lock
 		if ctx.Err() != nil {
 			return nil, withCause(err, ctx.Err())
 		}
+		if c.unavailableTooLong(err) {
+			return nil, err
+		}
 		wait, ok := c.cfg.retry.Backoff(failed)
 		if !ok {
 			return nil, err
@@ -246,6 +262,21 @@ func (c *Client) contend(ctx context.Context, l *Lock, ttl time.Duration) (*Lock
 	}
 }
 
+// unavailableTooLong notes whether a failed attempt's err matches
+// ErrUnavailable, and reports whether the Client's attempts have failed
+// that way, in a row, for the unavailability bound.
+func (c *Client) unavailableTooLong(err error) bool {
+	now := time.Now().UnixNano()
+	if !errors.Is(err, ErrUnavailable) {
+		c.downSince.Store(0)
+		return false
+	}
+	if c.downSince.CompareAndSwap(0, now) {
+		return false
+	}
+	return time.Duration(now-c.downSince.Load()) >= c.cfg.unavailable
+}
+
 // awaitTurn waits until wt is at the head of key's queue. When the head
 // before it left holding the lock, it then waits for that lock's release
 // (the Client's own Release wakes it, or a quorum of release hints) or the
@@ -254,7 +285,7 @@ func (c *Client) contend(ctx context.Context, l *Lock, ttl time.Duration) (*Lock
 func (c *Client) awaitTurn(ctx context.Context, wt *waiter, l *Lock, ttl time.Duration, ttlArg any) (got bool, err error) {
 	key := l.key
 	if err := c.await(ctx, wt.turn, nil); err != nil {
-		return false, fmt.Errorf("%w: %q: waiting behind an earlier Acquire of this Client: %w", ErrNotAcquired, key, err)
+		return false, fmt.Errorf("%w: %q: waiting behind an earlier Acquire of this Client: %w", ErrNotAcquired, showKey(key), err)
 	}
 	if !wt.afterHolder {
 		return false, nil
@@ -264,7 +295,7 @@ func (c *Client) awaitTurn(ctx context.Context, wt *waiter, l *Lock, ttl time.Du
 	defer timer.Stop()
 	got, err = c.awaitHandover(ctx, wt, c.offer(l, ttl, ttlArg), wt.wake, timer.C)
 	if err != nil {
-		return false, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, err)
+		return false, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 	}
 	return got, nil
 }
@@ -286,7 +317,8 @@ func (c *Client) await(ctx context.Context, ch <-chan struct{}, timeUp <-chan ti
 
 // TryAcquire makes one attempt to take the lock on key for ttl. It fails with
 // an error matching ErrNotAcquired when the lock is held elsewhere or too few
-// nodes answered in time; then it rolls back as Acquire does.
+// nodes answered in time (and ErrUnavailable when so many failed that no
+// quorum could be asked); then it rolls back as Acquire does.
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	if !c.obs.on {
 		return c.tryAcquire(ctx, key, ttl, opts)
@@ -346,10 +378,10 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 		return nil, 0, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, err)
+		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 	}
 	if err := c.nodes.life.begin(); err != nil {
-		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, err)
+		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 	}
 	token := rand.Text()
 	prefix, holder := token+".", any(nil)
@@ -394,7 +426,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	}
 	timeout := c.cfg.nodeTimeout(ttl)
 	if err := c.nodes.checkServers(timeout); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, l.key, err)
+		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
 	}
 	start := c.cfg.clock.Now()
 	until := c.cfg.validUntil(start, ttl)
@@ -625,7 +657,7 @@ func (l *Lock) prologue(op string, ctx context.Context) (*Client, error) {
 		return nil, invalid("%s of a nil lock", op)
 	}
 	if ctx == nil {
-		return l.client, invalid("%s of %q: nil context", op, l.key)
+		return l.client, invalid("%s of %q: nil context", op, showKey(l.key))
 	}
 	return l.client, nil
 }
@@ -664,17 +696,17 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), err)
 	}
 	select {
 	case l.extending <- struct{}{}:
 		defer func() { <-l.extending }()
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, ctx.Err())
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), ctx.Err())
 	}
 	defer l.untilMoved() // lease.go: KeepAlive's loss timer follows Until
 	if err := c.nodes.life.begin(); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), err)
 	}
 	defer c.nodes.life.end()
 
@@ -683,13 +715,13 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	releasing, until := l.releasing, l.until
 	l.mu.Unlock()
 	if releasing {
-		return fmt.Errorf("%w: %q: released", ErrNotHeld, l.key)
+		return fmt.Errorf("%w: %q: released", ErrNotHeld, showKey(l.key))
 	}
 	if !start.Before(until) {
 		l.mu.Lock()
 		l.lost = true
 		l.mu.Unlock()
-		return fmt.Errorf("%w: %q: expired at %v", ErrNotHeld, l.key, until)
+		return fmt.Errorf("%w: %q: expired at %s", ErrNotHeld, showKey(l.key), until.Format(time.StampMicro))
 	}
 	v := l.nextValue()
 	newUntil := c.cfg.validUntil(start, ttl)
@@ -718,7 +750,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		l.until = newUntil
 	}
 	if l.releasing {
-		return fmt.Errorf("%w: %q: released during the extension", ErrNotHeld, l.key)
+		return fmt.Errorf("%w: %q: released during the extension", ErrNotHeld, showKey(l.key))
 	}
 	qe := newQuorumError("extend", l.key, ErrNotHeld, err, t, c.nodes)
 	if qe.refusedQuorum(len(c.nodes.nodes)) {
@@ -799,7 +831,7 @@ func (l *Lock) releaseCall(ctx context.Context) error {
 
 func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error {
 	if err := c.nodes.life.begin(); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, err)
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), err)
 	}
 	defer c.nodes.life.end()
 	// The next waiter of this Client, if it offers, is handed the key in

@@ -580,6 +580,13 @@ func TestBadInput(t *testing.T) {
 		{"nil clock", e.nodes, []redlock.Option{redlock.WithClock(nil)}},
 		{"negative node timeout", e.nodes, []redlock.Option{redlock.WithNodeTimeout(-time.Second)}},
 		{"zero cleanup timeout", e.nodes, []redlock.Option{redlock.WithCleanupTimeout(0)}},
+		{"zero node timeout", e.nodes, []redlock.Option{redlock.WithNodeTimeout(0)}},
+		{"zero restart guard", e.nodes, []redlock.Option{redlock.WithRestartGuard(0)}},
+		{"zero renew interval", e.nodes, []redlock.Option{redlock.WithRenewInterval(0)}},
+		{"nil renewal error handler", e.nodes, []redlock.Option{redlock.WithRenewErrorHandler(nil)}},
+		{"nil logger", e.nodes, []redlock.Option{redlock.WithLogger(nil)}},
+		{"no attempts", e.nodes, []redlock.Option{redlock.WithRetry(redlock.LimitRetry(redlock.NoRetry(), 0))}},
+		{"zero unavailable timeout", e.nodes, []redlock.Option{redlock.WithUnavailableTimeout(0)}},
 		{"drift factor 1", e.nodes, []redlock.Option{redlock.WithDrift(1, 0)}},
 		{"negative drift", e.nodes, []redlock.Option{redlock.WithDrift(0.01, -time.Millisecond)}},
 	}

@@ -40,6 +40,8 @@ var (
 	restartGuardSrc string
 	//go:embed scripts/handover.lua
 	handoverSrc string
+	//go:embed scripts/inspect.lua
+	inspectSrc string
 
 	acquireScript       = redis.NewScript(acquireSrc)
 	acquireFencedScript = redis.NewScript(acquireFencedSrc)
@@ -48,13 +50,14 @@ var (
 	restoreScript       = redis.NewScript(restoreSrc)
 	releaseScript       = redis.NewScript(releaseSrc)
 	handoverScript      = redis.NewScript(handoverSrc)
+	inspectScript       = redis.NewScript(inspectSrc)
 
 	// The guarded acquires run the restart guard's prologue first.
 	acquireGuardedScript       = redis.NewScript(restartGuardSrc + acquireSrc)
 	acquireFencedGuardedScript = redis.NewScript(restartGuardSrc + acquireFencedSrc)
 
 	allScripts = []*redis.Script{acquireScript, acquireFencedScript, fenceCommitScript, extendScript, restoreScript, releaseScript,
-		handoverScript, acquireGuardedScript, acquireFencedGuardedScript}
+		handoverScript, acquireGuardedScript, acquireFencedGuardedScript, inspectScript}
 )
 
 // nodeOp is one script with its keys and arguments, run on each node of a
@@ -85,6 +88,8 @@ func (o *nodeOp) name() string {
 		return "delete"
 	case handoverScript:
 		return "handover"
+	case inspectScript:
+		return "inspect"
 	}
 	return "acquire"
 }

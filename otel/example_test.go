@@ -92,3 +92,12 @@ func Example() {
 	// metric redlock.attempts
 	// metric redlock.operation.duration
 }
+
+// readmeOtel is the code block of docs/observability.md, as its body: its
+// snippet test in the root module compares the two.
+func readmeOtel(nodes []redis.UniversalClient) (*redlock.Client, error) {
+	// The hooks report to the global providers; give each Client its own Hooks().
+	return redlock.New(nodes, redlock.WithHooks(redlockotel.Hooks()))
+}
+
+var _ = readmeOtel

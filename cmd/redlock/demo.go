@@ -293,7 +293,7 @@ func lease(ctx context.Context, locks *redlock.Client, renewals *atomic.Int64) e
 	pr := newProgress()
 	start := time.Now()
 	before := renewals.Load()
-	err := locks.Do(ctx, "demo:report", ttl, func(ctx context.Context) error {
+	err := locks.Do(ctx, "demo:report", ttl, func(ctx context.Context, _ *redlock.Lock) error {
 		for time.Since(start) < work {
 			select {
 			case <-ctx.Done():

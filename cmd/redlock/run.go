@@ -31,9 +31,11 @@ func nodeTimeoutFor(ttl time.Duration) time.Duration {
 	return min(max(ttl/20, 10*time.Millisecond), 500*time.Millisecond)
 }
 
-// releaseTimeout bounds a release: it returns once a quorum answered, and
-// a node that does not answer is left to expire the key by its TTL.
-const releaseTimeout = 2 * time.Second
+// releaseTimeout bounds a release: it returns once a quorum confirmed, or
+// at this deadline (the library waits for slow nodes' confirmations until
+// the caller's deadline), and a node that does not answer is left to expire
+// the key by its TTL.
+const releaseTimeout = 300 * time.Millisecond
 
 // closeTimeout bounds the wait on exit for the deletes still under way: a
 // release's on the nodes it did not wait for, a failed acquire's rollback.

@@ -3,17 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
 )
@@ -100,60 +96,45 @@ func statusCmd(args []string) error {
 	return nil
 }
 
-// readStatus asks every node, in parallel, for the key, its TTL and the fence
-// counter, in one round trip each.
+// readStatus reads the key on every node through the library's Inspect, in
+// parallel, without taking it.
 func readStatus(ctx context.Context, nodes []node, key string) *keyStatus {
 	st := &keyStatus{Key: key, Quorum: len(nodes)/2 + 1, Nodes: make([]keyState, len(nodes))}
-	fenceKey := redlock.FenceKey(key)
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ctx, nodeTimeout)
-			defer cancel()
-			st.Nodes[i] = readNode(ctx, i, n, key, fenceKey)
-		})
+	locks, err := redlock.New(clients(nodes), redlock.WithFencing(), redlock.WithNodeTimeout(nodeTimeout))
+	var ks redlock.KeyState
+	if err == nil {
+		ks, err = locks.Inspect(ctx, key)
+		cctx, cancel := context.WithTimeout(context.Background(), nodeTimeout)
+		_ = locks.Close(cctx)
+		cancel()
 	}
-	wg.Wait()
+	for i, n := range nodes {
+		s := keyState{Node: i, Addr: n.addr}
+		switch {
+		case err != nil:
+			s.Error = err.Error()
+		case ks.Nodes[i].Err != nil:
+			s.Error = ks.Nodes[i].Err.Error()
+		default:
+			ns := ks.Nodes[i]
+			s.Reachable = true
+			if ns.Held {
+				s.Held, s.Holder, s.token = true, ns.Holder, ns.Holder
+				ms := ns.TTL.Milliseconds()
+				if ns.TTL < 0 {
+					ms = -1
+				}
+				s.TTLMillis = &ms
+			}
+			if ns.Fence > 0 {
+				f := ns.Fence
+				s.Fence = &f
+			}
+		}
+		st.Nodes[i] = s
+	}
 	st.judge()
 	return st
-}
-
-func readNode(ctx context.Context, i int, n node, key, fenceKey string) keyState {
-	s := keyState{Node: i, Addr: n.addr}
-	pipe := n.client.Pipeline()
-	get := pipe.Get(ctx, key)
-	pttl := pipe.Do(ctx, "PTTL", key)
-	fence := pipe.Get(ctx, fenceKey)
-	_, _ = pipe.Exec(ctx)
-	if err := pttl.Err(); err != nil { // PTTL never fails on a reachable node
-		s.Error = err.Error()
-		return s
-	}
-	s.Reachable = true
-	switch v, err := get.Result(); {
-	case errors.Is(err, redis.Nil):
-	case err != nil:
-		s.Error = err.Error()
-	case strings.HasPrefix(v, "!"):
-		// A tombstone: the library reads it as an absent key (docs/late-writes.md).
-	default:
-		s.Held = true
-		s.token, _, _ = strings.Cut(v, ".")
-		s.Holder = shortHolder(s.token)
-	}
-	if ms, err := pttl.Int64(); err == nil && ms != -2 {
-		s.TTLMillis = &ms
-	}
-	switch v, err := fence.Result(); {
-	case errors.Is(err, redis.Nil):
-	case err != nil:
-		s.Error = strings.TrimPrefix(s.Error+"; fence: "+err.Error(), "; ")
-	default:
-		if f, err := strconv.ParseUint(v, 10, 64); err == nil {
-			s.Fence = &f
-		}
-	}
-	return s
 }
 
 func shortHolder(token string) string {
