@@ -400,7 +400,7 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 	}
 	d := &nemLock{Client: name, Key: key, Do: true}
 	start := time.Now()
-	err := c.Do(ctx, key, ttl, func(kctx context.Context) error {
+	err := c.Do(ctx, key, ttl, func(kctx context.Context, _ *redlock.Lock) error {
 		d.FnStart = time.Now()
 		live := d.FnStart
 		for _, s := range steps {
