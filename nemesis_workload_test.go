@@ -82,7 +82,7 @@ func outcome(err error) string {
 	if err == nil {
 		return "ok"
 	}
-	for _, s := range []error{redlock.ErrClosed, redlock.ErrInvalidArgument, redlock.ErrLockLost,
+	for _, s := range []error{redlock.ErrClosed, redlock.ErrInvalidArgument, redlock.ErrLockLost, redlock.ErrUnavailable,
 		redlock.ErrReleased, redlock.ErrNotHeld, redlock.ErrNotAcquired} {
 		if strings.Contains(err.Error(), s.Error()) {
 			return s.Error()
