@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base32"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -32,6 +33,14 @@ const MaxOwnerLen = 512
 // another Lock of the id took over is no longer held: its Extend fails with
 // ErrNotHeld, its KeepAlive context ends with ErrLockLost, and its Release
 // deletes nothing (a stale handle never frees its successor's key).
+//
+// Within one Client, a Lock of the id is never taken over while it is valid
+// and not known to be lost. Across processes, a takeover that fails (no
+// quorum) rolls back like any failed acquire, deleting the values it took
+// over: if the earlier Lock is still running, it may then lose the key on
+// those nodes before its Until, and another holder may get in. Retry a
+// request from another process only once its earlier attempt is known to
+// have stopped (or crashed), or protect the resource with fencing.
 //
 // Go has no goroutine identity, so the id is the caller's responsibility:
 // use one per request or job that may retry, never a constant shared by
@@ -77,8 +86,8 @@ type ownerSlot struct {
 // l's key through this Client already: then it returns that Lock with one
 // more hold, once an extension proved it still held. Concurrent calls for
 // one owner and key run take one at a time.
-func (c *Client) asOwner(ctx context.Context, l *Lock, ttl time.Duration, take func(context.Context, *Lock, time.Duration) (*Lock, error)) (got *Lock, err error) {
-	held, slot, err := c.enterOwner(ctx, l, ttl)
+func (c *Client) asOwner(ctx context.Context, l *Lock, ttl time.Duration, retry bool, take func(context.Context, *Lock, time.Duration) (*Lock, error)) (got *Lock, err error) {
+	held, slot, err := c.enterOwner(ctx, l, ttl, retry)
 	if held != nil || err != nil {
 		return held, err
 	}
@@ -88,11 +97,15 @@ func (c *Client) asOwner(ctx context.Context, l *Lock, ttl time.Duration, take f
 
 // enterOwner returns the Lock that l's owner holds on l's key, with one
 // more hold; or the slot in which the caller acquires l on the nodes, which
-// it must settle.
-func (c *Client) enterOwner(ctx context.Context, l *Lock, ttl time.Duration) (*Lock, *ownerSlot, error) {
+// it must settle. While the owner's Lock is valid and not known to be lost,
+// l never goes to the nodes: a takeover that failed would delete the values
+// it took over, from under a Lock that still holds the key. When the Lock
+// cannot be proven held for a passing reason (nodes that do not answer),
+// enterOwner tries again as Acquire does (retry), or fails.
+func (c *Client) enterOwner(ctx context.Context, l *Lock, ttl time.Duration, retry bool) (*Lock, *ownerSlot, error) {
 	o := &c.owners
 	k := ownerKey{l.key, l.owner}
-	for {
+	for failed := 1; ; failed++ {
 		o.mu.Lock()
 		s := o.slots[k]
 		if s == nil || s.l != nil && !s.l.usable() {
@@ -115,11 +128,24 @@ func (c *Client) enterOwner(ctx context.Context, l *Lock, ttl time.Duration) (*L
 			}
 			continue
 		}
-		if ok, err := held.reenter(ctx, ttl); ok || err != nil {
-			if err != nil {
-				return nil, nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
-			}
+		ok, err := held.reenter(ctx, ttl)
+		switch {
+		case ok:
 			return held, nil, nil
+		case err == nil: // released or lost meanwhile: l may take over
+			continue
+		case ctx.Err() != nil:
+			return nil, nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
+		}
+		wait, again := c.cfg.retry.Backoff(failed)
+		if !retry || !again {
+			return nil, nil, fmt.Errorf("%w: %q: the owner's Lock on the key could not be proven held: %w", ErrNotAcquired, showKey(l.key), err)
+		}
+		timer := time.NewTimer(wait)
+		werr := c.await(ctx, nil, timer.C)
+		timer.Stop()
+		if werr != nil {
+			return nil, nil, fmt.Errorf("%w: %q: the owner's Lock on the key could not be proven held: %w", ErrNotAcquired, showKey(l.key), errors.Join(err, werr))
 		}
 	}
 }
@@ -164,21 +190,19 @@ func (l *Lock) usable() bool {
 // reenter adds a hold to l for an Acquire of ttl by its owner, once an
 // extension (to ttl or l's own TTL, whichever is longer) proved l still
 // held on a quorum: a Lock that another Client of the owner took over, or
-// that was lost unnoticed, is not handed out. It reports false when l
-// cannot be re-entered; the extension that failed has then marked it lost
-// where the nodes refused it.
+// that was lost unnoticed, is not handed out. It reports false with no
+// error when l is released, or lost (the nodes refused the extension, or
+// its validity ended): the owner's next Lock may take over. A failed
+// extension that proves nothing (nodes that did not answer) is the error.
 func (l *Lock) reenter(ctx context.Context, ttl time.Duration) (bool, error) {
 	l.mu.Lock()
 	ttl = max(ttl, l.ttl)
 	l.mu.Unlock()
 	if err := l.extend(ctx, ttl); err != nil {
-		if ctx.Err() != nil {
-			return false, ctx.Err()
+		if !l.usable() {
+			return false, nil
 		}
-		l.mu.Lock()
-		l.lost = true // not proven held: the owner's next Lock takes over
-		l.mu.Unlock()
-		return false, nil
+		return false, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -161,7 +161,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 	}
 	defer c.nodes.life.end()
 	if l.owner != "" {
-		return c.asOwner(ctx, l, ttl, c.contend)
+		return c.asOwner(ctx, l, ttl, true, c.contend)
 	}
 	return c.contend(ctx, l, ttl)
 }
@@ -336,7 +336,7 @@ func (c *Client) tryAcquire(ctx context.Context, key string, ttl time.Duration, 
 	}
 	defer c.nodes.life.end()
 	if l.owner != "" {
-		return c.asOwner(ctx, l, ttl, c.tryOnce)
+		return c.asOwner(ctx, l, ttl, false, c.tryOnce)
 	}
 	return c.tryOnce(ctx, l, ttl)
 }

@@ -396,3 +396,35 @@ func TestReleaseBound(t *testing.T) {
 	e.resetFaults()
 	e.eventuallyNoKey(key, 10*time.Second)
 }
+
+// TestOwnerReentryUnprovenDoesNotTakeOver: when the re-entry's extension
+// cannot reach a quorum for a passing reason (nodes silent, not refusing),
+// the Lock the owner holds is still valid: the Acquire fails without a new
+// Lock of the owner taking the key over and, failing, deleting it from the
+// nodes it reached. (The nemesis found this: the other client then got a
+// quorum of freed nodes while the owner's Lock was valid.)
+func TestOwnerReentryUnprovenDoesNotTakeOver(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client(redlock.WithNodeTimeout(100 * time.Millisecond))
+	ctx := t.Context()
+	key := newKey(t)
+	owner := redlock.WithOwner("req-2")
+
+	l, err := c.Acquire(ctx, key, 10*time.Second, owner)
+	require.NoError(t, err)
+	e.awaitHolders(key, l.Token())
+	held := e.rawValues(key)
+	e.proxies[1].SetBlackhole(true)
+	e.proxies[2].SetBlackhole(true)
+	got, err := c.TryAcquire(ctx, key, time.Second, owner)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.Nil(t, got)
+	quiet(t, c)
+	// The re-entry's extension may have refreshed the value (a later
+	// generation of the same Lock); the Lock's prefix must be there.
+	prefix := held[0][:strings.LastIndexByte(held[0], '.')+1]
+	assert.True(t, strings.HasPrefix(rawKey(t, ctx, e.direct[0], key), prefix), "node 0's value was replaced or deleted")
+	e.resetFaults()
+	require.NoError(t, l.Extend(ctx, 10*time.Second), "the Lock is still held")
+	require.NoError(t, l.Release(ctx))
+}
