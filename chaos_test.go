@@ -609,8 +609,11 @@ func chaosFailoverSingle(t *testing.T, tab *chaosTable) {
 	h := newHistory()
 	key := newKey(t)
 	addr := newFollowAddr(master.Addr())
-	a := newLockClient(t, []redis.UniversalClient{addr.client(master)})
-	b := newLockClient(t, []redis.UniversalClient{addr.client(master)})
+	// Release waits for its delete's confirmation up to the cleanup
+	// timeout: a lone node that just failed over, on a loaded machine, was
+	// seen to need more than the default second.
+	a := newLockClient(t, []redis.UniversalClient{addr.client(master)}, redlock.WithCleanupTimeout(5*time.Second))
+	b := newLockClient(t, []redis.UniversalClient{addr.client(master)}, redlock.WithCleanupTimeout(5*time.Second))
 	ctx := t.Context()
 
 	ha, hb := failover(t, h, master, replica, addr, key, a, b)
