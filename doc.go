@@ -61,7 +61,10 @@
 // owner's token, a tilde and an id of its own before the dot: the acquire
 // scripts let any Lock of the owner take the key over, and every other
 // script touches only the Lock's own values, so a superseded Lock of the
-// owner never deletes or extends its successor's key.
+// owner never deletes or extends its successor's key. An attempt that takes
+// over another Lock's value appends "|" and that value to its own, and keeps
+// at least its expiry; the attempt's rollback puts that value back, so a
+// takeover that fails leaves a still-valid Lock of the owner where it was.
 //
 // A write whose reply never came may still be in the network: a client with
 // ContextTimeoutEnabled closes its connection at the deadline, but bytes it

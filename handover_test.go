@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -227,9 +226,7 @@ func TestHandoverToWaiterThatGaveUp(t *testing.T) {
 	c := e.client(slowRetry, redlock.WithNodeTimeout(3*time.Second))
 	ctx := t.Context()
 	key := newKey(t)
-	src, err := os.ReadFile("scripts/handover.lua")
-	require.NoError(t, err)
-	sum := sha1.Sum(src)
+	sum := sha1.Sum([]byte(scriptSource(t, "scripts/handover.lua")))
 
 	a, err := c.Acquire(ctx, key, time.Minute)
 	require.NoError(t, err)

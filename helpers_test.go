@@ -259,13 +259,15 @@ func rawKey(t testing.TB, ctx context.Context, rc *redis.Client, key string) str
 }
 
 // holderOf is the token in a lock's value (token "." generation, or for a
-// Lock of an owner token "~" id "." generation); a tombstone, which every
+// Lock of an owner token "~" id "." generation, then, after an owner's
+// takeover, "|" and the value it replaced); a tombstone, which every
 // lock reads as an absent key, is ""; a value of another form is returned
 // whole.
 func holderOf(v string) string {
 	if strings.HasPrefix(v, "!") {
 		return ""
 	}
+	v, _, _ = strings.Cut(v, "|") // what an owner's takeover replaced
 	if i := strings.LastIndexByte(v, '.'); i > 0 {
 		if _, err := strconv.ParseUint(v[i+1:], 10, 64); err == nil {
 			token, _, _ := strings.Cut(v[:i], "~")
@@ -310,12 +312,25 @@ func loadScripts(t testing.TB, addrs ...string) {
 	for _, addr := range addrs {
 		inspect(t, addr, func(ctx context.Context, rc *redis.Client) {
 			for _, f := range files {
-				src, err := os.ReadFile(f)
-				require.NoError(t, err)
-				require.NoError(t, rc.ScriptLoad(ctx, string(src)).Err(), "SCRIPT LOAD %s on %s", f, addr)
+				src := scriptSource(t, f)
+				require.NoError(t, rc.ScriptLoad(ctx, src).Err(), "SCRIPT LOAD %s on %s", f, addr)
 			}
 		})
 	}
+}
+
+// scriptSource is the script that the library runs for scripts/ file f: the
+// acquire scripts call take(), which scripts/take.lua, prepended, defines.
+func scriptSource(t testing.TB, f string) string {
+	t.Helper()
+	src, err := os.ReadFile(f)
+	require.NoError(t, err)
+	if filepath.Base(f) != "take.lua" && strings.Contains(string(src), "take(") {
+		take, err := os.ReadFile("scripts/take.lua")
+		require.NoError(t, err)
+		return string(take) + string(src)
+	}
+	return string(src)
 }
 
 // TestLoadScripts runs every kind of call, fenced or not, on a node whose

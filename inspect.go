@@ -229,9 +229,11 @@ func parseInspect(cmd *redis.Cmd, r *keyRead) error {
 	}
 	// A tombstone (scripts/release.lua) is an absent key to every lock.
 	if s, ok := v[0].(string); ok && !strings.HasPrefix(s, "!") {
-		token := s
-		if dot := strings.LastIndexByte(s, '.'); dot >= 0 {
-			token = s[:dot] // the generation follows the last dot
+		// What an owner's takeover replaced follows a "|" (take.lua); the
+		// generation follows the last dot before it.
+		token, _, _ := strings.Cut(s, "|")
+		if dot := strings.LastIndexByte(token, '.'); dot >= 0 {
+			token = token[:dot]
 		}
 		r.token = token
 		r.state.Held = true

@@ -35,11 +35,12 @@ const MaxOwnerLen = 512
 // deletes nothing (a stale handle never frees its successor's key).
 //
 // Within one Client, a Lock of the id is never taken over while it is valid
-// and not known to be lost. Across processes, a takeover that fails (no
-// quorum) rolls back like any failed acquire, deleting the values it took
-// over: if the earlier Lock is still running, it may then lose the key on
-// those nodes before its Until, and another holder may get in. Retry a
-// request from another process only once its earlier attempt is known to
+// and not known to be lost. Across processes, a takeover keeps, on each node,
+// the value it replaced and at least that value's expiry; if it fails (no
+// quorum), its rollback puts them back instead of deleting, so an earlier
+// Lock that is still valid keeps every node it counted on. A takeover that
+// succeeds ends the earlier Lock, which may still be running its work: retry
+// a request from another process only once its earlier attempt is known to
 // have stopped (or crashed), or protect the resource with fencing.
 //
 // Go has no goroutine identity, so the id is the caller's responsibility:

@@ -428,3 +428,51 @@ func TestOwnerReentryUnprovenDoesNotTakeOver(t *testing.T) {
 	require.NoError(t, l.Extend(ctx, 10*time.Second), "the Lock is still held")
 	require.NoError(t, l.Release(ctx))
 }
+
+// TestFailedOwnerTakeoverRestoresHolder: a Lock of an owner in one Client is
+// valid on a bare quorum when another Client's Acquire for the same owner
+// takes the key over on one node and misses its quorum. Its rollback must
+// give that node back to the valid Lock, with at least the Lock's expiry,
+// not delete it: a third client would otherwise get a quorum of freed nodes
+// while the Lock is valid. (The nemesis found this, seed 983890.)
+func TestFailedOwnerTakeoverRestoresHolder(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c1, c2, other := e.client(), e.client(), e.client()
+	ctx := t.Context()
+	key := newKey(t)
+	owner := redlock.WithOwner("order-7")
+
+	// The Lock holds on nodes 0 and 1: node 2 was down when it was taken.
+	e.proxies[2].SetRefuse(true)
+	a, err := c1.Acquire(ctx, key, 20*time.Second, owner)
+	require.NoError(t, err)
+	quiet(t, c1)
+	e.resetFaults()
+	held := e.rawValues(key)
+	require.NotEmpty(t, held[0])
+	require.NotEmpty(t, held[1])
+
+	// The other Client's takeover reaches node 0 only, and fails.
+	e.proxies[1].SetRefuse(true)
+	e.proxies[2].SetRefuse(true)
+	b, err := c2.TryAcquire(ctx, key, time.Second, owner)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.Nil(t, b)
+	quiet(t, c2)
+	e.resetFaults()
+	// The rollback may still be on its way to node 0.
+	require.Eventually(t, func() bool {
+		v := rawKey(t, context.Background(), e.direct[0], key)
+		return v == "" || v == held[0]
+	}, 10*time.Second, 5*time.Millisecond, "the failed takeover's value stayed on node 0")
+
+	assert.Equal(t, held[0], rawKey(t, ctx, e.direct[0], key), "the failed takeover did not give node 0 back")
+	pttl, err := e.direct[0].PTTL(ctx, key).Result()
+	require.NoError(t, err)
+	assert.Greater(t, pttl, 10*time.Second, "node 0 gave the Lock back with a shorter expiry than its own")
+	_, err = other.TryAcquire(ctx, key, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "another client got in while the owner's Lock was valid")
+	require.NoError(t, a.Extend(ctx, 10*time.Second), "the Lock is still held")
+	require.NoError(t, a.Release(ctx))
+	e.eventuallyNoKey(key, 5*time.Second)
+}

@@ -22,8 +22,11 @@ import (
 // prefix, up to the tilde) but each Lock extends, commits and deletes only
 // its own values (the other scripts match the whole prefix). The generation
 // orders a Lock's own calls, so a call that reaches a node late cannot undo
-// a later one.
+// a later one. After an owner's takeover the value goes on with "|" and the
+// value it replaced, for the attempt's rollback to put back (take.lua).
 var (
+	//go:embed scripts/take.lua
+	takeSrc string
 	//go:embed scripts/acquire.lua
 	acquireSrc string
 	//go:embed scripts/acquire_fenced.lua
@@ -43,18 +46,19 @@ var (
 	//go:embed scripts/inspect.lua
 	inspectSrc string
 
-	acquireScript       = redis.NewScript(acquireSrc)
-	acquireFencedScript = redis.NewScript(acquireFencedSrc)
+	// The acquire scripts share take.lua, prepended.
+	acquireScript       = redis.NewScript(takeSrc + acquireSrc)
+	acquireFencedScript = redis.NewScript(takeSrc + acquireFencedSrc)
 	fenceCommitScript   = redis.NewScript(fenceCommitSrc)
 	extendScript        = redis.NewScript(extendSrc)
 	restoreScript       = redis.NewScript(restoreSrc)
 	releaseScript       = redis.NewScript(releaseSrc)
-	handoverScript      = redis.NewScript(handoverSrc)
+	handoverScript      = redis.NewScript(takeSrc + handoverSrc)
 	inspectScript       = redis.NewScript(inspectSrc)
 
 	// The guarded acquires run the restart guard's prologue first.
-	acquireGuardedScript       = redis.NewScript(restartGuardSrc + acquireSrc)
-	acquireFencedGuardedScript = redis.NewScript(restartGuardSrc + acquireFencedSrc)
+	acquireGuardedScript       = redis.NewScript(restartGuardSrc + takeSrc + acquireSrc)
+	acquireFencedGuardedScript = redis.NewScript(restartGuardSrc + takeSrc + acquireFencedSrc)
 
 	allScripts = []*redis.Script{acquireScript, acquireFencedScript, fenceCommitScript, extendScript, restoreScript, releaseScript,
 		handoverScript, acquireGuardedScript, acquireFencedGuardedScript, inspectScript}

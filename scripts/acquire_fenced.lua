@@ -3,10 +3,7 @@
 -- holder's key left this node (see docs/fencing.md).
 -- KEYS[1]  the lock key
 -- KEYS[2]  the key's fencing counter (same hash slot as KEYS[1])
--- ARGV[1]  this attempt's value: the Lock's prefix followed by ARGV[4]
--- ARGV[2]  time to live in milliseconds
--- ARGV[3]  the holder's prefix, as for acquire.lua
--- ARGV[4]  this attempt's generation
+-- ARGV[1..4] as for take.lua
 -- ARGV[5]  the counter's horizon in milliseconds: how long an idle counter
 --          is kept
 -- Returns  {1, counter, seconds, microseconds} when the key now holds ARGV[1],
@@ -18,29 +15,13 @@
 --          node's TIME.
 local c = redis.call('GET', KEYS[2]) or '0'
 local t = redis.call('TIME')
-local v = redis.call('GET', KEYS[1])
-if v then
-  local mine = string.sub(ARGV[1], 1, #ARGV[1] - #ARGV[4])
-  if string.sub(v, 1, 1) == '!' then
-    local tag, gen = string.match(v, '^!(%x+):(%d+)$')
-    if tag == string.sub(redis.sha1hex(mine), 1, 16) and tonumber(gen) >= tonumber(ARGV[4]) then
-      redis.call('PEXPIRE', KEYS[1], 1000)
-      return {2, c, t[1], t[2]}
-    end
-  elseif string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then
-    local ok, pttl = pcall(redis.call, 'PTTL', KEYS[1])
-    if not ok then
-      pttl = -1
-    end
-    return {0, c, t[1], t[2], pttl}
-  elseif string.sub(v, 1, #mine) == mine then
-    local gen = tonumber(string.sub(v, #mine + 1))
-    if gen and gen > tonumber(ARGV[4]) then
-      return {2, c, t[1], t[2]}
-    end
-  end
+local code, value, ttl = take(redis.call('GET', KEYS[1]))
+if code == 2 then
+  return {2, c, t[1], t[2]}
+elseif code ~= 1 then
+  return {0, c, t[1], t[2], -code - 1}
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], value, 'PX', ttl)
 if c ~= '0' then
   redis.call('PEXPIRE', KEYS[2], ARGV[5])
 end

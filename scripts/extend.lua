@@ -19,6 +19,8 @@
 --         -1 when another holder's value is there (nothing is changed),
 --          2 when a later generation of ours is there: this call is stale
 --            (it landed after a later extension) and changes nothing.
+-- The value written drops what an acquire attempt took over (the "|" and
+-- what follows, see take.lua): the Lock holds, the takeover is final.
 -- Writing the generation into the value orders our own calls on the node:
 -- a call that lands late, on a connection given up on, cannot undo a later
 -- one's expiry.
@@ -29,7 +31,7 @@ end
 if string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then
   return -1
 end
-local gen = tonumber(string.sub(v, #ARGV[3] + 1))
+local gen = tonumber(string.match(v, '^%d+', #ARGV[3] + 1))
 if gen and gen > tonumber(ARGV[4]) then
   return 2
 end

@@ -20,10 +20,10 @@
 --          4 when the leaving holder's value was there and was deleted
 --            (other clients wait, or PUBSUB is refused): the waiter gets
 --            nothing here,
---          and otherwise what acquire.lua returns for the waiter: 1 when
---          the key was absent or held an earlier value of the waiter's and
---          now holds ARGV[1], -(pttl + 1) when another holder's value is
---          there, 2 when a later generation of the waiter's is there.
+--          and otherwise what acquire.lua returns for the waiter (take.lua,
+--          prepended, decides): 1 when the key now holds ARGV[1],
+--          -(pttl + 1) when another holder's value is there, 2 when this
+--          call is stale.
 local v = redis.call('GET', KEYS[1])
 if v then
   if string.sub(v, 1, #ARGV[5]) == ARGV[5] then
@@ -45,25 +45,10 @@ if v then
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
     return 3
   end
-  local own = string.sub(ARGV[1], 1, #ARGV[1] - #ARGV[4])
-  if string.sub(v, 1, 1) == '!' then
-    local tag, gen = string.match(v, '^!(%x+):(%d+)$')
-    if tag == string.sub(redis.sha1hex(own), 1, 16) and tonumber(gen) >= tonumber(ARGV[4]) then
-      redis.call('PEXPIRE', KEYS[1], 1000)
-      return 2
-    end
-  elseif string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then
-    local ok, pttl = pcall(redis.call, 'PTTL', KEYS[1])
-    if not ok then
-      pttl = -1
-    end
-    return -pttl - 1
-  elseif string.sub(v, 1, #own) == own then
-    local gen = tonumber(string.sub(v, #own + 1))
-    if gen and gen > tonumber(ARGV[4]) then
-      return 2
-    end
-  end
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local code, value, ttl = take(v)
+if code ~= 1 then
+  return code
+end
+redis.call('SET', KEYS[1], value, 'PX', ttl)
 return 1

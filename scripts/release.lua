@@ -1,13 +1,17 @@
 -- release: delete our key, whichever of our generations it holds, up to a
 -- limit: a rollback deletes only its own attempt's value or an earlier one,
--- never the value of a later attempt that may since have been counted.
+-- never the value of a later attempt that may since have been counted. A
+-- rollback of an attempt that took over another Lock of the same owner puts
+-- that Lock's value back instead, with the expiry that the attempt kept for
+-- it (take.lua): that Lock may still be valid.
 -- KEYS[1]  the lock key
 -- ARGV[1]  the Lock's prefix (as for extend.lua): another Lock's value, even
 --          the same owner's, is never deleted
 -- ARGV[2]  the highest generation to delete; 0 deletes any of ours
 -- ARGV[3]  optional: a generation to leave a tombstone for when the key is
 --          absent, and ARGV[4] the tombstone's time to live in milliseconds
--- Returns  1 when our key was deleted,
+-- Returns  1 when our key was deleted (or, by a rollback, replaced by what
+--            our attempt had taken over: see take.lua),
 --          0 when the key was absent (expired, never set on this node, or a
 --            tombstone),
 --         -1 when another holder's value is there (nothing is changed),
@@ -38,9 +42,14 @@ if string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
 end
 local limit = tonumber(ARGV[2])
 if limit > 0 then
-  local gen = tonumber(string.sub(v, #ARGV[1] + 1))
+  local gen = tonumber(string.match(v, '^%d+', #ARGV[1] + 1))
   if gen and gen > limit then
     return 2
+  end
+  local replaced = string.match(v, '|(.*)$', #ARGV[1] + 1)
+  if replaced then
+    redis.call('SET', KEYS[1], replaced, 'KEEPTTL')
+    return 1
   end
 end
 redis.call('DEL', KEYS[1])
