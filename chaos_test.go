@@ -320,7 +320,10 @@ func chaosRestart(t *testing.T, tab *chaosTable) {
 
 	cl.phase("delayed", func(t *testing.T, cl *chaosCluster, h *history) {
 		key := prefix + "delayed"
-		ha := holdOnTwo(t, cl, h, key, chaosTTL, a)
+		// A's TTL leaves room for the setup (a reconnect can take seconds
+		// on a loaded machine) before A's values are checked.
+		ttlA := 2 * chaosTTL
+		ha := holdOnTwo(t, cl, h, key, ttlA, a)
 		cl.each((*containertest.Node).Kill, 1)
 		killed := time.Now()
 
@@ -331,7 +334,7 @@ func chaosRestart(t *testing.T, tab *chaosTable) {
 			t.Log("machine too slow: A's validity ended before B's first attempt returned")
 		}
 
-		time.Sleep(time.Until(killed.Add(chaosTTL + 200*time.Millisecond)))
+		time.Sleep(time.Until(killed.Add(ttlA + 200*time.Millisecond)))
 		cl.each((*containertest.Node).Restart, 1)
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
@@ -460,7 +463,12 @@ func chaosPartition(t *testing.T, tab *chaosTable) {
 		time.Sleep(time.Second)
 		cl.each((*containertest.Node).Disconnect, 3, 4)
 		cut := time.Now()
+		// The cut lasts 2 s, longer while fewer than 3 acquisitions went
+		// through (a loaded machine), up to a bound far above a quiet one's.
 		time.Sleep(2 * time.Second)
+		for bound := cut.Add(20 * time.Second); h.acquiredBetween(cut, time.Now()) < 3 && time.Now().Before(bound); {
+			time.Sleep(50 * time.Millisecond)
+		}
 		healing := time.Now()
 		cl.each((*containertest.Node).Reconnect, 3, 4)
 		time.Sleep(time.Second)
