@@ -61,6 +61,12 @@ type roundSpec struct {
 	tombMs int64
 }
 
+// writeRound is a round of writes that set the key for ttl: the caller waits
+// up to timeout, and no write is sent after it.
+func writeRound(op nodeOp, timeout, ttl time.Duration) roundSpec {
+	return roundSpec{kind: opWrite, op: op, wait: timeout, ttl: ttl, cancellable: true}
+}
+
 // round is one operation sent to the nodes: the jobs, the channel their
 // replies arrive on, and the deadline of its writes. One allocation serves
 // the whole round, its context, its jobs and its command line included, for

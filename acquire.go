@@ -1,0 +1,375 @@
+package redlock
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Acquire takes the lock on key for ttl, retrying until it succeeds, the
+// Client's RetryStrategy gives up, or ctx ends. All attempts of one call
+// share one token, so an attempt whose reply was lost but whose write landed
+// does not lock out its own retry.
+//
+// While the key is busy, Acquire waits to be woken rather than polling: the
+// Acquire calls of one Client for one key queue in FIFO order and only the
+// first contends on the nodes; it attempts again when a quorum of nodes
+// announced the key's release (pub/sub), when a Lock of this Client
+// released it, or at the latest when the holder's remaining TTL or the
+// RetryStrategy's wait has passed, whichever is first. Without pub/sub (an
+// ACL that refuses it) that last rule alone applies.
+//
+// A failed Acquire returns an error matching ErrNotAcquired, and also
+// ctx.Err() when ctx ended. When so many nodes fail (refuse connections, do
+// not answer in time, answer with errors) that no quorum can be asked,
+// Acquire gives up after the unavailability bound (WithUnavailableTimeout,
+// DefaultUnavailableTimeout by default) even when ctx has no deadline, with
+// an error that also matches ErrUnavailable and names each node's cause; a
+// busy key never ends the wait that way. Whatever was written by a failed
+// attempt is deleted again on every node, in the background, even after ctx
+// ended.
+func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	if !c.obs.on {
+		return c.acquire(ctx, key, ttl, opts)
+	}
+	start := time.Now()
+	l, err := c.acquire(ctx, key, ttl, opts)
+	c.obs.done("acquire", key, start, err)
+	return l, err
+}
+
+func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*Lock, error) {
+	l, ttl, err := c.prepare(ctx, key, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer c.nodes.life.end()
+	if l.owner != "" {
+		return c.asOwner(ctx, l, ttl, true, c.contend)
+	}
+	return c.contend(ctx, l, ttl)
+}
+
+// contend acquires l on the nodes for Acquire: at once, or in its turn
+// among this Client's Acquire calls that wait for the key.
+func (c *Client) contend(ctx context.Context, l *Lock, ttl time.Duration) (*Lock, error) {
+	key := l.key
+	// The first attempt goes straight to the nodes unless others of this
+	// Client already wait for the key: an uncontended Acquire costs the
+	// queue nothing.
+	var wt *waiter
+	acquired := false
+	defer func() {
+		if wt != nil {
+			c.waits.leave(key, wt, acquired)
+		}
+	}()
+	ttlArg := any(ttl.Milliseconds()) // boxed once for every attempt
+	if c.waits.waiting(key) {
+		wt = c.waits.join(key)
+		got, err := c.awaitTurn(ctx, wt, l, ttl, ttlArg)
+		if err != nil {
+			return nil, err
+		}
+		if got {
+			acquired = true
+			return l, nil
+		}
+	}
+	watching := false
+	for failed := 1; ; failed++ {
+		if wt != nil {
+			c.waits.beforeAttempt(key)
+		}
+		err := c.attempt(ctx, l, ttl, ttlArg, failed)
+		if err == nil {
+			acquired = true
+			return l, nil
+		}
+		if errors.Is(err, ErrInvalidArgument) {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, withCause(err, ctx.Err())
+		}
+		if c.unavailableTooLong(err) {
+			return nil, err
+		}
+		wait, ok := c.cfg.retry.Backoff(failed)
+		if !ok {
+			return nil, err
+		}
+		if wt == nil {
+			wt = c.waits.join(key)
+			select {
+			case <-wt.turn: // at the head at once: wait below
+			default:
+				got, err := c.awaitTurn(ctx, wt, l, ttl, ttlArg)
+				if err != nil {
+					return nil, err
+				}
+				if got {
+					acquired = true
+					return l, nil
+				}
+				continue // our turn
+			}
+		}
+		if !watching {
+			// Subscribe, then attempt again at once: a release that came
+			// before the subscription took effect is not missed.
+			watching = true
+			if ready := c.waits.watch(key); ready != nil {
+				timer := time.NewTimer(c.cfg.nodeTimeout(ttl))
+				werr := c.await(ctx, ready, timer.C)
+				timer.Stop()
+				if werr != nil {
+					return nil, withCause(err, werr)
+				}
+				continue
+			}
+		}
+		var qe *QuorumError
+		if errors.As(err, &qe) && qe.holderTTL >= 0 {
+			wait = min(wait, qe.holderTTL+time.Millisecond)
+		}
+		timer := time.NewTimer(wait)
+		got, werr := c.awaitHandover(ctx, wt, c.offer(l, ttl, ttlArg), wt.wake, timer.C)
+		timer.Stop()
+		if got {
+			acquired = true
+			return l, nil
+		}
+		if werr != nil {
+			return nil, withCause(err, werr)
+		}
+	}
+}
+
+// unavailableTooLong notes whether a failed attempt's err matches
+// ErrUnavailable, and reports whether the Client's attempts have failed
+// that way, in a row, for the unavailability bound.
+func (c *Client) unavailableTooLong(err error) bool {
+	now := time.Now().UnixNano()
+	if !errors.Is(err, ErrUnavailable) {
+		c.downSince.Store(0)
+		return false
+	}
+	if c.downSince.CompareAndSwap(0, now) {
+		return false
+	}
+	return time.Duration(now-c.downSince.Load()) >= c.cfg.unavailable
+}
+
+// awaitTurn waits until wt is at the head of key's queue. When the head
+// before it left holding the lock, it then waits for that lock's release
+// (the Client's own Release wakes it, or a quorum of release hints) or the
+// first backoff, rather than attempt at once and be refused; that lock's
+// Release may hand it over meanwhile (got).
+func (c *Client) awaitTurn(ctx context.Context, wt *waiter, l *Lock, ttl time.Duration, ttlArg any) (got bool, err error) {
+	key := l.key
+	if err := c.await(ctx, wt.turn, nil); err != nil {
+		return false, fmt.Errorf("%w: %q: waiting behind an earlier Acquire of this Client: %w", ErrNotAcquired, showKey(key), err)
+	}
+	if !wt.afterHolder {
+		return false, nil
+	}
+	wait, _ := c.cfg.retry.Backoff(1)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	got, err = c.awaitHandover(ctx, wt, c.offer(l, ttl, ttlArg), wt.wake, timer.C)
+	if err != nil {
+		return false, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
+	}
+	return got, nil
+}
+
+// await waits for ch or timeUp, and reports ctx's error or ErrClosed when
+// either comes first.
+func (c *Client) await(ctx context.Context, ch <-chan struct{}, timeUp <-chan time.Time) error {
+	select {
+	case <-ch:
+		return nil
+	case <-timeUp:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.nodes.life.closing:
+		return ErrClosed
+	}
+}
+
+// TryAcquire makes one attempt to take the lock on key for ttl. It fails with
+// an error matching ErrNotAcquired when the lock is held elsewhere or too few
+// nodes answered in time (and ErrUnavailable when so many failed that no
+// quorum could be asked); then it rolls back as Acquire does.
+func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	if !c.obs.on {
+		return c.tryAcquire(ctx, key, ttl, opts)
+	}
+	start := time.Now()
+	l, err := c.tryAcquire(ctx, key, ttl, opts)
+	c.obs.done("try-acquire", key, start, err)
+	return l, err
+}
+
+func (c *Client) tryAcquire(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*Lock, error) {
+	l, ttl, err := c.prepare(ctx, key, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer c.nodes.life.end()
+	if l.owner != "" {
+		return c.asOwner(ctx, l, ttl, false, c.tryOnce)
+	}
+	return c.tryOnce(ctx, l, ttl)
+}
+
+// tryOnce makes TryAcquire's one attempt.
+func (c *Client) tryOnce(ctx context.Context, l *Lock, ttl time.Duration) (*Lock, error) {
+	if err := c.attempt(ctx, l, ttl, ttl.Milliseconds(), 1); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// prepare validates a lock request before anything is sent and makes the
+// handle that carries the token across attempts. On success the caller must
+// call c.nodes.life.end when done.
+func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*Lock, time.Duration, error) {
+	if ctx == nil {
+		return nil, 0, invalid("nil context")
+	}
+	var ac acquireConfig
+	if len(opts) > 0 {
+		p := new(acquireConfig) // applyAcquire's receiver escapes: only with options
+		for _, o := range opts {
+			if o == nil {
+				return nil, 0, invalid("nil acquire option")
+			}
+			o.applyAcquire(p)
+		}
+		ac = *p
+	}
+	if err := ac.validate(); err != nil {
+		return nil, 0, err
+	}
+	if key == "" {
+		return nil, 0, invalid("empty key")
+	}
+	ttl, err := c.cfg.checkTTL(ttl)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
+	}
+	if err := c.nodes.life.begin(); err != nil {
+		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
+	}
+	token := rand.Text()
+	prefix, holder := token+".", any(nil)
+	if ac.ownerSet {
+		// Any Lock of the owner takes the key over (the holder's prefix);
+		// each deletes and extends only its own values (the Lock's).
+		token = ownerToken(ac.owner)
+		holder = token + "~"
+		prefix = token + "~" + rand.Text()[:10] + "."
+	}
+	var prefixArg any = prefix
+	if holder == nil {
+		holder = prefixArg
+	}
+	l := &Lock{
+		client:    c,
+		key:       key,
+		token:     token,
+		owner:     ac.owner,
+		prefix:    prefix,
+		prefixArg: prefixArg,
+		holderArg: holder,
+		seq:       newSequencer(len(c.nodes.nodes)),
+		extending: make(chan struct{}, 1),
+		holds:     1,
+	}
+	if c.cfg.fencing {
+		l.fenceKey = fenceKeyFor(key)
+	}
+	return l, ttl, nil
+}
+
+// attempt is one round of the Redlock algorithm: write the key on every node
+// in parallel, count the confirmations, and keep the lock only with a quorum
+// and validity left. Otherwise delete what we may have written, everywhere.
+// Each attempt writes its own generation, so the rollback of a failed attempt
+// can never delete what a later attempt wrote.
+func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg any, n int) (err error) {
+	if c.obs.on {
+		start := time.Now()
+		defer func() { c.obs.attempt(l.key, n, start, err) }()
+	}
+	timeout := c.cfg.nodeTimeout(ttl)
+	if err := c.nodes.checkServers(timeout); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
+	}
+	start := c.cfg.clock.Now()
+	until := c.cfg.validUntil(start, ttl)
+	v := l.nextValue()
+
+	op := acquireOp(l.key, v, ttlArg)
+	if c.cfg.fencing {
+		op = acquireFencedOp(l.key, l.fenceKey, v, ttlArg, c.cfg.horizonArg)
+	}
+	if c.cfg.restartGuard > 0 {
+		op = op.guarded(c.cfg.guardArg)
+	}
+	t, err := c.nodes.run(ctx, l.seq, writeRound(op, timeout, ttl))
+	var fence uint64
+	if err == nil && t.reached() && c.cfg.fencing {
+		fence, t, err = c.commitFence(ctx, l, v, t, timeout, ttl)
+	}
+	quorum := err == nil && t.reached()
+	now := c.cfg.clock.Now()
+	if quorum && now.Before(until) {
+		l.mu.Lock()
+		l.until, l.ttl, l.fence = until, ttl, fence
+		l.mu.Unlock()
+		return nil
+	}
+	c.rollback(l, v, ttl, t)
+	qe := newQuorumError("acquire", l.key, ErrNotAcquired, err, t, c.nodes)
+	if quorum {
+		qe.Elapsed = now.Sub(start)
+	}
+	return qe
+}
+
+// rollback deletes, in the background, what l's failed write of v for ttl
+// may have left: on every node that did not refuse it, only v's generation
+// or an earlier one.
+func (c *Client) rollback(l *Lock, v value, ttl time.Duration, t *tally) {
+	only := t.unrefused()
+	c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, v, v.gen),
+		wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: only,
+		tomb: v.gen, tombMs: tombMs(ttl)})
+	if c.obs.on {
+		c.obs.rollback(l.key, count(only))
+	}
+}
+
+// withCause adds a context's error to a failed attempt's error, unless the
+// attempt already carries one.
+func withCause(err, cause error) error {
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	if qe.cause != nil {
+		return err
+	}
+	cp := *qe
+	cp.cause = cause
+	return &cp
+}
