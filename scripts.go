@@ -64,6 +64,15 @@ var (
 		handoverScript, acquireGuardedScript, acquireFencedGuardedScript, inspectScript}
 )
 
+// scriptHashes are the scripts' SHA1 digests, boxed once.
+var scriptHashes = func() map[*redis.Script]any {
+	m := make(map[*redis.Script]any, len(allScripts))
+	for _, s := range allScripts {
+		m[s] = s.Hash()
+	}
+	return m
+}()
+
 // nodeOp is one script with its keys and arguments, run on each node of a
 // round. It is built once per round and kept by value inside the round, its
 // keys and arguments in its own arrays, so that a round costs no allocation

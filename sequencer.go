@@ -524,3 +524,39 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 	}
 	return rep
 }
+
+// workerIdle is how long an idle worker waits for more work before it exits.
+const workerIdle = time.Second
+
+// task is a lock's lane on one node, to be drained starting with j.
+type task struct {
+	s *sequencer
+	j *job
+}
+
+// work hands t to an idle worker, or starts one. Workers are reused because
+// a fresh goroutine grows its stack anew on every call into go-redis, which
+// costs more than the call's own work on a loopback node.
+func (p *nodeSet) work(t task) {
+	select {
+	case p.tasks <- t:
+	default:
+		go p.worker(t)
+	}
+}
+
+func (p *nodeSet) worker(t task) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		t.s.drain(p, t.j)
+		idle.Reset(workerIdle)
+		select {
+		case t = <-p.tasks:
+		case <-idle.C:
+			return
+		case <-p.life.closing:
+			return
+		}
+	}
+}
