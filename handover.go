@@ -48,26 +48,6 @@ func (c *Client) offer(l *Lock, ttl time.Duration, ttlArg any) *handOffer {
 	return &handOffer{l: l, ttl: ttl, ttlArg: ttlArg}
 }
 
-// offer posts wt's offer to be handed the lock while it waits.
-func (w *waiters) offer(wt *waiter, off *handOffer) {
-	w.mu.Lock()
-	wt.offer = off
-	w.mu.Unlock()
-}
-
-// withdraw takes back wt's offer and returns it if a Release claimed it: the
-// caller must wait for its outcome.
-func (w *waiters) withdraw(wt *waiter) *handOffer {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	off := wt.offer
-	wt.offer = nil
-	if off != nil && off.done != nil {
-		return off
-	}
-	return nil
-}
-
 // maxStreak is how many handovers in a row a Client makes while other
 // clients wait for the key; then its Release announces the key to all of
 // them. A streak buys throughput (a handover is one round, a contest of
@@ -75,38 +55,6 @@ func (w *waiters) withdraw(wt *waiter) *handOffer {
 // unfairness: another process's waiter waits at most that many more turns
 // for each contest, and every process's winner gets the same streak.
 const maxStreak = 3
-
-// claim takes the offer of key's head waiter, if it posted one, and reports
-// whether this Client watches the key's release channel and whether it may
-// hand over although other clients wait.
-func (w *waiters) claim(key string) (off *handOffer, watched, streak bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	q := w.queues[key]
-	if q == nil || len(q.waiters) == 0 {
-		return nil, false, false
-	}
-	off = q.waiters[0].offer
-	if off == nil || off.done != nil {
-		return nil, false, false
-	}
-	off.done = make(chan struct{})
-	return off, q.watched, q.streak < maxStreak
-}
-
-// handedOver counts a handover of key made while other clients waited
-// (inStreak), or ends the streak.
-func (w *waiters) handedOver(key string, inStreak bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if q := w.queues[key]; q != nil {
-		if inStreak {
-			q.streak++
-		} else {
-			q.streak = 0
-		}
-	}
-}
 
 // awaitHandover is await with an offer to be handed the lock meanwhile (none
 // when off is nil). It reports whether a Release handed it over. Once a

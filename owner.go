@@ -51,13 +51,6 @@ func WithOwner(id string) AcquireOption {
 	return acquireOptionFunc(func(c *acquireConfig) { c.owner, c.ownerSet = id, true })
 }
 
-func (ac *acquireConfig) validate() error {
-	if ac.ownerSet && (ac.owner == "" || len(ac.owner) > MaxOwnerLen) {
-		return invalid("WithOwner: id must be 1 to %d bytes, got %d", MaxOwnerLen, len(ac.owner))
-	}
-	return nil
-}
-
 // ownerToken derives an owner's token: 130 bits of a hash of the id, in the
 // same alphabet as random tokens but starting with a lower-case "o", which a
 // random token never contains.

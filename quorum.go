@@ -493,6 +493,17 @@ func (t *tally) unrefused() []bool {
 	return t.where(func(r reply) bool { return r.status != statusRefused })
 }
 
+// count is how many of b are set: nodes that did or may do something.
+func count(b []bool) int {
+	n := 0
+	for _, x := range b {
+		if x {
+			n++
+		}
+	}
+	return n
+}
+
 // newQuorumError describes a round that did not reach its goal.
 func newQuorumError(op, key string, sentinel, cause error, t *tally, p *nodeSet) *QuorumError {
 	qe := &QuorumError{Op: op, Key: key, sentinel: sentinel, cause: cause, OK: t.ok, Quorum: t.quorum, holderTTL: -1}

@@ -202,15 +202,56 @@ func (w *waiters) confirm(node int, channel string) {
 	}
 }
 
-// count is how many of b are set: nodes that did or may do something.
-func count(b []bool) int {
-	n := 0
-	for _, x := range b {
-		if x {
-			n++
+// offer posts wt's offer to be handed the lock while it waits.
+func (w *waiters) offer(wt *waiter, off *handOffer) {
+	w.mu.Lock()
+	wt.offer = off
+	w.mu.Unlock()
+}
+
+// withdraw takes back wt's offer and returns it if a Release claimed it: the
+// caller must wait for its outcome.
+func (w *waiters) withdraw(wt *waiter) *handOffer {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	off := wt.offer
+	wt.offer = nil
+	if off != nil && off.done != nil {
+		return off
+	}
+	return nil
+}
+
+// claim takes the offer of key's head waiter, if it posted one, and reports
+// whether this Client watches the key's release channel and whether it may
+// hand over although other clients wait.
+func (w *waiters) claim(key string) (off *handOffer, watched, streak bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[key]
+	if q == nil || len(q.waiters) == 0 {
+		return nil, false, false
+	}
+	off = q.waiters[0].offer
+	if off == nil || off.done != nil {
+		return nil, false, false
+	}
+	off.done = make(chan struct{})
+	return off, q.watched, q.streak < maxStreak
+}
+
+// handedOver counts a handover of key made while other clients waited
+// (inStreak), or ends the streak.
+func (w *waiters) handedOver(key string, inStreak bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.queues[key]; q != nil {
+		if inStreak {
+			q.streak++
+		} else {
+			q.streak = 0
 		}
 	}
-	return n
 }
 
 func notify(ch chan struct{}) {
