@@ -58,23 +58,24 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
+// config is a Client's settings, as New's options left them; validate
+// checks them once. Its methods are here; the validity arithmetic is
+// timing's, in clock.go.
 type config struct {
-	fencing          bool
-	fenceHorizon     time.Duration
-	horizonArg       any // fenceHorizon in milliseconds, boxed once
-	restartGuard     time.Duration
-	hooks            Hooks
-	logger           *slog.Logger
-	guardArg         any // restartGuard in milliseconds, boxed once
-	retry            RetryStrategy
-	nodeTimeoutFixed time.Duration
-	cleanupTimeout   time.Duration
-	driftFactor      float64
-	driftConst       time.Duration
-	clock            Clock
-	renewInterval    time.Duration // KeepAlive's period; 0 for a third of the TTL
-	renewFailed      func(*Lock, error)
-	unavailable      time.Duration // Acquire's bound while ErrUnavailable
+	fencing        bool
+	fenceHorizon   time.Duration
+	horizonArg     any // fenceHorizon in milliseconds, boxed once
+	restartGuard   time.Duration
+	hooks          Hooks
+	logger         *slog.Logger
+	guardArg       any // restartGuard in milliseconds, boxed once
+	retry          RetryStrategy
+	timing         // the drift allowance and the per-node deadline (clock.go)
+	cleanupTimeout time.Duration
+	clock          Clock
+	renewInterval  time.Duration // KeepAlive's period; 0 for a third of the TTL
+	renewFailed    func(*Lock, error)
+	unavailable    time.Duration // Acquire's bound while ErrUnavailable
 	// bad is the first option value that means nothing (a zero duration
 	// that would read as "off" or "default", a nil function): validate
 	// reports it.
@@ -87,8 +88,7 @@ func defaultConfig() config {
 		fenceHorizon:   DefaultFenceHorizon,
 		cleanupTimeout: DefaultCleanupTimeout,
 		unavailable:    DefaultUnavailableTimeout,
-		driftFactor:    DefaultDriftFactor,
-		driftConst:     DefaultDriftConst,
+		timing:         timing{driftFactor: DefaultDriftFactor, driftConst: DefaultDriftConst},
 		clock:          systemClock{},
 	}
 }
