@@ -53,99 +53,133 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 }
 
 // contend acquires l on the nodes for Acquire: at once, or in its turn
-// among this Client's Acquire calls that wait for the key.
+// among this Client's Acquire calls that wait for the key. It attempts until
+// an attempt succeeds or a Release hands the lock over (got), or it gives
+// up (err).
 func (c *Client) contend(ctx context.Context, l *Lock, ttl time.Duration) (*Lock, error) {
-	key := l.key
+	cn := contender{c: c, l: l, ttl: ttl, ttlArg: ttl.Milliseconds()}
+	defer cn.leave()
 	// The first attempt goes straight to the nodes unless others of this
 	// Client already wait for the key: an uncontended Acquire costs the
 	// queue nothing.
-	var wt *waiter
-	acquired := false
-	defer func() {
-		if wt != nil {
-			c.waits.leave(key, wt, acquired)
-		}
-	}()
-	ttlArg := any(ttl.Milliseconds()) // boxed once for every attempt
-	if c.waits.waiting(key) {
-		wt = c.waits.join(key)
-		got, err := c.awaitTurn(ctx, wt, l, ttl, ttlArg)
-		if err != nil {
-			return nil, err
-		}
-		if got {
-			acquired = true
-			return l, nil
+	var got bool
+	var err error
+	if c.waits.waiting(l.key) {
+		cn.wt = c.waits.join(l.key)
+		got, err = c.awaitTurn(ctx, cn.wt, l, ttl, cn.ttlArg)
+	}
+	for failed := 1; !got && err == nil; failed++ {
+		got, err = cn.attempt(ctx, failed)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cn.acquired = true
+	return l, nil
+}
+
+// contender is one Acquire's state while it contends for its key.
+type contender struct {
+	c        *Client
+	l        *Lock
+	ttl      time.Duration
+	ttlArg   any     // ttl in milliseconds, boxed once for every attempt
+	wt       *waiter // its place in the key's queue, once it joined
+	acquired bool    // it leaves the queue holding the lock
+	// subscribed: it has subscribed to the key's release channel, and
+	// attempted again once the subscription took effect.
+	subscribed bool
+}
+
+// leave takes the Acquire out of the key's queue, if it joined.
+func (cn *contender) leave() {
+	if cn.wt != nil {
+		cn.c.waits.leave(cn.l.key, cn.wt, cn.acquired)
+	}
+}
+
+// attempt makes attempt number failed (the count of those that failed
+// before it, plus one) and, when it fails, waits for the next one. It
+// reports whether the lock is held, by the attempt or handed over while it
+// waited, or the error that ends the Acquire.
+func (cn *contender) attempt(ctx context.Context, failed int) (got bool, err error) {
+	c := cn.c
+	if cn.wt != nil {
+		c.waits.beforeAttempt(cn.l.key)
+	}
+	err = c.attempt(ctx, cn.l, cn.ttl, cn.ttlArg, failed)
+	if err == nil {
+		return true, nil
+	}
+	wait, stop := c.backoff(ctx, err, failed)
+	if stop != nil {
+		return false, stop
+	}
+	return cn.await(ctx, err, wait)
+}
+
+// backoff returns how long to wait after attempt number failed failed with
+// err, or the error that ends the Acquire.
+func (c *Client) backoff(ctx context.Context, err error, failed int) (time.Duration, error) {
+	if errors.Is(err, ErrInvalidArgument) {
+		return 0, err
+	}
+	if ctx.Err() != nil {
+		return 0, withCause(err, ctx.Err())
+	}
+	if c.unavailableTooLong(err) {
+		return 0, err
+	}
+	wait, ok := c.cfg.retry.Backoff(failed)
+	if !ok {
+		return 0, err
+	}
+	return wait, nil
+}
+
+// await waits, after an attempt failed with err, until the next attempt:
+// for the Acquire's turn in the key's queue, which it joins now; for its
+// subscription to the key's release channel to take effect; or for a
+// release hint, the holder's remaining TTL or wait, whichever comes first.
+// A Release of this Client may hand it the lock meanwhile (got).
+func (cn *contender) await(ctx context.Context, err error, wait time.Duration) (got bool, werr error) {
+	c, key := cn.c, cn.l.key
+	if cn.wt == nil {
+		cn.wt = c.waits.join(key)
+		select {
+		case <-cn.wt.turn: // at the head at once: wait below
+		default:
+			return c.awaitTurn(ctx, cn.wt, cn.l, cn.ttl, cn.ttlArg)
 		}
 	}
-	watching := false
-	for failed := 1; ; failed++ {
-		if wt != nil {
-			c.waits.beforeAttempt(key)
-		}
-		err := c.attempt(ctx, l, ttl, ttlArg, failed)
-		if err == nil {
-			acquired = true
-			return l, nil
-		}
-		if errors.Is(err, ErrInvalidArgument) {
-			return nil, err
-		}
-		if ctx.Err() != nil {
-			return nil, withCause(err, ctx.Err())
-		}
-		if c.unavailableTooLong(err) {
-			return nil, err
-		}
-		wait, ok := c.cfg.retry.Backoff(failed)
-		if !ok {
-			return nil, err
-		}
-		if wt == nil {
-			wt = c.waits.join(key)
-			select {
-			case <-wt.turn: // at the head at once: wait below
-			default:
-				got, err := c.awaitTurn(ctx, wt, l, ttl, ttlArg)
-				if err != nil {
-					return nil, err
-				}
-				if got {
-					acquired = true
-					return l, nil
-				}
-				continue // our turn
+	if !cn.subscribed {
+		// Subscribe, then attempt again at once: a release that came
+		// before the subscription took effect is not missed.
+		cn.subscribed = true
+		if ready := c.waits.watch(key); ready != nil {
+			timer := time.NewTimer(c.cfg.nodeTimeout(cn.ttl))
+			werr := c.await(ctx, ready, timer.C)
+			timer.Stop()
+			if werr != nil {
+				return false, withCause(err, werr)
 			}
-		}
-		if !watching {
-			// Subscribe, then attempt again at once: a release that came
-			// before the subscription took effect is not missed.
-			watching = true
-			if ready := c.waits.watch(key); ready != nil {
-				timer := time.NewTimer(c.cfg.nodeTimeout(ttl))
-				werr := c.await(ctx, ready, timer.C)
-				timer.Stop()
-				if werr != nil {
-					return nil, withCause(err, werr)
-				}
-				continue
-			}
-		}
-		var qe *QuorumError
-		if errors.As(err, &qe) && qe.holderTTL >= 0 {
-			wait = min(wait, qe.holderTTL+time.Millisecond)
-		}
-		timer := time.NewTimer(wait)
-		got, werr := c.awaitHandover(ctx, wt, c.offer(l, ttl, ttlArg), wt.wake, timer.C)
-		timer.Stop()
-		if got {
-			acquired = true
-			return l, nil
-		}
-		if werr != nil {
-			return nil, withCause(err, werr)
+			return false, nil
 		}
 	}
+	var qe *QuorumError
+	if errors.As(err, &qe) && qe.holderTTL >= 0 {
+		wait = min(wait, qe.holderTTL+time.Millisecond)
+	}
+	timer := time.NewTimer(wait)
+	got, werr = c.awaitHandover(ctx, cn.wt, c.offer(cn.l, cn.ttl, cn.ttlArg), cn.wt.wake, timer.C)
+	timer.Stop()
+	if got {
+		return true, nil
+	}
+	if werr != nil {
+		return false, withCause(err, werr)
+	}
+	return false, nil
 }
 
 // unavailableTooLong notes whether a failed attempt's err matches
@@ -242,24 +276,14 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 	if ctx == nil {
 		return nil, 0, invalid("nil context")
 	}
-	var ac acquireConfig
-	if len(opts) > 0 {
-		p := new(acquireConfig) // applyAcquire's receiver escapes: only with options
-		for _, o := range opts {
-			if o == nil {
-				return nil, 0, invalid("nil acquire option")
-			}
-			o.applyAcquire(p)
-		}
-		ac = *p
-	}
-	if err := ac.validate(); err != nil {
+	ac, err := acquireOptions(opts)
+	if err != nil {
 		return nil, 0, err
 	}
 	if key == "" {
 		return nil, 0, invalid("empty key")
 	}
-	ttl, err := c.cfg.checkTTL(ttl)
+	ttl, err = c.cfg.checkTTL(ttl)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -269,6 +293,27 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 	if err := c.nodes.life.begin(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 	}
+	return c.newLock(key, ac), ttl, nil
+}
+
+// acquireOptions applies and validates the options of one call.
+func acquireOptions(opts []AcquireOption) (acquireConfig, error) {
+	var ac acquireConfig
+	if len(opts) > 0 {
+		p := new(acquireConfig) // applyAcquire's receiver escapes: only with options
+		for _, o := range opts {
+			if o == nil {
+				return ac, invalid("nil acquire option")
+			}
+			o.applyAcquire(p)
+		}
+		ac = *p
+	}
+	return ac, ac.validate()
+}
+
+// newLock makes the handle of an Acquire of key, with its token.
+func (c *Client) newLock(key string, ac acquireConfig) *Lock {
 	token := rand.Text()
 	prefix, holder := token+".", any(nil)
 	if ac.ownerSet {
@@ -297,7 +342,7 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 	if c.cfg.fencing {
 		l.fenceKey = fenceKeyFor(key)
 	}
-	return l, ttl, nil
+	return l
 }
 
 // attempt is one round of the Redlock algorithm: write the key on every node

@@ -139,6 +139,15 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched,
 	if late := l.seq.unsettled(); late != nil {
 		c.deleteOn(l, late)
 	}
+	c.settleHandover(l.key, off, v, t, until)
+	return l.awaitGone(seen, deadline)
+}
+
+// settleHandover settles off, whose handover round of the waiter's value v
+// for key ended with t: the waiter's Lock is held until until, or the
+// round is rolled back. Then it wakes the waiter.
+func (c *Client) settleHandover(key string, off *handOffer, v value, t *tally, until time.Time) {
+	w := off.l
 	got := t.reached() && c.cfg.clock.Now().Before(until)
 	if got {
 		w.mu.Lock()
@@ -150,20 +159,26 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched,
 	// The streak goes on while the waiter got the key with others waiting,
 	// and ends with a handover nobody else waited for, or a release.
 	inStreak := got && slices.ContainsFunc(t.replies, func(r reply) bool { return r.val == handedInStreak })
-	c.waits.handedOver(l.key, inStreak)
+	c.waits.handedOver(key, inStreak)
 	off.got = got
 	close(off.done)
 	// Wake the waiter. Where the nodes released and announced the key to
 	// other clients' waiters, it is woken by the same announcements as
 	// they are, so that it does not always win the contest that follows.
 	if got || !slices.ContainsFunc(t.replies, func(r reply) bool { return r.val == releasedHandover }) {
-		c.waits.released(l.key)
+		c.waits.released(key)
 	}
+}
 
+// awaitGone reads the handover round's replies from seen until deadline,
+// and returns the nodes where l's value is gone: handed away, or deleted.
+func (l *Lock) awaitGone(seen <-chan reply, deadline time.Time) []bool {
+	p := l.client.nodes
+	n := len(p.nodes)
 	gone := make([]bool, n)
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	for replied := 0; replied < n && count(gone) < c.nodes.quorum; replied++ {
+	for replied := 0; replied < n && count(gone) < p.quorum; replied++ {
 		select {
 		case r := <-seen:
 			gone[r.node] = handedAway(r)

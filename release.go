@@ -68,6 +68,15 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	defer c.nodes.life.end()
 
 	start := c.cfg.clock.Now()
+	if err := l.extendable(start); err != nil {
+		return err
+	}
+	return l.extendOnNodes(ctx, c, start, ttl)
+}
+
+// extendable reports why an extension that starts at start cannot be
+// made: the lock is being released, or has expired (then it is lost).
+func (l *Lock) extendable(start time.Time) error {
 	l.mu.Lock()
 	releasing, until := l.releasing, l.until
 	l.mu.Unlock()
@@ -80,6 +89,13 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		l.mu.Unlock()
 		return fmt.Errorf("%w: %q: expired at %s", ErrNotHeld, showKey(l.key), until.Format(time.StampMicro))
 	}
+	return nil
+}
+
+// extendOnNodes is an extension's round, started at start, and its
+// outcome: Until moves to start + ttl - drift on success, and only ever
+// earlier on a failure.
+func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, ttl time.Duration) error {
 	v := l.nextValue()
 	newUntil := c.cfg.validUntil(start, ttl)
 	timeout := c.cfg.nodeTimeout(ttl)

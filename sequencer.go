@@ -468,44 +468,9 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 	case j.skip != nil:
 		rep = reply{err: j.skip}
 	case r.spec.kind == opWrite:
-		// Not after the round's deadline, whenever its context notices:
-		// the lane's expireBy counts on it.
-		if r.ctx.Err() != nil || !time.Now().Before(r.deadline) {
-			rep = reply{err: errNotSent}
-		} else {
-			c := n.client
-			if j.here {
-				c = n.hereClient() // bounds the call on the caller's goroutine
-			}
-			rep = n.callOn(c, &r.ctx, &r.spec.op, r.args, j.cmd(1))
-		}
+		rep = j.write(n)
 	default:
-		// A delete's deadline runs from when it is sent, however long it
-		// waited in the lane.
-		try := j.tries.Add(1)
-		op, args := &r.spec.op, r.args
-		if r.spec.tomb > 0 && s.isUnsure(j.node) {
-			o := r.spec.op.withTombstone(r.spec.tomb, r.spec.tombMs)
-			op, args = &o, p.evalArgs(s, &o, nil)
-		}
-		if j.here && try == 1 {
-			// On the caller's goroutine, on a client that bounds the call:
-			// the round's context ends when the caller stops waiting.
-			rep = n.callOn(n.hereClient(), &r.ctx, op, args, j.cmd(try))
-			break
-		}
-		if j.shared {
-			// Started at once on a worker: the delete's own deadline, with
-			// the round's watcher.
-			rep = n.call(&r.ctx, op, args, j.cmd(try))
-			break
-		}
-		// A watcher that fires late, once this try is over, must not give
-		// up on the job's next try: it names its own.
-		c := &roundCtx{expiredF: func() { s.giveUpOn(p, j, false, try) }}
-		c.start(&p.sched, r.base, time.Now().Add(r.spec.callTimeout))
-		rep = n.call(c, op, args, j.cmd(try))
-		c.end(context.Canceled) // returned in time: nobody to give up on
+		rep = j.delete(s, p, n)
 	}
 	rep.node = n.index
 	if r.spec.note != nil {
@@ -522,6 +487,50 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 		}
 		r.leave()
 	}
+	return rep
+}
+
+// write sends write j to n, unless its round's deadline has passed.
+func (j *job) write(n *node) reply {
+	r := j.r
+	// Not after the round's deadline, whenever its context notices: the
+	// lane's expireBy counts on it.
+	if r.ctx.Err() != nil || !time.Now().Before(r.deadline) {
+		return reply{err: errNotSent}
+	}
+	c := n.client
+	if j.here {
+		c = n.hereClient() // bounds the call on the caller's goroutine
+	}
+	return n.callOn(c, &r.ctx, &r.spec.op, r.args, j.cmd(1))
+}
+
+// delete sends the next try of delete j to n. A delete's deadline runs
+// from when it is sent, however long it waited in the lane.
+func (j *job) delete(s *sequencer, p *nodeSet, n *node) reply {
+	r := j.r
+	try := j.tries.Add(1)
+	op, args := &r.spec.op, r.args
+	if r.spec.tomb > 0 && s.isUnsure(j.node) {
+		o := r.spec.op.withTombstone(r.spec.tomb, r.spec.tombMs)
+		op, args = &o, p.evalArgs(s, &o, nil)
+	}
+	if j.here && try == 1 {
+		// On the caller's goroutine, on a client that bounds the call:
+		// the round's context ends when the caller stops waiting.
+		return n.callOn(n.hereClient(), &r.ctx, op, args, j.cmd(try))
+	}
+	if j.shared {
+		// Started at once on a worker: the delete's own deadline, with
+		// the round's watcher.
+		return n.call(&r.ctx, op, args, j.cmd(try))
+	}
+	// A watcher that fires late, once this try is over, must not give
+	// up on the job's next try: it names its own.
+	c := &roundCtx{expiredF: func() { s.giveUpOn(p, j, false, try) }}
+	c.start(&p.sched, r.base, time.Now().Add(r.spec.callTimeout))
+	rep := n.call(c, op, args, j.cmd(try))
+	c.end(context.Canceled) // returned in time: nobody to give up on
 	return rep
 }
 
