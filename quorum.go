@@ -356,12 +356,7 @@ func (p *nodeSet) run(ctx context.Context, seq *sequencer, spec roundSpec) (*tal
 	for pending := len(p.nodes); pending > 0 && !t.reached() && t.ok+pending >= t.quorum; {
 		select {
 		case k := <-r.out:
-			if k < 0 {
-				pending = t.takeArrived(r, pending)
-			} else {
-				t.add(p.vote(r.jobs[k].first))
-				pending--
-			}
+			pending = t.take(r, k, pending)
 			continue
 		default:
 		}
@@ -372,14 +367,10 @@ func (p *nodeSet) run(ctx context.Context, seq *sequencer, spec roundSpec) (*tal
 		}
 		select {
 		case k := <-r.out:
-			if k < 0 {
-				pending = t.takeArrived(r, pending)
-			} else {
-				t.add(p.vote(r.jobs[k].first))
-				pending--
-			}
+			pending = t.take(r, k, pending)
 		case <-over:
-			pending = t.takeArrived(r, pending)
+			t.takeArrived(r, pending)
+			pending = 0
 		case <-done:
 			p.unwait(r, waiting)
 			return t, ctx.Err()
@@ -450,10 +441,24 @@ func (t *tally) add(r reply) {
 	}
 }
 
-// takeArrived takes the replies that have arrived when the wait is over; the
-// nodes still silent did not answer in time. A write round's context also
-// ends when its last job is done, so what has arrived may be everything.
-func (t *tally) takeArrived(r *round, pending int) int {
+// take counts k, a report from r.out, and returns how many nodes are still
+// pending: k is the index of a job whose first try has reported, or -1 when
+// the caller's wait is over (then none is: the silent did not answer in
+// time).
+func (t *tally) take(r *round, k int32, pending int) int {
+	if k < 0 {
+		t.takeArrived(r, pending)
+		return 0
+	}
+	t.add(r.p.vote(r.jobs[k].first))
+	return pending - 1
+}
+
+// takeArrived takes, of the pending nodes' replies, those that have arrived
+// when the wait is over; the nodes still silent did not answer in time. A
+// write round's context also ends when its last job is done, so what has
+// arrived may be everything.
+func (t *tally) takeArrived(r *round, pending int) {
 	for pending > 0 {
 		select {
 		case k := <-r.out:
@@ -463,10 +468,9 @@ func (t *tally) takeArrived(r *round, pending int) int {
 			}
 		default:
 			t.silent()
-			return 0
+			return
 		}
 	}
-	return 0
 }
 
 // silent marks the nodes that have not answered as not answering in time.
