@@ -31,25 +31,43 @@ import (
 // attempt is deleted again on every node, in the background, even after ctx
 // ended.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	return c.observedAcquire(ctx, "acquire", key, ttl, opts, true)
+}
+
+// observedAcquire is Acquire (retry) or TryAcquire, told to the hooks and
+// the log as op when they are on.
+func (c *Client) observedAcquire(ctx context.Context, op, key string, ttl time.Duration, opts []AcquireOption, retry bool) (*Lock, error) {
 	if !c.obs.on {
-		return c.acquire(ctx, key, ttl, opts)
+		return c.acquire(ctx, key, ttl, opts, retry)
 	}
 	start := time.Now()
-	l, err := c.acquire(ctx, key, ttl, opts)
-	c.obs.done("acquire", key, start, err)
+	l, err := c.acquire(ctx, key, ttl, opts, retry)
+	c.obs.done(op, key, start, err)
 	return l, err
 }
 
-func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*Lock, error) {
+func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption, retry bool) (*Lock, error) {
 	l, ttl, err := c.prepare(ctx, key, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer c.nodes.life.end()
 	if l.owner != "" {
-		return c.asOwner(ctx, l, ttl, true, c.contend)
+		return c.asOwner(ctx, l, ttl, retry)
 	}
-	return c.contend(ctx, l, ttl)
+	return c.acquireOnNodes(ctx, l, ttl, retry)
+}
+
+// acquireOnNodes acquires l on the nodes: as Acquire does (retry), or with
+// TryAcquire's one attempt.
+func (c *Client) acquireOnNodes(ctx context.Context, l *Lock, ttl time.Duration, retry bool) (*Lock, error) {
+	if retry {
+		return c.contend(ctx, l, ttl)
+	}
+	if err := c.attempt(ctx, l, ttl, ttl.Milliseconds(), 1); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // contend acquires l on the nodes for Acquire: at once, or in its turn
@@ -240,33 +258,7 @@ func (c *Client) await(ctx context.Context, ch <-chan struct{}, timeUp <-chan ti
 // nodes answered in time (and ErrUnavailable when so many failed that no
 // quorum could be asked); then it rolls back as Acquire does.
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
-	if !c.obs.on {
-		return c.tryAcquire(ctx, key, ttl, opts)
-	}
-	start := time.Now()
-	l, err := c.tryAcquire(ctx, key, ttl, opts)
-	c.obs.done("try-acquire", key, start, err)
-	return l, err
-}
-
-func (c *Client) tryAcquire(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*Lock, error) {
-	l, ttl, err := c.prepare(ctx, key, ttl, opts)
-	if err != nil {
-		return nil, err
-	}
-	defer c.nodes.life.end()
-	if l.owner != "" {
-		return c.asOwner(ctx, l, ttl, false, c.tryOnce)
-	}
-	return c.tryOnce(ctx, l, ttl)
-}
-
-// tryOnce makes TryAcquire's one attempt.
-func (c *Client) tryOnce(ctx context.Context, l *Lock, ttl time.Duration) (*Lock, error) {
-	if err := c.attempt(ctx, l, ttl, ttl.Milliseconds(), 1); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return c.observedAcquire(ctx, "try-acquire", key, ttl, opts, false)
 }
 
 // prepare validates a lock request before anything is sent and makes the
