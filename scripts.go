@@ -130,12 +130,10 @@ func acquireOp(key string, v value, ttlMs any) nodeOp {
 // readAcquire reads acquire.lua's reply: a refusal carries the other
 // holder's remaining TTL in milliseconds in val (-1 when unknown).
 func readAcquire(cmd *redis.Cmd) reply {
-	v, err := cmd.Int64()
+	v, r, done := readInt(cmd)
 	switch {
-	case err != nil:
-		return reply{err: err}
-	case v == 1:
-		return reply{status: statusOK}
+	case done:
+		return r
 	case v <= 0:
 		return reply{status: statusRefused, val: -v - 1, err: ErrHeldByOther}
 	case v == 2:
@@ -150,16 +148,27 @@ func readAcquire(cmd *redis.Cmd) reply {
 // refusals a definite refusal with its cause; an error, or any other code,
 // is an unknown outcome.
 func readCode(cmd *redis.Cmd, refusals map[int64]error) reply {
-	v, err := cmd.Int64()
+	v, r, done := readInt(cmd)
 	switch {
-	case err != nil:
-		return reply{err: err}
-	case v == 1:
-		return reply{status: statusOK}
+	case done:
+		return r
 	case refusals[v] != nil:
 		return reply{status: statusRefused, err: refusals[v]}
 	}
 	return reply{err: errUnexpected(v)}
+}
+
+// readInt reads a script's integer reply. An error, or a confirmation (1),
+// is the whole reply (done); any other code v is the caller's to read.
+func readInt(cmd *redis.Cmd) (v int64, r reply, done bool) {
+	v, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return v, reply{err: err}, true
+	case v == 1:
+		return v, reply{status: statusOK}, true
+	}
+	return v, reply{}, false
 }
 
 // The refusals each script's reply can carry. A stale call (2: a later
