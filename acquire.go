@@ -174,7 +174,7 @@ func (cn *contender) await(ctx context.Context, err error, wait time.Duration) (
 		// Subscribe, then attempt again at once: a release that came
 		// before the subscription took effect is not missed.
 		cn.subscribed = true
-		if ready := c.waits.watch(key); ready != nil {
+		if ready := c.waits.subscribe(key); ready != nil {
 			timer := time.NewTimer(c.cfg.nodeTimeout(cn.ttl))
 			werr := c.await(ctx, ready, timer.C)
 			timer.Stop()
@@ -189,7 +189,7 @@ func (cn *contender) await(ctx context.Context, err error, wait time.Duration) (
 		wait = min(wait, qe.holderTTL+time.Millisecond)
 	}
 	timer := time.NewTimer(wait)
-	got, werr = c.awaitHandover(ctx, cn.wt, c.offer(cn.l, cn.ttl, cn.ttlArg), cn.wt.wake, timer.C)
+	got, werr = c.awaitHandover(ctx, cn.wt, c.newOffer(cn.l, cn.ttl, cn.ttlArg), cn.wt.wake, timer.C)
 	timer.Stop()
 	if got {
 		return true, nil
@@ -231,7 +231,7 @@ func (c *Client) awaitTurn(ctx context.Context, wt *waiter, l *Lock, ttl time.Du
 	wait, _ := c.cfg.retry.Backoff(1)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	got, err = c.awaitHandover(ctx, wt, c.offer(l, ttl, ttlArg), wt.wake, timer.C)
+	got, err = c.awaitHandover(ctx, wt, c.newOffer(l, ttl, ttlArg), wt.wake, timer.C)
 	if err != nil {
 		return false, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 	}
@@ -362,7 +362,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	if c.cfg.restartGuard > 0 {
 		op = op.guarded(c.cfg.guardArg)
 	}
-	t, err := c.nodes.run(ctx, l.seq, writeRound(op, timeout, ttl))
+	t, err := c.nodes.sendAndCount(ctx, l.seq, writeRound(op, timeout, ttl))
 	var fence uint64
 	if err == nil && t.reached() && c.cfg.fencing {
 		fence, t, err = c.commitFence(ctx, l, v, t, timeout, ttl)

@@ -38,7 +38,7 @@ func (d *deadlines) add(t *timed) {
 	if t.idx == 0 && (d.armed.IsZero() || t.at.Before(d.armed)) {
 		d.armed = t.at
 		if d.timer == nil {
-			d.timer = time.AfterFunc(time.Until(t.at), d.run)
+			d.timer = time.AfterFunc(time.Until(t.at), d.fireDue)
 		} else {
 			d.timer.Reset(time.Until(t.at))
 		}
@@ -69,9 +69,9 @@ func (d *deadlines) remove(t *timed) bool {
 	return true
 }
 
-// run is the timer's function: it fires every entry that is due, outside
+// fireDue is the timer's function: it fires every entry that is due, outside
 // the mutex, and re-arms the timer for the next one.
-func (d *deadlines) run() {
+func (d *deadlines) fireDue() {
 	var due [16]*timed
 	for {
 		d.mu.Lock()

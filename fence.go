@@ -55,7 +55,7 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, v value, acq *tally, 
 	}
 	fence := fenceAbove(highest)
 	op := fenceCommitOp(l.key, l.fenceKey, v, fence, c.cfg.horizonArg)
-	t, err := c.nodes.run(ctx, l.seq, writeRound(op, timeout, ttl))
+	t, err := c.nodes.sendAndCount(ctx, l.seq, writeRound(op, timeout, ttl))
 	if err == nil && t.reached() && t.ok < len(t.replies) {
 		late := t.where(func(r reply) bool {
 			return r.status == statusUnknown && acq.replies[r.node].status != statusRefused

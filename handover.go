@@ -14,11 +14,11 @@ import (
 // validity as the waiter's own attempt would be. The waiter still acquires
 // on the nodes, with its own token, TTL and generation, and its Lock is
 // valid only with a quorum of them; a node that another client's waiter
-// watches (a subscriber of the key's release channel other than this
+// subscribes to (a subscriber of the key's release channel other than this
 // Client) releases instead and announces it, so a Client hands over only
 // while nobody else waits and processes stay as fair to each other as
 // without it. A waiter offers to be handed the lock while it waits at the
-// head of its queue; a Release claims the offer, runs the round, and
+// head of its queue; a Release takes the offer, runs the round, and
 // settles it: the Lock is held, or the waiter attempts again at once.
 
 // handOffer is a waiting Acquire's standing offer to be handed the lock.
@@ -27,7 +27,7 @@ type handOffer struct {
 	ttl    time.Duration
 	ttlArg any
 
-	// done is made when a Release claims the offer (under waiters.mu) and
+	// done is made when a Release takes the offer (under waiters.mu) and
 	// closed by that Release once the offer is settled.
 	done chan struct{}
 	got  bool // the waiter's Lock is held; set before done closes
@@ -39,9 +39,9 @@ func (c *Client) handsOver() bool {
 	return !c.cfg.fencing && c.cfg.restartGuard == 0
 }
 
-// offer is l's offer to be handed the lock while it waits, or nil when this
+// newOffer is l's newOffer to be handed the lock while it waits, or nil when this
 // Client does not hand over.
-func (c *Client) offer(l *Lock, ttl time.Duration, ttlArg any) *handOffer {
+func (c *Client) newOffer(l *Lock, ttl time.Duration, ttlArg any) *handOffer {
 	if !c.handsOver() {
 		return nil
 	}
@@ -58,21 +58,21 @@ const maxStreak = 3
 
 // awaitHandover is await with an offer to be handed the lock meanwhile (none
 // when off is nil). It reports whether a Release handed it over. Once a
-// Release claimed the offer it waits for the outcome, even when ctx ends:
+// Release took the offer it waits for the outcome, even when ctx ends:
 // the round is bounded by the node deadline, and a Lock handed over to an
 // Acquire that has since given up is released again.
 func (c *Client) awaitHandover(ctx context.Context, wt *waiter, off *handOffer, ch <-chan struct{}, timeUp <-chan time.Time) (bool, error) {
 	if off == nil {
 		return false, c.await(ctx, ch, timeUp)
 	}
-	c.waits.offer(wt, off)
+	c.waits.postOffer(wt, off)
 	err := c.await(ctx, ch, timeUp)
-	claimed := c.waits.withdraw(wt)
-	if claimed == nil {
+	taken := c.waits.withdraw(wt)
+	if taken == nil {
 		return false, err
 	}
-	<-claimed.done
-	if !claimed.got {
+	<-taken.done
+	if !taken.got {
 		return false, err
 	}
 	if err != nil {
@@ -91,7 +91,7 @@ func (l *Lock) discard(c *Client) {
 	l.releasing = true
 	ttl := l.ttl
 	l.mu.Unlock()
-	t, _ := c.nodes.run(context.Background(), l.seq, l.deleteAll(c.cfg.nodeTimeout(ttl), c.cfg.cleanupTimeout))
+	t, _ := c.nodes.sendAndCount(context.Background(), l.seq, l.deleteAll(c.cfg.nodeTimeout(ttl), c.cfg.cleanupTimeout))
 	if t.reached() {
 		c.waits.released(l.key)
 	}
@@ -104,7 +104,7 @@ func (l *Lock) discard(c *Client) {
 // value may still be there, and l's delete goes there in the background,
 // with its usual retries. Unless l's value is gone from a quorum, the caller
 // then releases l as usual.
-func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched, streak bool) []bool {
+func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, subscribed, streak bool) []bool {
 	w := off.l
 	n := len(c.nodes.nodes)
 	// Each node's reply, whenever it comes: where l's value is gone, and
@@ -128,7 +128,7 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched,
 	until := c.cfg.validUntil(start, off.ttl)
 	deadline := time.Now().Add(c.cfg.nodeTimeout(off.ttl))
 	v := w.nextValue()
-	t, _ := c.nodes.run(ctx, w.seq, roundSpec{kind: opWrite, op: handoverOp(l.key, v, off.ttlArg, l.prefixArg, watched, streak),
+	t, _ := c.nodes.sendAndCount(ctx, w.seq, roundSpec{kind: opWrite, op: handoverOp(l.key, v, off.ttlArg, l.prefixArg, subscribed, streak),
 		wait: time.Until(deadline), ttl: off.ttl, note: note})
 	// Where a call of l may still land (an acquire or restore that has not
 	// returned, which could write l's value where the key is absent), l's

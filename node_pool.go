@@ -145,7 +145,7 @@ func (p *nodeSet) evalArgs(seq *sequencer, op *nodeOp, a []any) []any {
 
 // eval runs op on c with its prepared EVALSHA command line and reads the
 // reply. A node that does not know the script (NOSCRIPT, as after a restart)
-// gets it as nodeOp.run does, through redis.Script.Run (EVALSHA once more,
+// gets it as nodeOp.evalOrLoad does, through redis.Script.Run (EVALSHA once more,
 // then EVAL with the source), on the same client.
 func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *nodeOp, args []any, cmd *redis.Cmd) reply {
 	if cmd == nil {
@@ -159,7 +159,7 @@ func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *nodeOp, ar
 	_ = c.Process(ctx, cmd)
 	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")) {
 		if c == n.client {
-			return op.run(ctx, n)
+			return op.evalOrLoad(ctx, n)
 		}
 		return op.read(op.script.Run(ctx, c, op.keyBuf[:op.nkeys], op.argBuf[:op.nargs]...))
 	}

@@ -143,12 +143,12 @@ type roundCtx struct {
 	mu    sync.Mutex
 	err   error
 	funcs []*afterFunc
-	// watched are the round's writes that later jobs wait behind in their
+	// stuck are the round's writes that later jobs wait behind in their
 	// lanes (sequencer.enqueue): when the context ends, each lane moves on
 	// (sequencer.unstick). A list rather than AfterFunc callbacks, which
 	// cost five allocations each.
-	watched  []*job
-	watchBuf [maxInline]*job
+	stuck    []*job
+	stuckBuf [maxInline]*job
 }
 
 type afterFunc struct{ f func() }
@@ -203,19 +203,19 @@ func (c *roundCtx) start(sched *deadlines, base context.Context, deadline time.T
 	sched.add(&c.at)
 }
 
-// watch has w's lane move on once the context ends: at once if it has.
+// unstickOnEnd has w's lane move on once the context ends: at once if it has.
 // w is a write of this context's round.
-func (c *roundCtx) watch(w *job) {
+func (c *roundCtx) unstickOnEnd(w *job) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
 		go w.r.seq.unstick(w.r.p, w.node, w)
 		return
 	}
-	if c.watched == nil {
-		c.watched = c.watchBuf[:0]
+	if c.stuck == nil {
+		c.stuck = c.stuckBuf[:0]
 	}
-	c.watched = append(c.watched, w)
+	c.stuck = append(c.stuck, w)
 	c.mu.Unlock()
 }
 
@@ -231,8 +231,8 @@ func (c *roundCtx) end(err error) bool {
 		return false
 	}
 	c.err = err
-	funcs, watched := c.funcs, c.watched
-	c.funcs, c.watched = nil, nil
+	funcs, stuck := c.funcs, c.stuck
+	c.funcs, c.stuck = nil, nil
 	close(c.done)
 	c.mu.Unlock()
 	if err != context.DeadlineExceeded {
@@ -245,7 +245,7 @@ func (c *roundCtx) end(err error) bool {
 	for _, a := range funcs {
 		a.f()
 	}
-	for _, w := range watched {
+	for _, w := range stuck {
 		go w.r.seq.unstick(w.r.p, w.node, w)
 	}
 	return true
@@ -265,7 +265,7 @@ func (p *nodeSet) launch(ctx context.Context, seq *sequencer, spec roundSpec) *r
 // start is launch, except that the job on node here (-1: none), if its lane
 // is free, is returned instead of being handed to a worker: the caller runs
 // it (sequencer.runHere). waited says that the caller waits for the replies
-// (run).
+// (sendAndCount).
 func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, here int, waited bool) (*round, *job) {
 	n := len(p.nodes)
 	if spec.only != nil {
@@ -307,7 +307,7 @@ func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, her
 		// The first try of each delete that starts at once shares this
 		// deadline, and it gives up on those still held by go-redis when it
 		// passes (round.expired); a delete that waited in its lane, and
-		// every retry, gets a deadline and a watcher of its own.
+		// every retry, gets a deadline of its own (job.delete).
 		r.ctx.start(&p.sched, ctx, time.Now().Add(spec.callTimeout))
 	}
 	r.users.Store(int32(n))
@@ -315,7 +315,7 @@ func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, her
 	var mine *job
 	for i := range r.jobs {
 		if j := &r.jobs[i]; j.node == here {
-			mine = seq.claim(p, j)
+			mine = seq.pushHere(p, j)
 		} else {
 			seq.push(p, j)
 		}
@@ -323,14 +323,14 @@ func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, her
 	return r, mine
 }
 
-// run sends spec to every node and returns as soon as the outcome is
+// sendAndCount sends spec to every node and returns as soon as the outcome is
 // decided: a quorum confirmed, or so many refused or failed that a quorum is
 // out of reach, or the wait is over (the silent nodes count as unknown). It
 // returns early with ctx.Err() if ctx ends first and spec is cancellable;
 // the calls go on in the background either way. One node's call, if
 // nodeSet.inline picks one, runs on the caller's goroutine: the caller then
 // notices its ctx ending only once that call returned, by the node deadline.
-func (p *nodeSet) run(ctx context.Context, seq *sequencer, spec roundSpec) (*tally, error) {
+func (p *nodeSet) sendAndCount(ctx context.Context, seq *sequencer, spec roundSpec) (*tally, error) {
 	spec.only = nil
 	r, mine := p.start(ctx, seq, spec, p.inline(), true)
 	if mine != nil {

@@ -103,7 +103,7 @@ func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, tt
 	if c.cfg.fencing {
 		op = extendFencedOp(l.key, l.fenceKey, v, ttl.Milliseconds(), l.Fence(), c.cfg.horizonArg)
 	}
-	t, err := c.nodes.run(ctx, l.seq, writeRound(op, timeout, ttl))
+	t, err := c.nodes.sendAndCount(ctx, l.seq, writeRound(op, timeout, ttl))
 	ok := err == nil && t.reached() && c.cfg.clock.Now().Before(newUntil)
 
 	l.mu.Lock()
@@ -211,8 +211,8 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error 
 	// the same round (handover.go).
 	var gone []bool
 	if c.handsOver() {
-		if off, watched, streak := c.waits.claim(l.key); off != nil {
-			if gone = c.handOver(ctx, l, off, watched, streak); count(gone) >= c.nodes.quorum {
+		if off, subscribed, streak := c.waits.takeOffer(l.key); off != nil {
+			if gone = c.handOver(ctx, l, off, subscribed, streak); count(gone) >= c.nodes.quorum {
 				return nil
 			}
 		}
@@ -220,7 +220,7 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error 
 	start := time.Now()
 	spec := l.deleteAll(c.cfg.nodeTimeout(ttl), c.cfg.cleanupTimeout)
 	spec.note = l.noteDeleted
-	t, _ := c.nodes.run(ctx, l.seq, spec)
+	t, _ := c.nodes.sendAndCount(ctx, l.seq, spec)
 	if !l.confirmed(t, gone) {
 		// The nodes that did not answer in time are asked again in the
 		// background; their confirmations count until the bound.

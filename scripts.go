@@ -107,7 +107,7 @@ func (o *nodeOp) name() string {
 	return "acquire"
 }
 
-func (o *nodeOp) run(ctx context.Context, n *node) reply {
+func (o *nodeOp) evalOrLoad(ctx context.Context, n *node) reply {
 	return o.read(o.script.Run(ctx, n.client, o.keyBuf[:o.nkeys], o.argBuf[:o.nargs]...))
 }
 
@@ -318,11 +318,11 @@ func handedAway(r reply) bool {
 
 // handoverOp takes the key from the holder whose prefix is leaving and gives
 // it to the waiter's value v, unless a client other than the waiter's waits
-// for it and streak is false; watched tells whether the waiter's client
-// watches the key's release channel.
-func handoverOp(key string, v value, ttlMs, leaving any, watched, streak bool) nodeOp {
+// for it and streak is false; subscribed tells whether the waiter's client
+// subscribes to the key's release channel.
+func handoverOp(key string, v value, ttlMs, leaving any, subscribed, streak bool) nodeOp {
 	mine := 0
-	if watched {
+	if subscribed {
 		mine = 1
 	}
 	if streak {

@@ -141,10 +141,10 @@ type job struct {
 	reported bool
 	skip     error        // set when dequeued: the job is obsolete and not sent
 	shared   bool         // a delete's first try, started at once: it runs under its round's deadline
-	watched  bool         // a write whose round's end will stop the lane waiting
+	blocking bool         // a write that later jobs wait behind: its round's end unsticks the lane (roundCtx.unstickOnEnd)
 	detached bool         // a write the lane no longer waits for
 	mark     uint64       // the lane's delete count when it was detached
-	tries    atomic.Int32 // deletes: sends so far; read by watchers of earlier tries
+	tries    atomic.Int32 // deletes: sends so far; read by the deadlines of earlier tries
 	retrying bool         // a delete parked for, or on, another try: counted in PendingCleanups
 	// here: the round's caller runs this first try itself (runHere) on a
 	// node whose client bounds the call; a delete's then ends at the
@@ -162,23 +162,23 @@ func (s *sequencer) push(p *nodeSet, j *job) {
 	}
 }
 
-// claim queues j on its node's lane and, if the lane is idle, returns it for
+// pushHere queues j on its node's lane and, if the lane is idle, returns it for
 // the caller to run with runHere instead of starting a worker.
-func (s *sequencer) claim(p *nodeSet, j *job) *job {
+func (s *sequencer) pushHere(p *nodeSet, j *job) *job {
 	s.mu.Lock()
 	start := s.enqueue(p, j)
 	if start != nil {
 		start.here = true
-		start.shared = false // its own deadline, not the round's watcher
+		start.shared = false // its own deadline, not the round's
 	}
 	s.mu.Unlock()
 	return start
 }
 
-// runHere runs j, claimed by the caller, on the caller's goroutine, and
+// runHere runs j, which pushHere returned, on the caller's goroutine, and
 // hands the lane's next job, if any, to a worker.
 func (s *sequencer) runHere(p *nodeSet, j *job) {
-	rep := j.run(s, p)
+	rep := j.send(s, p)
 	if next := s.done(p, j, rep); next != nil {
 		p.work(task{s: s, j: next})
 	}
@@ -199,7 +199,7 @@ func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 		l.lastDelete = j.r
 	}
 	// A delete that starts at once runs its first try under its round's
-	// deadline and watcher; one that waited, and every retry, has its own.
+	// deadline; one that waited, and every retry, has its own.
 	j.shared = j.r.spec.kind == opDelete && !j.reported
 	if !l.busy {
 		l.busy = true
@@ -212,9 +212,9 @@ func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 			s.begin(l, j)
 			return j
 		}
-		if !cur.watched {
-			cur.watched = true
-			cur.r.ctx.watch(cur)
+		if !cur.blocking {
+			cur.blocking = true
+			cur.r.ctx.unstickOnEnd(cur)
 		}
 	}
 	j.shared = false
@@ -304,7 +304,7 @@ func hasDelete(q []*job) bool {
 // the lane.
 func (s *sequencer) drain(p *nodeSet, j *job) {
 	for j != nil {
-		rep := j.run(s, p)
+		rep := j.send(s, p)
 		j = s.done(p, j, rep)
 	}
 }
@@ -389,7 +389,7 @@ func (s *sequencer) retry(p *nodeSet, l *lane, j *job) bool {
 // lane stops waiting for it and parks a fresh try. A delete that lands late
 // is harmless: it removes no generation later than its own.
 //
-// firstTry is set by the round's shared watcher: it gives up only on first
+// firstTry is set by the round's shared deadline: it gives up only on first
 // tries that run under the round's deadline.
 func (s *sequencer) giveUpOn(p *nodeSet, j *job, firstTry bool, try int32) {
 	s.mu.Lock()
@@ -459,8 +459,8 @@ func (j *job) cmd(try int32) *redis.Cmd {
 	return nil
 }
 
-// run sends j to its node, unless it is obsolete, and reports the reply.
-func (j *job) run(s *sequencer, p *nodeSet) reply {
+// send sends j to its node, unless it is obsolete, and reports the reply.
+func (j *job) send(s *sequencer, p *nodeSet) reply {
 	n := p.nodes[j.node]
 	r := j.r
 	var rep reply
@@ -522,10 +522,10 @@ func (j *job) delete(s *sequencer, p *nodeSet, n *node) reply {
 	}
 	if j.shared {
 		// Started at once on a worker: the delete's own deadline, with
-		// the round's watcher.
+		// the round's deadline giving up on it.
 		return n.call(&r.ctx, op, args, j.cmd(try))
 	}
-	// A watcher that fires late, once this try is over, must not give
+	// A deadline that fires late, once this try is over, must not give
 	// up on the job's next try: it names its own.
 	c := &roundCtx{expiredF: func() { s.giveUpOn(p, j, false, try) }}
 	c.start(&p.sched, r.base, time.Now().Add(r.spec.callTimeout))
