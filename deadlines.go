@@ -12,7 +12,7 @@ import (
 // one if that entry was removed meanwhile: a round costs a heap push and a
 // removal under one mutex, and no allocation.
 type deadlines struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // lock order: a leaf, also taken under Lock.mu (docs/internals.md)
 	heap  []*timed
 	timer *time.Timer
 	armed time.Time // when the timer fires; zero while it is not armed

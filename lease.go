@@ -151,7 +151,7 @@ func (c *Client) releaseAfterDo(ctx context.Context, l *Lock) error {
 type lease struct {
 	l *Lock
 
-	mu       sync.Mutex
+	mu       sync.Mutex // lock order: first, before Lock.mu (docs/internals.md)
 	timer    *time.Timer
 	next     time.Time          // when the next renewal is due
 	running  bool               // a renewal is waiting in the Client's queue or in progress
@@ -395,7 +395,7 @@ const maxConcurrentRenewals = 64
 // once, on the goroutines of the timers that found them due: a goroutine
 // whose renewal is done takes the next one waiting, or ends.
 type renewalQueue struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // lock order: a leaf (docs/internals.md)
 	running int
 	waiting []*lease
 }

@@ -5,7 +5,7 @@ import "sync"
 // lifecycle counts the work in progress — public calls, node calls, parked
 // delete retries — so that Close can wait for all of it.
 type lifecycle struct {
-	mu      sync.Mutex
+	mu      sync.Mutex    // lock order: a leaf, taken under any other (docs/internals.md)
 	active  int           // public calls in progress plus node jobs and their retries
 	closed  bool          // set by Close: begin fails from then on
 	closing chan struct{} // closed by Close, wakes Acquire's retry wait and idle workers

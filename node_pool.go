@@ -14,6 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// The nodes and the call path: a node is one master with its health as
+// seen, a nodeSet all of them with their quorum; node.call runs one
+// operation on one node (node.eval) and records the outcome.
+
 // node is one independent Redis master and what we have seen of it.
 type node struct {
 	index  int
@@ -38,7 +42,7 @@ type node struct {
 	// in time is shown with (silence).
 	lastCause atomic.Pointer[errBox]
 
-	identMu sync.Mutex
+	identMu sync.Mutex // lock order: before lifecycle.mu only (docs/internals.md)
 	// identifying is closed when the identify call under way ends; nil
 	// when none is.
 	identifying chan struct{}
@@ -89,8 +93,9 @@ func (n *node) silence() error {
 
 // call runs one operation on one node and records its health. args is the
 // operation's command line from evalArgs; cmd, if not nil, is where the
-// go-redis command is built (see job.cmd). late means the reply came after
-// the call's deadline.
+// go-redis command is built (see job.cmd). A reply that comes once ctx has
+// ended is late: an unknown outcome is then ErrNoReply, and the node's
+// health counts it as a failure (record).
 func (n *node) call(ctx context.Context, op *nodeOp, args []any, cmd *redis.Cmd) reply {
 	return n.callOn(n.client, ctx, op, args, cmd)
 }

@@ -66,7 +66,7 @@ type ownerKey struct{ key, owner string }
 // the owner's other Acquires of the key wait for its outcome, so that they
 // end as one Lock with several holds, never as two Locks.
 type owners struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // lock order: before Lock.mu (docs/internals.md)
 	slots map[ownerKey]*ownerSlot
 }
 

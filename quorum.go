@@ -88,7 +88,7 @@ type round struct {
 	jobs   []job
 	args   []any // the command line every call of the round sends (evalArgs)
 	jobBuf [maxInline]job
-	argBuf [3 + 2 + 4]any
+	argBuf [inlineArgs]any
 	tally  tally
 	// cmd0 is the go-redis command of the first try of jobs[0] (job.cmd):
 	// one allocation less per round.
@@ -98,6 +98,13 @@ type round struct {
 // maxInline is the most nodes whose jobs a round holds in its own
 // allocation.
 const maxInline = 7
+
+// inlineArgs is the longest command line a round holds in its own
+// allocation: "evalsha", the hash and the number of keys, then two keys
+// and four arguments, enough for the rounds of a lock without fencing or
+// restart guard. A longer line (up to 3 + maxKeys + maxArgs) takes an
+// allocation of its own.
+const inlineArgs = 3 + 2 + 4
 
 func (r *round) leave() {
 	if r.users.Add(-1) == 0 {
@@ -140,7 +147,7 @@ type roundCtx struct {
 	r        *round // the round whose context this is; nil for a try's own
 	expiredF func() // a try's own: run once at the deadline, before the callbacks; may be nil
 
-	mu    sync.Mutex
+	mu    sync.Mutex // lock order: last, after sequencer.mu (docs/internals.md)
 	err   error
 	funcs []*afterFunc
 	// stuck are the round's writes that later jobs wait behind in their
@@ -416,7 +423,7 @@ type tally struct {
 	replies []reply // by node index; unanswered nodes hold statusUnknown and errNotNeeded or ErrNoReply
 	ok      int
 	quorum  int
-	buf     [7]reply
+	buf     [maxInline]reply // replies for up to maxInline nodes, in the round's allocation
 }
 
 func (t *tally) init(n, quorum int) {

@@ -134,9 +134,9 @@ type Lock struct {
 	// to the latest extension that reached the nodes.
 	extending chan struct{}
 
-	mu        sync.Mutex
-	holds     int    // Acquires of this Lock (reentered by its owner) not yet released
-	gen       uint64 // the generation of the latest value written
+	mu        sync.Mutex // lock order: after lease.mu and owners.mu, before sequencer.mu (docs/internals.md)
+	holds     int        // Acquires of this Lock (reentered by its owner) not yet released
+	gen       uint64     // the generation of the latest value written
 	ttl       time.Duration
 	until     time.Time
 	fence     uint64

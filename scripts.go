@@ -10,9 +10,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The scripts run atomically on each node. redis.Script.Run sends EVALSHA and
-// falls back to EVAL when the node does not know the script yet (NOSCRIPT, as
-// after a restart). User input only ever travels as KEYS and ARGV.
+// The scripts run atomically on each node. A round sends EVALSHA with a
+// command line it builds once for all its nodes (nodeSet.evalArgs), through
+// the node client's Process (node.eval); only a node that does not know the
+// script (NOSCRIPT, as after a restart) gets it through redis.Script.Run,
+// which sends EVALSHA again and then EVAL with the source
+// (nodeOp.evalOrLoad). Warm loads every script ahead of time (SCRIPT LOAD).
+// User input only ever travels as KEYS and ARGV.
 //
 // The value a lock writes under its key is its prefix and a generation: each
 // acquire attempt and each extension of one Lock writes a higher one. The
@@ -82,11 +86,19 @@ var scriptHashes = func() map[*redis.Script]any {
 type nodeOp struct {
 	script *redis.Script
 	read   func(*redis.Cmd) reply
-	keyBuf [3]string
-	argBuf [6]any
+	keyBuf [maxKeys]string
+	argBuf [maxArgs]any
 	nkeys  int
 	nargs  int
 }
+
+// The most keys and arguments an op has: the lock's key, its fence counter
+// and the restart marker; a handover's six arguments, a guarded fenced
+// acquire's.
+const (
+	maxKeys = 3
+	maxArgs = 6
+)
 
 // name says what the op does, for the hooks and the log.
 func (o *nodeOp) name() string {
@@ -114,17 +126,17 @@ func (o *nodeOp) evalOrLoad(ctx context.Context, n *node) reply {
 // writeArgs are the arguments every writing script takes: the value, the
 // TTL in milliseconds, a prefix and the generation. The acquire scripts take
 // the holder's prefix (takeHolder), the others the Lock's own.
-func writeArgs(v value, ttlMs any, takeHolder bool) [6]any {
+func writeArgs(v value, ttlMs any, takeHolder bool) [maxArgs]any {
 	prefix := v.prefixArg
 	if takeHolder {
 		prefix = v.holderArg
 	}
-	return [6]any{v.s, ttlMs, prefix, v.gen}
+	return [maxArgs]any{v.s, ttlMs, prefix, v.gen}
 }
 
 func acquireOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: acquireScript, read: readAcquire,
-		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, true), nargs: 4}
+		keyBuf: [maxKeys]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, true), nargs: 4}
 }
 
 // readAcquire reads acquire.lua's reply: a refusal carries the other
@@ -186,7 +198,7 @@ var (
 // and clock; horizonMs is how long the counter is kept once idle.
 func acquireFencedOp(key, fenceKey string, v value, ttlMs, horizonMs any) nodeOp {
 	op := nodeOp{script: acquireFencedScript, read: readAcquireFenced,
-		keyBuf: [3]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs, true), nargs: 5}
+		keyBuf: [maxKeys]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs, true), nargs: 5}
 	op.argBuf[4] = horizonMs
 	return op
 }
@@ -250,22 +262,22 @@ func parseReplyInt(x any) (int64, error) {
 
 func fenceCommitOp(key, fenceKey string, v value, fence uint64, horizonMs any) nodeOp {
 	return nodeOp{script: fenceCommitScript, read: readFenceCommit,
-		keyBuf: [3]string{key, fenceKey}, nkeys: 2,
-		argBuf: [6]any{v.prefixArg, strconv.FormatUint(fence, 10), horizonMs}, nargs: 3}
+		keyBuf: [maxKeys]string{key, fenceKey}, nkeys: 2,
+		argBuf: [maxArgs]any{v.prefixArg, strconv.FormatUint(fence, 10), horizonMs}, nargs: 3}
 }
 
 func readFenceCommit(cmd *redis.Cmd) reply { return readCode(cmd, commitRefusals) }
 
 func extendOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: extendScript, read: readExtend,
-		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, false), nargs: 4}
+		keyBuf: [maxKeys]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, false), nargs: 4}
 }
 
 // extendFencedOp is extendOp that also raises the node's fencing counter to
 // the lock's fence and keeps it for horizonMs more.
 func extendFencedOp(key, fenceKey string, v value, ttlMs any, fence uint64, horizonMs any) nodeOp {
 	op := nodeOp{script: extendScript, read: readExtend,
-		keyBuf: [3]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs, false), nargs: 6}
+		keyBuf: [maxKeys]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs, false), nargs: 6}
 	op.argBuf[4], op.argBuf[5] = strconv.FormatUint(fence, 10), horizonMs
 	return op
 }
@@ -274,7 +286,7 @@ func readExtend(cmd *redis.Cmd) reply { return readCode(cmd, extendRefusals) }
 
 func restoreOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: restoreScript, read: readRestore,
-		keyBuf: [3]string{key}, nkeys: 1, argBuf: [6]any{v.s, ttlMs}, nargs: 2}
+		keyBuf: [maxKeys]string{key}, nkeys: 1, argBuf: [maxArgs]any{v.s, ttlMs}, nargs: 2}
 }
 
 func readRestore(cmd *redis.Cmd) reply { return readCode(cmd, restoreRefusals) }
@@ -282,7 +294,7 @@ func readRestore(cmd *redis.Cmd) reply { return readCode(cmd, restoreRefusals) }
 // deleteOp deletes our key up to generation upTo (0: any of ours).
 func deleteOp(key string, v value, upTo uint64) nodeOp {
 	return nodeOp{script: releaseScript, read: readDelete,
-		keyBuf: [3]string{key}, nkeys: 1, argBuf: [6]any{v.prefixArg, upTo}, nargs: 2}
+		keyBuf: [maxKeys]string{key}, nkeys: 1, argBuf: [maxArgs]any{v.prefixArg, upTo}, nargs: 2}
 }
 
 func readDelete(cmd *redis.Cmd) reply { return readCode(cmd, deleteRefusals) }
@@ -329,7 +341,7 @@ func handoverOp(key string, v value, ttlMs, leaving any, subscribed, streak bool
 		mine = -1 - mine
 	}
 	op := nodeOp{script: handoverScript, read: readHandover,
-		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, true), nargs: 6}
+		keyBuf: [maxKeys]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, true), nargs: 6}
 	op.argBuf[4], op.argBuf[5] = leaving, mine
 	return op
 }

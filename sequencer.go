@@ -52,7 +52,7 @@ const (
 // last one runs, and a delete waiting for its next try is parked on a timer,
 // not on a goroutine.
 type sequencer struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // lock order: after Lock.mu, before roundCtx.mu (docs/internals.md)
 	lanes []lane
 	// key is the lock's key, boxed once for the command lines of all its
 	// rounds (see keyArg).
@@ -96,7 +96,10 @@ type lane struct {
 }
 
 // newSequencer makes a sequencer of n lanes, in one allocation for the
-// usual numbers of nodes.
+// usual numbers of nodes (up to maxInline). The sequencer and its lanes are
+// built once, by packedSequencer; each case only names its array length,
+// which Go needs as a constant (TestNewSequencerOneAllocation pins the one
+// allocation).
 func newSequencer(n int) *sequencer {
 	switch n {
 	case 1:

@@ -29,14 +29,17 @@ import (
 // While it waits, the head offers to be handed the lock by a Release of this
 // Client in the release's own round (handover.go).
 
-// releaseChannelPrefix names a key's release channel; the release script
-// publishes to it (scripts/release.lua).
+// releaseChannelPrefix names a key's release channel: a key's channel is
+// the prefix and the key. This is its one definition in Go; the scripts
+// that publish to it (scripts/release.lua) and count its subscribers
+// (scripts/handover.lua) spell it as a Lua literal, and
+// TestReleaseChannelSpelling keeps the three equal.
 const releaseChannelPrefix = "redlock:released:"
 
 // waiters is one Client's queues and subscriptions.
 type waiters struct {
 	c      *Client
-	mu     sync.Mutex
+	mu     sync.Mutex           // lock order: before nodeSub.mu and lifecycle.mu only (docs/internals.md)
 	queues map[string]*keyQueue // by key
 	subs   []*nodeSub           // by node; nil until a key is first subscribed to
 }
@@ -290,7 +293,7 @@ type nodeSub struct {
 	node int
 	ps   *redis.PubSub
 
-	mu      sync.Mutex
+	mu      sync.Mutex // lock order: a leaf (docs/internals.md)
 	pending []subOp
 	kick    chan struct{} // capacity 1: pending has work
 }
