@@ -46,6 +46,8 @@ func (c *Client) observedAcquire(ctx context.Context, op, key string, ttl time.D
 	return l, err
 }
 
+// acquire validates the request and takes the lock: for its owner
+// (WithOwner), who may hold it already, or on the nodes.
 func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption, retry bool) (*Lock, error) {
 	l, ttl, err := c.prepare(ctx, key, ttl, opts)
 	if err != nil {
