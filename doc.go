@@ -226,7 +226,7 @@
 // replaces the leaving holder's value with the waiter's in one script, and
 // the waiter holds the lock only with a quorum of them and validity left,
 // computed from the start of that round, as for its own attempt. While
-// another client's waiter watches the key, a Client hands over at most 3
+// another client's waiter waits for the key, a Client hands over at most 3
 // times in a row; then its Release deletes and announces the key, and its
 // own waiter contends on the same footing as the other processes' waiters.
 // That bounds what a streak can cost another process, and buys the

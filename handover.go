@@ -14,11 +14,11 @@ import (
 // validity as the waiter's own attempt would be. The waiter still acquires
 // on the nodes, with its own token, TTL and generation, and its Lock is
 // valid only with a quorum of them; a node that another client's waiter
-// watches (a subscriber of the key's release channel other than this
+// subscribes to (a subscriber of the key's release channel other than this
 // Client) releases instead and announces it, so a Client hands over only
 // while nobody else waits and processes stay as fair to each other as
 // without it. A waiter offers to be handed the lock while it waits at the
-// head of its queue; a Release claims the offer, runs the round, and
+// head of its queue; a Release takes the offer, runs the round, and
 // settles it: the Lock is held, or the waiter attempts again at once.
 
 // handOffer is a waiting Acquire's standing offer to be handed the lock.
@@ -27,7 +27,7 @@ type handOffer struct {
 	ttl    time.Duration
 	ttlArg any
 
-	// done is made when a Release claims the offer (under waiters.mu) and
+	// done is made when a Release takes the offer (under waiters.mu) and
 	// closed by that Release once the offer is settled.
 	done chan struct{}
 	got  bool // the waiter's Lock is held; set before done closes
@@ -39,33 +39,13 @@ func (c *Client) handsOver() bool {
 	return !c.cfg.fencing && c.cfg.restartGuard == 0
 }
 
-// offer is l's offer to be handed the lock while it waits, or nil when this
+// newOffer is l's newOffer to be handed the lock while it waits, or nil when this
 // Client does not hand over.
-func (c *Client) offer(l *Lock, ttl time.Duration, ttlArg any) *handOffer {
+func (c *Client) newOffer(l *Lock, ttl time.Duration, ttlArg any) *handOffer {
 	if !c.handsOver() {
 		return nil
 	}
 	return &handOffer{l: l, ttl: ttl, ttlArg: ttlArg}
-}
-
-// offer posts wt's offer to be handed the lock while it waits.
-func (w *waiters) offer(wt *waiter, off *handOffer) {
-	w.mu.Lock()
-	wt.offer = off
-	w.mu.Unlock()
-}
-
-// withdraw takes back wt's offer and returns it if a Release claimed it: the
-// caller must wait for its outcome.
-func (w *waiters) withdraw(wt *waiter) *handOffer {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	off := wt.offer
-	wt.offer = nil
-	if off != nil && off.done != nil {
-		return off
-	}
-	return nil
 }
 
 // maxStreak is how many handovers in a row a Client makes while other
@@ -76,55 +56,23 @@ func (w *waiters) withdraw(wt *waiter) *handOffer {
 // for each contest, and every process's winner gets the same streak.
 const maxStreak = 3
 
-// claim takes the offer of key's head waiter, if it posted one, and reports
-// whether this Client watches the key's release channel and whether it may
-// hand over although other clients wait.
-func (w *waiters) claim(key string) (off *handOffer, watched, streak bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	q := w.queues[key]
-	if q == nil || len(q.waiters) == 0 {
-		return nil, false, false
-	}
-	off = q.waiters[0].offer
-	if off == nil || off.done != nil {
-		return nil, false, false
-	}
-	off.done = make(chan struct{})
-	return off, q.watched, q.streak < maxStreak
-}
-
-// handedOver counts a handover of key made while other clients waited
-// (inStreak), or ends the streak.
-func (w *waiters) handedOver(key string, inStreak bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if q := w.queues[key]; q != nil {
-		if inStreak {
-			q.streak++
-		} else {
-			q.streak = 0
-		}
-	}
-}
-
 // awaitHandover is await with an offer to be handed the lock meanwhile (none
 // when off is nil). It reports whether a Release handed it over. Once a
-// Release claimed the offer it waits for the outcome, even when ctx ends:
+// Release took the offer it waits for the outcome, even when ctx ends:
 // the round is bounded by the node deadline, and a Lock handed over to an
 // Acquire that has since given up is released again.
 func (c *Client) awaitHandover(ctx context.Context, wt *waiter, off *handOffer, ch <-chan struct{}, timeUp <-chan time.Time) (bool, error) {
 	if off == nil {
 		return false, c.await(ctx, ch, timeUp)
 	}
-	c.waits.offer(wt, off)
+	c.waits.postOffer(wt, off)
 	err := c.await(ctx, ch, timeUp)
-	claimed := c.waits.withdraw(wt)
-	if claimed == nil {
+	taken := c.waits.withdraw(wt)
+	if taken == nil {
 		return false, err
 	}
-	<-claimed.done
-	if !claimed.got {
+	<-taken.done
+	if !taken.got {
 		return false, err
 	}
 	if err != nil {
@@ -143,7 +91,7 @@ func (l *Lock) discard(c *Client) {
 	l.releasing = true
 	ttl := l.ttl
 	l.mu.Unlock()
-	t, _ := c.nodes.run(context.Background(), l.seq, l.deleteAll(c.cfg.nodeTimeout(ttl), c.cfg.cleanupTimeout))
+	t, _ := c.nodes.sendAndCount(context.Background(), l.seq, l.deleteAll(c.cfg.nodeTimeout(ttl), c.cfg.cleanupTimeout))
 	if t.reached() {
 		c.waits.released(l.key)
 	}
@@ -156,7 +104,7 @@ func (l *Lock) discard(c *Client) {
 // value may still be there, and l's delete goes there in the background,
 // with its usual retries. Unless l's value is gone from a quorum, the caller
 // then releases l as usual.
-func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched, streak bool) []bool {
+func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, subscribed, streak bool) []bool {
 	w := off.l
 	n := len(c.nodes.nodes)
 	// Each node's reply, whenever it comes: where l's value is gone, and
@@ -180,7 +128,7 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched,
 	until := c.cfg.validUntil(start, off.ttl)
 	deadline := time.Now().Add(c.cfg.nodeTimeout(off.ttl))
 	v := w.nextValue()
-	t, _ := c.nodes.run(ctx, w.seq, roundSpec{kind: opWrite, op: handoverOp(l.key, v, off.ttlArg, l.prefixArg, watched, streak),
+	t, _ := c.nodes.sendAndCount(ctx, w.seq, roundSpec{kind: opWrite, op: handoverOp(l.key, v, off.ttlArg, l.prefixArg, subscribed, streak),
 		wait: time.Until(deadline), ttl: off.ttl, note: note})
 	// Where a call of l may still land (an acquire or restore that has not
 	// returned, which could write l's value where the key is absent), l's
@@ -191,6 +139,15 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched,
 	if late := l.seq.unsettled(); late != nil {
 		c.deleteOn(l, late)
 	}
+	c.settleHandover(l.key, off, v, t, until)
+	return l.awaitGone(seen, deadline)
+}
+
+// settleHandover settles off, whose handover round of the waiter's value v
+// for key ended with t: the waiter's Lock is held until until, or the
+// round is rolled back. Then it wakes the waiter.
+func (c *Client) settleHandover(key string, off *handOffer, v value, t *tally, until time.Time) {
+	w := off.l
 	got := t.reached() && c.cfg.clock.Now().Before(until)
 	if got {
 		w.mu.Lock()
@@ -202,20 +159,26 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, watched,
 	// The streak goes on while the waiter got the key with others waiting,
 	// and ends with a handover nobody else waited for, or a release.
 	inStreak := got && slices.ContainsFunc(t.replies, func(r reply) bool { return r.val == handedInStreak })
-	c.waits.handedOver(l.key, inStreak)
+	c.waits.handedOver(key, inStreak)
 	off.got = got
 	close(off.done)
 	// Wake the waiter. Where the nodes released and announced the key to
 	// other clients' waiters, it is woken by the same announcements as
 	// they are, so that it does not always win the contest that follows.
 	if got || !slices.ContainsFunc(t.replies, func(r reply) bool { return r.val == releasedHandover }) {
-		c.waits.released(l.key)
+		c.waits.released(key)
 	}
+}
 
+// awaitGone reads the handover round's replies from seen until deadline,
+// and returns the nodes where l's value is gone: handed away, or deleted.
+func (l *Lock) awaitGone(seen <-chan reply, deadline time.Time) []bool {
+	p := l.client.nodes
+	n := len(p.nodes)
 	gone := make([]bool, n)
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	for replied := 0; replied < n && count(gone) < c.nodes.quorum; replied++ {
+	for replied := 0; replied < n && count(gone) < p.quorum; replied++ {
 		select {
 		case r := <-seen:
 			gone[r.node] = handedAway(r)

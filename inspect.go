@@ -191,7 +191,7 @@ wait:
 // readNode runs the inspect script on one node.
 func (c *Client) readNode(ctx context.Context, i int, nd *node, key string) keyRead {
 	r := keyRead{node: i, state: NodeKeyState{Addr: nd.address()}}
-	op := nodeOp{script: inspectScript, keyBuf: [3]string{key}, nkeys: 1}
+	op := nodeOp{script: inspectScript, keyBuf: [maxKeys]string{key}, nkeys: 1}
 	if c.cfg.fencing {
 		op.keyBuf[1], op.nkeys = fenceKeyFor(key), 2
 	}

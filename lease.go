@@ -58,7 +58,7 @@ func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 	ls := l.leaseOf()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.cause == nil && len(ls.watchers) == 0 {
+	if ls.cause == nil && len(ls.contexts) == 0 {
 		// Not renewing: the lock may have run out since it was acquired.
 		if until := l.Until(); !ls.now().Before(until) {
 			ls.endLocked(fmt.Errorf("%w: %q: validity ended at %v", ErrLockLost, showKey(l.key), until.Format(time.StampMicro)))
@@ -74,8 +74,8 @@ func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 	}
 	ls.lastID++
 	id := ls.lastID
-	ls.watchers = append(ls.watchers, watcher{id: id, cancel: cancel})
-	if len(ls.watchers) == 1 {
+	ls.contexts = append(ls.contexts, keepAliveCtx{id: id, cancel: cancel})
+	if len(ls.contexts) == 1 {
 		ls.startLocked()
 	}
 	// Runs on a goroutine of its own once out ends, for whatever reason.
@@ -108,7 +108,7 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if err != nil {
 		return err
 	}
-	// Do's own watcher of the lease ends with Do: a reentrant Do (WithOwner)
+	// Do's own KeepAlive context ends with Do: a reentrant Do (WithOwner)
 	// whose Release sends nothing must not keep renewing for its caller.
 	dctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -151,21 +151,21 @@ func (c *Client) releaseAfterDo(ctx context.Context, l *Lock) error {
 type lease struct {
 	l *Lock
 
-	mu       sync.Mutex
+	mu       sync.Mutex // lock order: first, before Lock.mu (docs/internals.md)
 	timer    *time.Timer
 	next     time.Time          // when the next renewal is due
 	running  bool               // a renewal is waiting in the Client's queue or in progress
 	stopRun  context.CancelFunc // ends the renewal in progress
 	failed   int                // renewals failed in a row
-	watchers []watcher          // the live KeepAlive contexts; renewal runs while there is one
+	contexts []keepAliveCtx     // the live KeepAlive contexts; renewal runs while there is one
 	lastID   uint64
 	// cause is why the lease ended for good (ErrReleased or an error
 	// matching ErrLockLost); nil while the lock may still be held.
 	cause error
 }
 
-// watcher is one KeepAlive call's context, cancelled with the lease's cause.
-type watcher struct {
+// keepAliveCtx is one KeepAlive call's context, cancelled with the lease's cause.
+type keepAliveCtx struct {
 	id     uint64
 	cancel context.CancelCauseFunc
 }
@@ -216,7 +216,7 @@ func (l *Lock) untilMoved() {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	switch {
-	case ls.cause != nil || len(ls.watchers) == 0:
+	case ls.cause != nil || len(ls.contexts) == 0:
 	case ls.running: // the renewal schedules the next one when it is done
 		ls.armLocked(ls.now())
 	default: // the holder's own Extend, which may have shortened the TTL
@@ -264,7 +264,8 @@ func (ls *lease) backoff() time.Duration {
 	return d
 }
 
-// startLocked schedules the first renewal of a lease that had no watcher.
+// startLocked schedules the first renewal of a lease that had no KeepAlive
+// context.
 func (ls *lease) startLocked() {
 	ls.failed = 0
 	ls.scheduleLocked(ls.now())
@@ -306,7 +307,7 @@ func (ls *lease) armLocked(now time.Time) {
 // firing that finds neither sets the timer again.
 func (ls *lease) fire() {
 	ls.mu.Lock()
-	if ls.cause != nil || len(ls.watchers) == 0 {
+	if ls.cause != nil || len(ls.contexts) == 0 {
 		ls.mu.Unlock()
 		return
 	}
@@ -325,14 +326,14 @@ func (ls *lease) fire() {
 	ls.running = true
 	ls.armLocked(now) // to the deadline while the renewal waits and runs
 	ls.mu.Unlock()
-	ls.l.client.renewals.run(ls)
+	ls.l.client.renewals.renewOrQueue(ls)
 }
 
 // renew runs one renewal that fire found due, and schedules what comes
 // next.
 func (ls *lease) renew() {
 	ls.mu.Lock()
-	if ls.cause != nil || len(ls.watchers) == 0 {
+	if ls.cause != nil || len(ls.contexts) == 0 {
 		ls.running = false // ended or stopped while it waited: the timer is off
 		ls.mu.Unlock()
 		return
@@ -364,7 +365,7 @@ func (ls *lease) settle(err error) bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ls.running, ls.stopRun = false, nil
-	if ls.cause != nil || len(ls.watchers) == 0 {
+	if ls.cause != nil || len(ls.contexts) == 0 {
 		return false // the timer is off
 	}
 	now := ls.now()
@@ -394,12 +395,12 @@ const maxConcurrentRenewals = 64
 // once, on the goroutines of the timers that found them due: a goroutine
 // whose renewal is done takes the next one waiting, or ends.
 type renewalQueue struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // lock order: a leaf (docs/internals.md)
 	running int
 	waiting []*lease
 }
 
-func (q *renewalQueue) run(ls *lease) {
+func (q *renewalQueue) renewOrQueue(ls *lease) {
 	q.mu.Lock()
 	if q.running >= maxConcurrentRenewals {
 		q.waiting = append(q.waiting, ls)
@@ -456,10 +457,10 @@ func (ls *lease) endLocked(cause error) {
 		}
 	}
 	ls.haltLocked()
-	for _, w := range ls.watchers {
+	for _, w := range ls.contexts {
 		w.cancel(cause)
 	}
-	ls.watchers = nil
+	ls.contexts = nil
 }
 
 // haltLocked stops renewing: the timer, and the renewal in progress.
@@ -477,10 +478,10 @@ func (ls *lease) haltLocked() {
 func (ls *lease) leave(id uint64) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	for i, w := range ls.watchers {
+	for i, w := range ls.contexts {
 		if w.id == id {
-			ls.watchers = slices.Delete(ls.watchers, i, i+1)
-			if len(ls.watchers) == 0 {
+			ls.contexts = slices.Delete(ls.contexts, i, i+1)
+			if len(ls.contexts) == 0 {
 				ls.haltLocked()
 			}
 			return

@@ -51,13 +51,6 @@ func WithOwner(id string) AcquireOption {
 	return acquireOptionFunc(func(c *acquireConfig) { c.owner, c.ownerSet = id, true })
 }
 
-func (ac *acquireConfig) validate() error {
-	if ac.ownerSet && (ac.owner == "" || len(ac.owner) > MaxOwnerLen) {
-		return invalid("WithOwner: id must be 1 to %d bytes, got %d", MaxOwnerLen, len(ac.owner))
-	}
-	return nil
-}
-
 // ownerToken derives an owner's token: 130 bits of a hash of the id, in the
 // same alphabet as random tokens but starting with a lower-case "o", which a
 // random token never contains.
@@ -73,7 +66,7 @@ type ownerKey struct{ key, owner string }
 // the owner's other Acquires of the key wait for its outcome, so that they
 // end as one Lock with several holds, never as two Locks.
 type owners struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // lock order: before Lock.mu (docs/internals.md)
 	slots map[ownerKey]*ownerSlot
 }
 
@@ -83,17 +76,18 @@ type ownerSlot struct {
 	running chan struct{} // closed once that Acquire has its outcome
 }
 
-// asOwner runs take, which acquires l on the nodes, unless l's owner holds
+// asOwner acquires l on the nodes (acquireOnNodes), unless l's owner holds
 // l's key through this Client already: then it returns that Lock with one
 // more hold, once an extension proved it still held. Concurrent calls for
-// one owner and key run take one at a time.
-func (c *Client) asOwner(ctx context.Context, l *Lock, ttl time.Duration, retry bool, take func(context.Context, *Lock, time.Duration) (*Lock, error)) (got *Lock, err error) {
+// one owner and key go to the nodes one at a time. retry is Acquire's: it
+// waits and attempts again, where TryAcquire makes one attempt.
+func (c *Client) asOwner(ctx context.Context, l *Lock, ttl time.Duration, retry bool) (got *Lock, err error) {
 	held, slot, err := c.enterOwner(ctx, l, ttl, retry)
 	if held != nil || err != nil {
 		return held, err
 	}
 	defer func() { c.owners.settle(ownerKey{l.key, l.owner}, slot, got) }()
-	return take(ctx, l, ttl)
+	return c.acquireOnNodes(ctx, l, ttl, retry)
 }
 
 // enterOwner returns the Lock that l's owner holds on l's key, with one

@@ -61,6 +61,12 @@ type roundSpec struct {
 	tombMs int64
 }
 
+// writeRound is a round of writes that set the key for ttl: the caller waits
+// up to timeout, and no write is sent after it.
+func writeRound(op nodeOp, timeout, ttl time.Duration) roundSpec {
+	return roundSpec{kind: opWrite, op: op, wait: timeout, ttl: ttl, cancellable: true}
+}
+
 // round is one operation sent to the nodes: the jobs, the channel their
 // replies arrive on, and the deadline of its writes. One allocation serves
 // the whole round, its context, its jobs and its command line included, for
@@ -82,7 +88,7 @@ type round struct {
 	jobs   []job
 	args   []any // the command line every call of the round sends (evalArgs)
 	jobBuf [maxInline]job
-	argBuf [3 + 2 + 4]any
+	argBuf [inlineArgs]any
 	tally  tally
 	// cmd0 is the go-redis command of the first try of jobs[0] (job.cmd):
 	// one allocation less per round.
@@ -92,6 +98,13 @@ type round struct {
 // maxInline is the most nodes whose jobs a round holds in its own
 // allocation.
 const maxInline = 7
+
+// inlineArgs is the longest command line a round holds in its own
+// allocation: "evalsha", the hash and the number of keys, then two keys
+// and four arguments, enough for the rounds of a lock without fencing or
+// restart guard. A longer line (up to 3 + maxKeys + maxArgs) takes an
+// allocation of its own.
+const inlineArgs = 3 + 2 + 4
 
 func (r *round) leave() {
 	if r.users.Add(-1) == 0 {
@@ -134,15 +147,15 @@ type roundCtx struct {
 	r        *round // the round whose context this is; nil for a try's own
 	expiredF func() // a try's own: run once at the deadline, before the callbacks; may be nil
 
-	mu    sync.Mutex
+	mu    sync.Mutex // lock order: last, after sequencer.mu (docs/internals.md)
 	err   error
 	funcs []*afterFunc
-	// watched are the round's writes that later jobs wait behind in their
+	// stuck are the round's writes that later jobs wait behind in their
 	// lanes (sequencer.enqueue): when the context ends, each lane moves on
 	// (sequencer.unstick). A list rather than AfterFunc callbacks, which
 	// cost five allocations each.
-	watched  []*job
-	watchBuf [maxInline]*job
+	stuck    []*job
+	stuckBuf [maxInline]*job
 }
 
 type afterFunc struct{ f func() }
@@ -197,19 +210,19 @@ func (c *roundCtx) start(sched *deadlines, base context.Context, deadline time.T
 	sched.add(&c.at)
 }
 
-// watch has w's lane move on once the context ends: at once if it has.
+// unstickOnEnd has w's lane move on once the context ends: at once if it has.
 // w is a write of this context's round.
-func (c *roundCtx) watch(w *job) {
+func (c *roundCtx) unstickOnEnd(w *job) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
 		go w.r.seq.unstick(w.r.p, w.node, w)
 		return
 	}
-	if c.watched == nil {
-		c.watched = c.watchBuf[:0]
+	if c.stuck == nil {
+		c.stuck = c.stuckBuf[:0]
 	}
-	c.watched = append(c.watched, w)
+	c.stuck = append(c.stuck, w)
 	c.mu.Unlock()
 }
 
@@ -225,8 +238,8 @@ func (c *roundCtx) end(err error) bool {
 		return false
 	}
 	c.err = err
-	funcs, watched := c.funcs, c.watched
-	c.funcs, c.watched = nil, nil
+	funcs, stuck := c.funcs, c.stuck
+	c.funcs, c.stuck = nil, nil
 	close(c.done)
 	c.mu.Unlock()
 	if err != context.DeadlineExceeded {
@@ -239,7 +252,7 @@ func (c *roundCtx) end(err error) bool {
 	for _, a := range funcs {
 		a.f()
 	}
-	for _, w := range watched {
+	for _, w := range stuck {
 		go w.r.seq.unstick(w.r.p, w.node, w)
 	}
 	return true
@@ -259,7 +272,7 @@ func (p *nodeSet) launch(ctx context.Context, seq *sequencer, spec roundSpec) *r
 // start is launch, except that the job on node here (-1: none), if its lane
 // is free, is returned instead of being handed to a worker: the caller runs
 // it (sequencer.runHere). waited says that the caller waits for the replies
-// (run).
+// (sendAndCount).
 func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, here int, waited bool) (*round, *job) {
 	n := len(p.nodes)
 	if spec.only != nil {
@@ -301,7 +314,7 @@ func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, her
 		// The first try of each delete that starts at once shares this
 		// deadline, and it gives up on those still held by go-redis when it
 		// passes (round.expired); a delete that waited in its lane, and
-		// every retry, gets a deadline and a watcher of its own.
+		// every retry, gets a deadline of its own (job.delete).
 		r.ctx.start(&p.sched, ctx, time.Now().Add(spec.callTimeout))
 	}
 	r.users.Store(int32(n))
@@ -309,7 +322,7 @@ func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, her
 	var mine *job
 	for i := range r.jobs {
 		if j := &r.jobs[i]; j.node == here {
-			mine = seq.claim(p, j)
+			mine = seq.pushHere(p, j)
 		} else {
 			seq.push(p, j)
 		}
@@ -317,14 +330,14 @@ func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, her
 	return r, mine
 }
 
-// run sends spec to every node and returns as soon as the outcome is
+// sendAndCount sends spec to every node and returns as soon as the outcome is
 // decided: a quorum confirmed, or so many refused or failed that a quorum is
 // out of reach, or the wait is over (the silent nodes count as unknown). It
 // returns early with ctx.Err() if ctx ends first and spec is cancellable;
 // the calls go on in the background either way. One node's call, if
 // nodeSet.inline picks one, runs on the caller's goroutine: the caller then
 // notices its ctx ending only once that call returned, by the node deadline.
-func (p *nodeSet) run(ctx context.Context, seq *sequencer, spec roundSpec) (*tally, error) {
+func (p *nodeSet) sendAndCount(ctx context.Context, seq *sequencer, spec roundSpec) (*tally, error) {
 	spec.only = nil
 	r, mine := p.start(ctx, seq, spec, p.inline(), true)
 	if mine != nil {
@@ -350,12 +363,7 @@ func (p *nodeSet) run(ctx context.Context, seq *sequencer, spec roundSpec) (*tal
 	for pending := len(p.nodes); pending > 0 && !t.reached() && t.ok+pending >= t.quorum; {
 		select {
 		case k := <-r.out:
-			if k < 0 {
-				pending = t.takeArrived(r, pending)
-			} else {
-				t.add(p.vote(r.jobs[k].first))
-				pending--
-			}
+			pending = t.take(r, k, pending)
 			continue
 		default:
 		}
@@ -366,14 +374,10 @@ func (p *nodeSet) run(ctx context.Context, seq *sequencer, spec roundSpec) (*tal
 		}
 		select {
 		case k := <-r.out:
-			if k < 0 {
-				pending = t.takeArrived(r, pending)
-			} else {
-				t.add(p.vote(r.jobs[k].first))
-				pending--
-			}
+			pending = t.take(r, k, pending)
 		case <-over:
-			pending = t.takeArrived(r, pending)
+			t.takeArrived(r, pending)
+			pending = 0
 		case <-done:
 			p.unwait(r, waiting)
 			return t, ctx.Err()
@@ -419,7 +423,7 @@ type tally struct {
 	replies []reply // by node index; unanswered nodes hold statusUnknown and errNotNeeded or ErrNoReply
 	ok      int
 	quorum  int
-	buf     [7]reply
+	buf     [maxInline]reply // replies for up to maxInline nodes, in the round's allocation
 }
 
 func (t *tally) init(n, quorum int) {
@@ -444,10 +448,24 @@ func (t *tally) add(r reply) {
 	}
 }
 
-// takeArrived takes the replies that have arrived when the wait is over; the
-// nodes still silent did not answer in time. A write round's context also
-// ends when its last job is done, so what has arrived may be everything.
-func (t *tally) takeArrived(r *round, pending int) int {
+// take counts k, a report from r.out, and returns how many nodes are still
+// pending: k is the index of a job whose first try has reported, or -1 when
+// the caller's wait is over (then none is: the silent did not answer in
+// time).
+func (t *tally) take(r *round, k int32, pending int) int {
+	if k < 0 {
+		t.takeArrived(r, pending)
+		return 0
+	}
+	t.add(r.p.vote(r.jobs[k].first))
+	return pending - 1
+}
+
+// takeArrived takes, of the pending nodes' replies, those that have arrived
+// when the wait is over; the nodes still silent did not answer in time. A
+// write round's context also ends when its last job is done, so what has
+// arrived may be everything.
+func (t *tally) takeArrived(r *round, pending int) {
 	for pending > 0 {
 		select {
 		case k := <-r.out:
@@ -457,10 +475,9 @@ func (t *tally) takeArrived(r *round, pending int) int {
 			}
 		default:
 			t.silent()
-			return 0
+			return
 		}
 	}
-	return 0
 }
 
 // silent marks the nodes that have not answered as not answering in time.
@@ -485,6 +502,17 @@ func (t *tally) where(keep func(reply) bool) []bool {
 // have landed, and so where a rollback must go.
 func (t *tally) unrefused() []bool {
 	return t.where(func(r reply) bool { return r.status != statusRefused })
+}
+
+// count is how many of b are set: nodes that did or may do something.
+func count(b []bool) int {
+	n := 0
+	for _, x := range b {
+		if x {
+			n++
+		}
+	}
+	return n
 }
 
 // newQuorumError describes a round that did not reach its goal.

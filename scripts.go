@@ -10,9 +10,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The scripts run atomically on each node. redis.Script.Run sends EVALSHA and
-// falls back to EVAL when the node does not know the script yet (NOSCRIPT, as
-// after a restart). User input only ever travels as KEYS and ARGV.
+// The scripts run atomically on each node. A round sends EVALSHA with a
+// command line it builds once for all its nodes (nodeSet.evalArgs), through
+// the node client's Process (node.eval); only a node that does not know the
+// script (NOSCRIPT, as after a restart) gets it through redis.Script.Run,
+// which sends EVALSHA again and then EVAL with the source
+// (nodeOp.evalOrLoad). Warm loads every script ahead of time (SCRIPT LOAD).
+// User input only ever travels as KEYS and ARGV.
 //
 // The value a lock writes under its key is its prefix and a generation: each
 // acquire attempt and each extension of one Lock writes a higher one. The
@@ -64,6 +68,15 @@ var (
 		handoverScript, acquireGuardedScript, acquireFencedGuardedScript, inspectScript}
 )
 
+// scriptHashes are the scripts' SHA1 digests, boxed once.
+var scriptHashes = func() map[*redis.Script]any {
+	m := make(map[*redis.Script]any, len(allScripts))
+	for _, s := range allScripts {
+		m[s] = s.Hash()
+	}
+	return m
+}()
+
 // nodeOp is one script with its keys and arguments, run on each node of a
 // round. It is built once per round and kept by value inside the round, its
 // keys and arguments in its own arrays, so that a round costs no allocation
@@ -73,11 +86,19 @@ var (
 type nodeOp struct {
 	script *redis.Script
 	read   func(*redis.Cmd) reply
-	keyBuf [3]string
-	argBuf [6]any
+	keyBuf [maxKeys]string
+	argBuf [maxArgs]any
 	nkeys  int
 	nargs  int
 }
+
+// The most keys and arguments an op has: the lock's key, its fence counter
+// and the restart marker; a handover's six arguments, a guarded fenced
+// acquire's.
+const (
+	maxKeys = 3
+	maxArgs = 6
+)
 
 // name says what the op does, for the hooks and the log.
 func (o *nodeOp) name() string {
@@ -98,35 +119,33 @@ func (o *nodeOp) name() string {
 	return "acquire"
 }
 
-func (o *nodeOp) run(ctx context.Context, n *node) reply {
+func (o *nodeOp) evalOrLoad(ctx context.Context, n *node) reply {
 	return o.read(o.script.Run(ctx, n.client, o.keyBuf[:o.nkeys], o.argBuf[:o.nargs]...))
 }
 
 // writeArgs are the arguments every writing script takes: the value, the
 // TTL in milliseconds, a prefix and the generation. The acquire scripts take
 // the holder's prefix (takeHolder), the others the Lock's own.
-func writeArgs(v value, ttlMs any, takeHolder bool) [6]any {
+func writeArgs(v value, ttlMs any, takeHolder bool) [maxArgs]any {
 	prefix := v.prefixArg
 	if takeHolder {
 		prefix = v.holderArg
 	}
-	return [6]any{v.s, ttlMs, prefix, v.gen}
+	return [maxArgs]any{v.s, ttlMs, prefix, v.gen}
 }
 
 func acquireOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: acquireScript, read: readAcquire,
-		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, true), nargs: 4}
+		keyBuf: [maxKeys]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, true), nargs: 4}
 }
 
 // readAcquire reads acquire.lua's reply: a refusal carries the other
 // holder's remaining TTL in milliseconds in val (-1 when unknown).
 func readAcquire(cmd *redis.Cmd) reply {
-	v, err := cmd.Int64()
+	v, r, done := readInt(cmd)
 	switch {
-	case err != nil:
-		return reply{err: err}
-	case v == 1:
-		return reply{status: statusOK}
+	case done:
+		return r
 	case v <= 0:
 		return reply{status: statusRefused, val: -v - 1, err: ErrHeldByOther}
 	case v == 2:
@@ -141,16 +160,27 @@ func readAcquire(cmd *redis.Cmd) reply {
 // refusals a definite refusal with its cause; an error, or any other code,
 // is an unknown outcome.
 func readCode(cmd *redis.Cmd, refusals map[int64]error) reply {
-	v, err := cmd.Int64()
+	v, r, done := readInt(cmd)
 	switch {
-	case err != nil:
-		return reply{err: err}
-	case v == 1:
-		return reply{status: statusOK}
+	case done:
+		return r
 	case refusals[v] != nil:
 		return reply{status: statusRefused, err: refusals[v]}
 	}
 	return reply{err: errUnexpected(v)}
+}
+
+// readInt reads a script's integer reply. An error, or a confirmation (1),
+// is the whole reply (done); any other code v is the caller's to read.
+func readInt(cmd *redis.Cmd) (v int64, r reply, done bool) {
+	v, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return v, reply{err: err}, true
+	case v == 1:
+		return v, reply{status: statusOK}, true
+	}
+	return v, reply{}, false
 }
 
 // The refusals each script's reply can carry. A stale call (2: a later
@@ -168,7 +198,7 @@ var (
 // and clock; horizonMs is how long the counter is kept once idle.
 func acquireFencedOp(key, fenceKey string, v value, ttlMs, horizonMs any) nodeOp {
 	op := nodeOp{script: acquireFencedScript, read: readAcquireFenced,
-		keyBuf: [3]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs, true), nargs: 5}
+		keyBuf: [maxKeys]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs, true), nargs: 5}
 	op.argBuf[4] = horizonMs
 	return op
 }
@@ -232,22 +262,22 @@ func parseReplyInt(x any) (int64, error) {
 
 func fenceCommitOp(key, fenceKey string, v value, fence uint64, horizonMs any) nodeOp {
 	return nodeOp{script: fenceCommitScript, read: readFenceCommit,
-		keyBuf: [3]string{key, fenceKey}, nkeys: 2,
-		argBuf: [6]any{v.prefixArg, strconv.FormatUint(fence, 10), horizonMs}, nargs: 3}
+		keyBuf: [maxKeys]string{key, fenceKey}, nkeys: 2,
+		argBuf: [maxArgs]any{v.prefixArg, strconv.FormatUint(fence, 10), horizonMs}, nargs: 3}
 }
 
 func readFenceCommit(cmd *redis.Cmd) reply { return readCode(cmd, commitRefusals) }
 
 func extendOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: extendScript, read: readExtend,
-		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, false), nargs: 4}
+		keyBuf: [maxKeys]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, false), nargs: 4}
 }
 
 // extendFencedOp is extendOp that also raises the node's fencing counter to
 // the lock's fence and keeps it for horizonMs more.
 func extendFencedOp(key, fenceKey string, v value, ttlMs any, fence uint64, horizonMs any) nodeOp {
 	op := nodeOp{script: extendScript, read: readExtend,
-		keyBuf: [3]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs, false), nargs: 6}
+		keyBuf: [maxKeys]string{key, fenceKey}, nkeys: 2, argBuf: writeArgs(v, ttlMs, false), nargs: 6}
 	op.argBuf[4], op.argBuf[5] = strconv.FormatUint(fence, 10), horizonMs
 	return op
 }
@@ -256,7 +286,7 @@ func readExtend(cmd *redis.Cmd) reply { return readCode(cmd, extendRefusals) }
 
 func restoreOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: restoreScript, read: readRestore,
-		keyBuf: [3]string{key}, nkeys: 1, argBuf: [6]any{v.s, ttlMs}, nargs: 2}
+		keyBuf: [maxKeys]string{key}, nkeys: 1, argBuf: [maxArgs]any{v.s, ttlMs}, nargs: 2}
 }
 
 func readRestore(cmd *redis.Cmd) reply { return readCode(cmd, restoreRefusals) }
@@ -264,7 +294,7 @@ func readRestore(cmd *redis.Cmd) reply { return readCode(cmd, restoreRefusals) }
 // deleteOp deletes our key up to generation upTo (0: any of ours).
 func deleteOp(key string, v value, upTo uint64) nodeOp {
 	return nodeOp{script: releaseScript, read: readDelete,
-		keyBuf: [3]string{key}, nkeys: 1, argBuf: [6]any{v.prefixArg, upTo}, nargs: 2}
+		keyBuf: [maxKeys]string{key}, nkeys: 1, argBuf: [maxArgs]any{v.prefixArg, upTo}, nargs: 2}
 }
 
 func readDelete(cmd *redis.Cmd) reply { return readCode(cmd, deleteRefusals) }
@@ -300,18 +330,18 @@ func handedAway(r reply) bool {
 
 // handoverOp takes the key from the holder whose prefix is leaving and gives
 // it to the waiter's value v, unless a client other than the waiter's waits
-// for it and streak is false; watched tells whether the waiter's client
-// watches the key's release channel.
-func handoverOp(key string, v value, ttlMs, leaving any, watched, streak bool) nodeOp {
+// for it and streak is false; subscribed tells whether the waiter's client
+// subscribes to the key's release channel.
+func handoverOp(key string, v value, ttlMs, leaving any, subscribed, streak bool) nodeOp {
 	mine := 0
-	if watched {
+	if subscribed {
 		mine = 1
 	}
 	if streak {
 		mine = -1 - mine
 	}
 	op := nodeOp{script: handoverScript, read: readHandover,
-		keyBuf: [3]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, true), nargs: 6}
+		keyBuf: [maxKeys]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, true), nargs: 6}
 	op.argBuf[4], op.argBuf[5] = leaving, mine
 	return op
 }

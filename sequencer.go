@@ -52,7 +52,7 @@ const (
 // last one runs, and a delete waiting for its next try is parked on a timer,
 // not on a goroutine.
 type sequencer struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // lock order: after Lock.mu, before roundCtx.mu (docs/internals.md)
 	lanes []lane
 	// key is the lock's key, boxed once for the command lines of all its
 	// rounds (see keyArg).
@@ -96,7 +96,10 @@ type lane struct {
 }
 
 // newSequencer makes a sequencer of n lanes, in one allocation for the
-// usual numbers of nodes.
+// usual numbers of nodes (up to maxInline). The sequencer and its lanes are
+// built once, by packedSequencer; each case only names its array length,
+// which Go needs as a constant (TestNewSequencerOneAllocation pins the one
+// allocation).
 func newSequencer(n int) *sequencer {
 	switch n {
 	case 1:
@@ -141,10 +144,10 @@ type job struct {
 	reported bool
 	skip     error        // set when dequeued: the job is obsolete and not sent
 	shared   bool         // a delete's first try, started at once: it runs under its round's deadline
-	watched  bool         // a write whose round's end will stop the lane waiting
+	blocking bool         // a write that later jobs wait behind: its round's end unsticks the lane (roundCtx.unstickOnEnd)
 	detached bool         // a write the lane no longer waits for
 	mark     uint64       // the lane's delete count when it was detached
-	tries    atomic.Int32 // deletes: sends so far; read by watchers of earlier tries
+	tries    atomic.Int32 // deletes: sends so far; read by the deadlines of earlier tries
 	retrying bool         // a delete parked for, or on, another try: counted in PendingCleanups
 	// here: the round's caller runs this first try itself (runHere) on a
 	// node whose client bounds the call; a delete's then ends at the
@@ -162,23 +165,23 @@ func (s *sequencer) push(p *nodeSet, j *job) {
 	}
 }
 
-// claim queues j on its node's lane and, if the lane is idle, returns it for
+// pushHere queues j on its node's lane and, if the lane is idle, returns it for
 // the caller to run with runHere instead of starting a worker.
-func (s *sequencer) claim(p *nodeSet, j *job) *job {
+func (s *sequencer) pushHere(p *nodeSet, j *job) *job {
 	s.mu.Lock()
 	start := s.enqueue(p, j)
 	if start != nil {
 		start.here = true
-		start.shared = false // its own deadline, not the round's watcher
+		start.shared = false // its own deadline, not the round's
 	}
 	s.mu.Unlock()
 	return start
 }
 
-// runHere runs j, claimed by the caller, on the caller's goroutine, and
+// runHere runs j, which pushHere returned, on the caller's goroutine, and
 // hands the lane's next job, if any, to a worker.
 func (s *sequencer) runHere(p *nodeSet, j *job) {
-	rep := j.run(s, p)
+	rep := j.send(s, p)
 	if next := s.done(p, j, rep); next != nil {
 		p.work(task{s: s, j: next})
 	}
@@ -199,7 +202,7 @@ func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 		l.lastDelete = j.r
 	}
 	// A delete that starts at once runs its first try under its round's
-	// deadline and watcher; one that waited, and every retry, has its own.
+	// deadline; one that waited, and every retry, has its own.
 	j.shared = j.r.spec.kind == opDelete && !j.reported
 	if !l.busy {
 		l.busy = true
@@ -212,9 +215,9 @@ func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 			s.begin(l, j)
 			return j
 		}
-		if !cur.watched {
-			cur.watched = true
-			cur.r.ctx.watch(cur)
+		if !cur.blocking {
+			cur.blocking = true
+			cur.r.ctx.unstickOnEnd(cur)
 		}
 	}
 	j.shared = false
@@ -304,7 +307,7 @@ func hasDelete(q []*job) bool {
 // the lane.
 func (s *sequencer) drain(p *nodeSet, j *job) {
 	for j != nil {
-		rep := j.run(s, p)
+		rep := j.send(s, p)
 		j = s.done(p, j, rep)
 	}
 }
@@ -389,7 +392,7 @@ func (s *sequencer) retry(p *nodeSet, l *lane, j *job) bool {
 // lane stops waiting for it and parks a fresh try. A delete that lands late
 // is harmless: it removes no generation later than its own.
 //
-// firstTry is set by the round's shared watcher: it gives up only on first
+// firstTry is set by the round's shared deadline: it gives up only on first
 // tries that run under the round's deadline.
 func (s *sequencer) giveUpOn(p *nodeSet, j *job, firstTry bool, try int32) {
 	s.mu.Lock()
@@ -459,8 +462,8 @@ func (j *job) cmd(try int32) *redis.Cmd {
 	return nil
 }
 
-// run sends j to its node, unless it is obsolete, and reports the reply.
-func (j *job) run(s *sequencer, p *nodeSet) reply {
+// send sends j to its node, unless it is obsolete, and reports the reply.
+func (j *job) send(s *sequencer, p *nodeSet) reply {
 	n := p.nodes[j.node]
 	r := j.r
 	var rep reply
@@ -468,44 +471,9 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 	case j.skip != nil:
 		rep = reply{err: j.skip}
 	case r.spec.kind == opWrite:
-		// Not after the round's deadline, whenever its context notices:
-		// the lane's expireBy counts on it.
-		if r.ctx.Err() != nil || !time.Now().Before(r.deadline) {
-			rep = reply{err: errNotSent}
-		} else {
-			c := n.client
-			if j.here {
-				c = n.hereClient() // bounds the call on the caller's goroutine
-			}
-			rep = n.callOn(c, &r.ctx, &r.spec.op, r.args, j.cmd(1))
-		}
+		rep = j.write(n)
 	default:
-		// A delete's deadline runs from when it is sent, however long it
-		// waited in the lane.
-		try := j.tries.Add(1)
-		op, args := &r.spec.op, r.args
-		if r.spec.tomb > 0 && s.isUnsure(j.node) {
-			o := r.spec.op.withTombstone(r.spec.tomb, r.spec.tombMs)
-			op, args = &o, p.evalArgs(s, &o, nil)
-		}
-		if j.here && try == 1 {
-			// On the caller's goroutine, on a client that bounds the call:
-			// the round's context ends when the caller stops waiting.
-			rep = n.callOn(n.hereClient(), &r.ctx, op, args, j.cmd(try))
-			break
-		}
-		if j.shared {
-			// Started at once on a worker: the delete's own deadline, with
-			// the round's watcher.
-			rep = n.call(&r.ctx, op, args, j.cmd(try))
-			break
-		}
-		// A watcher that fires late, once this try is over, must not give
-		// up on the job's next try: it names its own.
-		c := &roundCtx{expiredF: func() { s.giveUpOn(p, j, false, try) }}
-		c.start(&p.sched, r.base, time.Now().Add(r.spec.callTimeout))
-		rep = n.call(c, op, args, j.cmd(try))
-		c.end(context.Canceled) // returned in time: nobody to give up on
+		rep = j.delete(s, p, n)
 	}
 	rep.node = n.index
 	if r.spec.note != nil {
@@ -523,4 +491,84 @@ func (j *job) run(s *sequencer, p *nodeSet) reply {
 		r.leave()
 	}
 	return rep
+}
+
+// write sends write j to n, unless its round's deadline has passed.
+func (j *job) write(n *node) reply {
+	r := j.r
+	// Not after the round's deadline, whenever its context notices: the
+	// lane's expireBy counts on it.
+	if r.ctx.Err() != nil || !time.Now().Before(r.deadline) {
+		return reply{err: errNotSent}
+	}
+	c := n.client
+	if j.here {
+		c = n.hereClient() // bounds the call on the caller's goroutine
+	}
+	return n.callOn(c, &r.ctx, &r.spec.op, r.args, j.cmd(1))
+}
+
+// delete sends the next try of delete j to n. A delete's deadline runs
+// from when it is sent, however long it waited in the lane.
+func (j *job) delete(s *sequencer, p *nodeSet, n *node) reply {
+	r := j.r
+	try := j.tries.Add(1)
+	op, args := &r.spec.op, r.args
+	if r.spec.tomb > 0 && s.isUnsure(j.node) {
+		o := r.spec.op.withTombstone(r.spec.tomb, r.spec.tombMs)
+		op, args = &o, p.evalArgs(s, &o, nil)
+	}
+	if j.here && try == 1 {
+		// On the caller's goroutine, on a client that bounds the call:
+		// the round's context ends when the caller stops waiting.
+		return n.callOn(n.hereClient(), &r.ctx, op, args, j.cmd(try))
+	}
+	if j.shared {
+		// Started at once on a worker: the delete's own deadline, with
+		// the round's deadline giving up on it.
+		return n.call(&r.ctx, op, args, j.cmd(try))
+	}
+	// A deadline that fires late, once this try is over, must not give
+	// up on the job's next try: it names its own.
+	c := &roundCtx{expiredF: func() { s.giveUpOn(p, j, false, try) }}
+	c.start(&p.sched, r.base, time.Now().Add(r.spec.callTimeout))
+	rep := n.call(c, op, args, j.cmd(try))
+	c.end(context.Canceled) // returned in time: nobody to give up on
+	return rep
+}
+
+// workerIdle is how long an idle worker waits for more work before it exits.
+const workerIdle = time.Second
+
+// task is a lock's lane on one node, to be drained starting with j.
+type task struct {
+	s *sequencer
+	j *job
+}
+
+// work hands t to an idle worker, or starts one. Workers are reused because
+// a fresh goroutine grows its stack anew on every call into go-redis, which
+// costs more than the call's own work on a loopback node.
+func (p *nodeSet) work(t task) {
+	select {
+	case p.tasks <- t:
+	default:
+		go p.worker(t)
+	}
+}
+
+func (p *nodeSet) worker(t task) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		t.s.drain(p, t.j)
+		idle.Reset(workerIdle)
+		select {
+		case t = <-p.tasks:
+		case <-idle.C:
+			return
+		case <-p.life.closing:
+			return
+		}
+	}
 }

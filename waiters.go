@@ -29,29 +29,32 @@ import (
 // While it waits, the head offers to be handed the lock by a Release of this
 // Client in the release's own round (handover.go).
 
-// releaseChannelPrefix names a key's release channel; the release script
-// publishes to it (scripts/release.lua).
+// releaseChannelPrefix names a key's release channel: a key's channel is
+// the prefix and the key. This is its one definition in Go; the scripts
+// that publish to it (scripts/release.lua) and count its subscribers
+// (scripts/handover.lua) spell it as a Lua literal, and
+// TestReleaseChannelSpelling keeps the three equal.
 const releaseChannelPrefix = "redlock:released:"
 
 // waiters is one Client's queues and subscriptions.
 type waiters struct {
 	c      *Client
-	mu     sync.Mutex
+	mu     sync.Mutex           // lock order: before nodeSub.mu and lifecycle.mu only (docs/internals.md)
 	queues map[string]*keyQueue // by key
-	subs   []*nodeSub           // by node; nil until a key is first watched
+	subs   []*nodeSub           // by node; nil until a key is first subscribed to
 }
 
 // keyQueue is the Acquire calls of one Client waiting for one key.
 type keyQueue struct {
 	key     string
 	waiters []*waiter // FIFO; waiters[0] contends
-	// watched: the key's channel is subscribed on every node. heard marks the
+	// subscribed: the key's channel is subscribed on every node. heard marks the
 	// nodes that announced a release since the head's last attempt, and
 	// confirmed those whose subscription the server confirmed.
-	watched   bool
-	heard     []bool
-	confirmed []bool
-	ready     chan struct{} // closed when a quorum confirmed the subscription
+	subscribed bool
+	heard      []bool
+	confirmed  []bool
+	ready      chan struct{} // closed when a quorum confirmed the subscription
 	// streak counts the handovers in a row made while other clients
 	// waited (handover.go).
 	streak int
@@ -125,7 +128,7 @@ func (w *waiters) leave(key string, wt *waiter, acquired bool) {
 	}
 	if len(q.waiters) == 0 {
 		delete(w.queues, key)
-		if q.watched {
+		if q.subscribed {
 			w.send(subOp{channel: releaseChannelPrefix + key, unsubscribe: true})
 		}
 	}
@@ -145,18 +148,18 @@ func (w *waiters) beforeAttempt(key string) {
 	}
 }
 
-// watch subscribes to key's release channel on every node, once per queue,
+// subscribe subscribes to key's release channel on every node, once per queue,
 // and returns a channel closed when a quorum of nodes confirmed it (or nil
-// when it already was watched: nothing to wait for).
-func (w *waiters) watch(key string) <-chan struct{} {
+// when it already was: nothing to wait for).
+func (w *waiters) subscribe(key string) <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[key]
-	if q == nil || q.watched {
+	if q == nil || q.subscribed {
 		return nil
 	}
 	n := len(w.c.nodes.nodes)
-	q.watched = true
+	q.subscribed = true
 	q.heard, q.confirmed = make([]bool, n), make([]bool, n)
 	q.ready = make(chan struct{})
 	w.send(subOp{channel: releaseChannelPrefix + key})
@@ -169,7 +172,7 @@ func (w *waiters) hint(node int, key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[key]
-	if q == nil || !q.watched || len(q.waiters) == 0 {
+	if q == nil || !q.subscribed || len(q.waiters) == 0 {
 		return
 	}
 	q.heard[node] = true
@@ -193,7 +196,7 @@ func (w *waiters) confirm(node int, channel string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[channel[len(releaseChannelPrefix):]]
-	if q == nil || !q.watched || q.confirmed[node] {
+	if q == nil || !q.subscribed || q.confirmed[node] {
 		return
 	}
 	q.confirmed[node] = true
@@ -202,15 +205,56 @@ func (w *waiters) confirm(node int, channel string) {
 	}
 }
 
-// count is how many of b are set: nodes that did or may do something.
-func count(b []bool) int {
-	n := 0
-	for _, x := range b {
-		if x {
-			n++
+// postOffer posts wt's postOffer to be handed the lock while it waits.
+func (w *waiters) postOffer(wt *waiter, off *handOffer) {
+	w.mu.Lock()
+	wt.offer = off
+	w.mu.Unlock()
+}
+
+// withdraw takes back wt's offer and returns it if a Release took it: the
+// caller must wait for its outcome.
+func (w *waiters) withdraw(wt *waiter) *handOffer {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	off := wt.offer
+	wt.offer = nil
+	if off != nil && off.done != nil {
+		return off
+	}
+	return nil
+}
+
+// takeOffer takes the offer of key's head waiter, if it posted one, and reports
+// whether this Client subscribes to the key's release channel and whether it may
+// hand over although other clients wait.
+func (w *waiters) takeOffer(key string) (off *handOffer, subscribed, streak bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[key]
+	if q == nil || len(q.waiters) == 0 {
+		return nil, false, false
+	}
+	off = q.waiters[0].offer
+	if off == nil || off.done != nil {
+		return nil, false, false
+	}
+	off.done = make(chan struct{})
+	return off, q.subscribed, q.streak < maxStreak
+}
+
+// handedOver counts a handover of key made while other clients waited
+// (inStreak), or ends the streak.
+func (w *waiters) handedOver(key string, inStreak bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.queues[key]; q != nil {
+		if inStreak {
+			q.streak++
+		} else {
+			q.streak = 0
 		}
 	}
-	return n
 }
 
 func notify(ch chan struct{}) {
@@ -249,7 +293,7 @@ type nodeSub struct {
 	node int
 	ps   *redis.PubSub
 
-	mu      sync.Mutex
+	mu      sync.Mutex // lock order: a leaf (docs/internals.md)
 	pending []subOp
 	kick    chan struct{} // capacity 1: pending has work
 }

@@ -27,6 +27,7 @@
 local v = redis.call('GET', KEYS[1])
 if v then
   if string.sub(v, 1, #ARGV[5]) == ARGV[5] then
+    -- The key's release channel: releaseChannelPrefix in waiters.go.
     local channel = 'redlock:released:' .. KEYS[1]
     local ok, subs = pcall(redis.call, 'PUBSUB', 'NUMSUB', channel)
     local mine, streak = tonumber(ARGV[6]), false

@@ -54,6 +54,7 @@ if limit > 0 then
 end
 redis.call('DEL', KEYS[1])
 if limit == 0 then
+  -- The key's release channel: releaseChannelPrefix in waiters.go.
   pcall(redis.call, 'PUBLISH', 'redlock:released:' .. KEYS[1], '')
 end
 return 1

@@ -1,0 +1,414 @@
+package redlock
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Acquire takes the lock on key for ttl, retrying until it succeeds, the
+// Client's RetryStrategy gives up, or ctx ends. All attempts of one call
+// share one token, so an attempt whose reply was lost but whose write landed
+// does not lock out its own retry.
+//
+// While the key is busy, Acquire waits to be woken rather than polling: the
+// Acquire calls of one Client for one key queue in FIFO order and only the
+// first contends on the nodes; it attempts again when a quorum of nodes
+// announced the key's release (pub/sub), when a Lock of this Client
+// released it, or at the latest when the holder's remaining TTL or the
+// RetryStrategy's wait has passed, whichever is first. Without pub/sub (an
+// ACL that refuses it) that last rule alone applies.
+//
+// A failed Acquire returns an error matching ErrNotAcquired, and also
+// ctx.Err() when ctx ended. When so many nodes fail (refuse connections, do
+// not answer in time, answer with errors) that no quorum can be asked,
+// Acquire gives up after the unavailability bound (WithUnavailableTimeout,
+// DefaultUnavailableTimeout by default) even when ctx has no deadline, with
+// an error that also matches ErrUnavailable and names each node's cause; a
+// busy key never ends the wait that way. Whatever was written by a failed
+// attempt is deleted again on every node, in the background, even after ctx
+// ended.
+func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	return c.observedAcquire(ctx, "acquire", key, ttl, opts, true)
+}
+
+// observedAcquire is Acquire (retry) or TryAcquire, told to the hooks and
+// the log as op when they are on.
+func (c *Client) observedAcquire(ctx context.Context, op, key string, ttl time.Duration, opts []AcquireOption, retry bool) (*Lock, error) {
+	if !c.obs.on {
+		return c.acquire(ctx, key, ttl, opts, retry)
+	}
+	start := time.Now()
+	l, err := c.acquire(ctx, key, ttl, opts, retry)
+	c.obs.done(op, key, start, err)
+	return l, err
+}
+
+// acquire validates the request and takes the lock: for its owner
+// (WithOwner), who may hold it already, or on the nodes.
+func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption, retry bool) (*Lock, error) {
+	l, ttl, err := c.prepare(ctx, key, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer c.nodes.life.end()
+	if l.owner != "" {
+		return c.asOwner(ctx, l, ttl, retry)
+	}
+	return c.acquireOnNodes(ctx, l, ttl, retry)
+}
+
+// acquireOnNodes acquires l on the nodes: as Acquire does (retry), or with
+// TryAcquire's one attempt.
+func (c *Client) acquireOnNodes(ctx context.Context, l *Lock, ttl time.Duration, retry bool) (*Lock, error) {
+	if retry {
+		return c.contend(ctx, l, ttl)
+	}
+	if err := c.attempt(ctx, l, ttl, ttl.Milliseconds(), 1); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// contend acquires l on the nodes for Acquire: at once, or in its turn
+// among this Client's Acquire calls that wait for the key. It attempts until
+// an attempt succeeds or a Release hands the lock over (got), or it gives
+// up (err).
+func (c *Client) contend(ctx context.Context, l *Lock, ttl time.Duration) (*Lock, error) {
+	cn := contender{c: c, l: l, ttl: ttl, ttlArg: ttl.Milliseconds()}
+	defer cn.leave()
+	// The first attempt goes straight to the nodes unless others of this
+	// Client already wait for the key: an uncontended Acquire costs the
+	// queue nothing.
+	var got bool
+	var err error
+	if c.waits.waiting(l.key) {
+		cn.wt = c.waits.join(l.key)
+		got, err = c.awaitTurn(ctx, cn.wt, l, ttl, cn.ttlArg)
+	}
+	for failed := 1; !got && err == nil; failed++ {
+		got, err = cn.attempt(ctx, failed)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cn.acquired = true
+	return l, nil
+}
+
+// contender is one Acquire's state while it contends for its key.
+type contender struct {
+	c        *Client
+	l        *Lock
+	ttl      time.Duration
+	ttlArg   any     // ttl in milliseconds, boxed once for every attempt
+	wt       *waiter // its place in the key's queue, once it joined
+	acquired bool    // it leaves the queue holding the lock
+	// subscribed: it has subscribed to the key's release channel, and
+	// attempted again once the subscription took effect.
+	subscribed bool
+}
+
+// leave takes the Acquire out of the key's queue, if it joined.
+func (cn *contender) leave() {
+	if cn.wt != nil {
+		cn.c.waits.leave(cn.l.key, cn.wt, cn.acquired)
+	}
+}
+
+// attempt makes attempt number failed (the count of those that failed
+// before it, plus one) and, when it fails, waits for the next one. It
+// reports whether the lock is held, by the attempt or handed over while it
+// waited, or the error that ends the Acquire.
+func (cn *contender) attempt(ctx context.Context, failed int) (got bool, err error) {
+	c := cn.c
+	if cn.wt != nil {
+		c.waits.beforeAttempt(cn.l.key)
+	}
+	err = c.attempt(ctx, cn.l, cn.ttl, cn.ttlArg, failed)
+	if err == nil {
+		return true, nil
+	}
+	wait, stop := c.backoff(ctx, err, failed)
+	if stop != nil {
+		return false, stop
+	}
+	return cn.await(ctx, err, wait)
+}
+
+// backoff returns how long to wait after attempt number failed failed with
+// err, or the error that ends the Acquire.
+func (c *Client) backoff(ctx context.Context, err error, failed int) (time.Duration, error) {
+	if errors.Is(err, ErrInvalidArgument) {
+		return 0, err
+	}
+	if ctx.Err() != nil {
+		return 0, withCause(err, ctx.Err())
+	}
+	if c.unavailableTooLong(err) {
+		return 0, err
+	}
+	wait, ok := c.cfg.retry.Backoff(failed)
+	if !ok {
+		return 0, err
+	}
+	return wait, nil
+}
+
+// await waits, after an attempt failed with err, until the next attempt:
+// for the Acquire's turn in the key's queue, which it joins now; for its
+// subscription to the key's release channel to take effect; or for a
+// release hint, the holder's remaining TTL or wait, whichever comes first.
+// A Release of this Client may hand it the lock meanwhile (got).
+func (cn *contender) await(ctx context.Context, err error, wait time.Duration) (got bool, werr error) {
+	c, key := cn.c, cn.l.key
+	if cn.wt == nil {
+		cn.wt = c.waits.join(key)
+		select {
+		case <-cn.wt.turn: // at the head at once: wait below
+		default:
+			return c.awaitTurn(ctx, cn.wt, cn.l, cn.ttl, cn.ttlArg)
+		}
+	}
+	if !cn.subscribed {
+		// Subscribe, then attempt again at once: a release that came
+		// before the subscription took effect is not missed.
+		cn.subscribed = true
+		if ready := c.waits.subscribe(key); ready != nil {
+			timer := time.NewTimer(c.cfg.nodeTimeout(cn.ttl))
+			werr := c.await(ctx, ready, timer.C)
+			timer.Stop()
+			if werr != nil {
+				return false, withCause(err, werr)
+			}
+			return false, nil
+		}
+	}
+	var qe *QuorumError
+	if errors.As(err, &qe) && qe.holderTTL >= 0 {
+		wait = min(wait, qe.holderTTL+time.Millisecond)
+	}
+	timer := time.NewTimer(wait)
+	got, werr = c.awaitHandover(ctx, cn.wt, c.newOffer(cn.l, cn.ttl, cn.ttlArg), cn.wt.wake, timer.C)
+	timer.Stop()
+	if got {
+		return true, nil
+	}
+	if werr != nil {
+		return false, withCause(err, werr)
+	}
+	return false, nil
+}
+
+// unavailableTooLong notes whether a failed attempt's err matches
+// ErrUnavailable, and reports whether the Client's attempts have failed
+// that way, in a row, for the unavailability bound.
+func (c *Client) unavailableTooLong(err error) bool {
+	now := time.Now().UnixNano()
+	if !errors.Is(err, ErrUnavailable) {
+		c.downSince.Store(0)
+		return false
+	}
+	if c.downSince.CompareAndSwap(0, now) {
+		return false
+	}
+	return time.Duration(now-c.downSince.Load()) >= c.cfg.unavailable
+}
+
+// awaitTurn waits until wt is at the head of key's queue. When the head
+// before it left holding the lock, it then waits for that lock's release
+// (the Client's own Release wakes it, or a quorum of release hints) or the
+// first backoff, rather than attempt at once and be refused; that lock's
+// Release may hand it over meanwhile (got).
+func (c *Client) awaitTurn(ctx context.Context, wt *waiter, l *Lock, ttl time.Duration, ttlArg any) (got bool, err error) {
+	key := l.key
+	if err := c.await(ctx, wt.turn, nil); err != nil {
+		return false, fmt.Errorf("%w: %q: waiting behind an earlier Acquire of this Client: %w", ErrNotAcquired, showKey(key), err)
+	}
+	if !wt.afterHolder {
+		return false, nil
+	}
+	wait, _ := c.cfg.retry.Backoff(1)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	got, err = c.awaitHandover(ctx, wt, c.newOffer(l, ttl, ttlArg), wt.wake, timer.C)
+	if err != nil {
+		return false, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
+	}
+	return got, nil
+}
+
+// await waits for ch or timeUp, and reports ctx's error or ErrClosed when
+// either comes first.
+func (c *Client) await(ctx context.Context, ch <-chan struct{}, timeUp <-chan time.Time) error {
+	select {
+	case <-ch:
+		return nil
+	case <-timeUp:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.nodes.life.closing:
+		return ErrClosed
+	}
+}
+
+// TryAcquire makes one attempt to take the lock on key for ttl. It fails with
+// an error matching ErrNotAcquired when the lock is held elsewhere or too few
+// nodes answered in time (and ErrUnavailable when so many failed that no
+// quorum could be asked); then it rolls back as Acquire does.
+func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	return c.observedAcquire(ctx, "try-acquire", key, ttl, opts, false)
+}
+
+// prepare validates a lock request before anything is sent and makes the
+// handle that carries the token across attempts. On success the caller must
+// call c.nodes.life.end when done.
+func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*Lock, time.Duration, error) {
+	if ctx == nil {
+		return nil, 0, invalid("nil context")
+	}
+	ac, err := acquireOptions(opts)
+	if err != nil {
+		return nil, 0, err
+	}
+	if key == "" {
+		return nil, 0, invalid("empty key")
+	}
+	ttl, err = c.cfg.checkTTL(ttl)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
+	}
+	if err := c.nodes.life.begin(); err != nil {
+		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
+	}
+	return c.newLock(key, ac), ttl, nil
+}
+
+// acquireOptions applies and validates the options of one call.
+func acquireOptions(opts []AcquireOption) (acquireConfig, error) {
+	var ac acquireConfig
+	if len(opts) > 0 {
+		p := new(acquireConfig) // applyAcquire's receiver escapes: only with options
+		for _, o := range opts {
+			if o == nil {
+				return ac, invalid("nil acquire option")
+			}
+			o.applyAcquire(p)
+		}
+		ac = *p
+	}
+	return ac, ac.validate()
+}
+
+// newLock makes the handle of an Acquire of key, with its token.
+func (c *Client) newLock(key string, ac acquireConfig) *Lock {
+	token := rand.Text()
+	prefix, holder := token+".", any(nil)
+	if ac.ownerSet {
+		// Any Lock of the owner takes the key over (the holder's prefix);
+		// each deletes and extends only its own values (the Lock's).
+		token = ownerToken(ac.owner)
+		holder = token + "~"
+		prefix = token + "~" + rand.Text()[:10] + "."
+	}
+	var prefixArg any = prefix
+	if holder == nil {
+		holder = prefixArg
+	}
+	l := &Lock{
+		client:    c,
+		key:       key,
+		token:     token,
+		owner:     ac.owner,
+		prefix:    prefix,
+		prefixArg: prefixArg,
+		holderArg: holder,
+		seq:       newSequencer(len(c.nodes.nodes)),
+		extending: make(chan struct{}, 1),
+		holds:     1,
+	}
+	if c.cfg.fencing {
+		l.fenceKey = fenceKeyFor(key)
+	}
+	return l
+}
+
+// attempt is one round of the Redlock algorithm: write the key on every node
+// in parallel, count the confirmations, and keep the lock only with a quorum
+// and validity left. Otherwise delete what we may have written, everywhere.
+// Each attempt writes its own generation, so the rollback of a failed attempt
+// can never delete what a later attempt wrote.
+func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg any, n int) (err error) {
+	if c.obs.on {
+		start := time.Now()
+		defer func() { c.obs.attempt(l.key, n, start, err) }()
+	}
+	timeout := c.cfg.nodeTimeout(ttl)
+	if err := c.nodes.checkServers(timeout); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
+	}
+	start := c.cfg.clock.Now()
+	until := c.cfg.validUntil(start, ttl)
+	v := l.nextValue()
+
+	op := acquireOp(l.key, v, ttlArg)
+	if c.cfg.fencing {
+		op = acquireFencedOp(l.key, l.fenceKey, v, ttlArg, c.cfg.horizonArg)
+	}
+	if c.cfg.restartGuard > 0 {
+		op = op.guarded(c.cfg.guardArg)
+	}
+	t, err := c.nodes.sendAndCount(ctx, l.seq, writeRound(op, timeout, ttl))
+	var fence uint64
+	if err == nil && t.reached() && c.cfg.fencing {
+		fence, t, err = c.commitFence(ctx, l, v, t, timeout, ttl)
+	}
+	quorum := err == nil && t.reached()
+	now := c.cfg.clock.Now()
+	if quorum && now.Before(until) {
+		l.mu.Lock()
+		l.until, l.ttl, l.fence = until, ttl, fence
+		l.mu.Unlock()
+		return nil
+	}
+	c.rollback(l, v, ttl, t)
+	qe := newQuorumError("acquire", l.key, ErrNotAcquired, err, t, c.nodes)
+	if quorum {
+		qe.Elapsed = now.Sub(start)
+	}
+	return qe
+}
+
+// rollback deletes, in the background, what l's failed write of v for ttl
+// may have left: on every node that did not refuse it, only v's generation
+// or an earlier one.
+func (c *Client) rollback(l *Lock, v value, ttl time.Duration, t *tally) {
+	only := t.unrefused()
+	c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, v, v.gen),
+		wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: only,
+		tomb: v.gen, tombMs: tombMs(ttl)})
+	if c.obs.on {
+		c.obs.rollback(l.key, count(only))
+	}
+}
+
+// withCause adds a context's error to a failed attempt's error, unless the
+// attempt already carries one.
+func withCause(err, cause error) error {
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	if qe.cause != nil {
+		return err
+	}
+	cp := *qe
+	cp.cause = cause
+	return &cp
+}
