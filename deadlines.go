@@ -52,7 +52,7 @@ func (d *deadlines) remove(t *timed) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	i := t.idx
-	if i < 0 {
+	if i < 0 || i >= len(d.heap) || d.heap[i] != t { // a timed never added has idx 0
 		return false
 	}
 	last := len(d.heap) - 1
@@ -100,10 +100,11 @@ func (d *deadlines) fireDue() {
 		d.mu.Unlock()
 		// Several due at once fire side by side, as their own timers
 		// would have: one that blocks (a hook, a contended lock) does not
-		// hold back the others' deadlines. The last fires here.
+		// hold back the others' deadlines. The last fires here, unless
+		// more are due after this batch.
 		for i, t := range due[:k] {
 			due[i] = nil
-			if i < k-1 {
+			if i < k-1 || more {
 				go t.f.fire()
 			} else {
 				t.f.fire()

@@ -213,24 +213,17 @@ func TestDeadlinesRearm(t *testing.T) {
 	waitClosed(t, againFired, "an entry added after the heap emptied")
 }
 
-// TestDeadlinesRun: run fires every entry that is due, more than its batch
+// TestDeadlinesFireDue: fireDue fires every entry that is due, more than its batch
 // of 16 included, and no entry that is not; it leaves the others in the
 // heap with the timer armed for the earliest; entries due together fire
 // side by side, so one that blocks holds back none of the others.
-func TestDeadlinesRun(t *testing.T) {
+func TestDeadlinesFireDue(t *testing.T) {
 	for _, due := range []int{5, 16, 40} {
 		t.Run(strconv.Itoa(due)+" due", func(t *testing.T) {
-			if due > 16 {
-				// Fails (each entry after the 16th waits for the blocked
-				// one): remove the skip once run is fixed.
-				t.Skip("KNOWN: with more than 16 due, deadlines.run fires the last of each batch of 16 on its own goroutine " +
-					"and waits for it before the next batch, so one that blocks holds back later deadlines; " +
-					"clock.go says one that blocks holds back none of the others")
-			}
 			var d deadlines
 			stopTimer(t, &d)
 			// The timer exists but fires nothing on its own, and is armed
-			// so far back that add leaves it alone: run is called here.
+			// so far back that add leaves it alone: fireDue is called here.
 			d.timer = time.AfterFunc(time.Hour, func() {})
 			d.armed = time.Now().Add(-24 * time.Hour)
 			now := time.Now()
@@ -256,7 +249,7 @@ func TestDeadlinesRun(t *testing.T) {
 				d.add(e)
 			}
 			ran := make(chan struct{})
-			go func() { d.run(); close(ran) }()
+			go func() { d.fireDue(); close(ran) }()
 			all := make(chan struct{})
 			go func() { fired.Wait(); close(all) }()
 			select {
@@ -266,12 +259,28 @@ func TestDeadlinesRun(t *testing.T) {
 				t.Fatalf("with %d due, only %d fired while some blocked: one that blocks held back the others", due, count.Load())
 			}
 			close(release)
-			waitClosed(t, ran, "run returning")
+			waitClosed(t, ran, "fireDue returning")
 			d.mu.Lock()
 			defer d.mu.Unlock()
 			if len(d.heap) != 2 || d.heap[0] != future[1] || !d.armed.Equal(future[1].at) {
-				t.Fatalf("after run: %d entries left, armed for %v; want the 2 not due, armed for the earliest", len(d.heap), d.armed)
+				t.Fatalf("after fireDue: %d entries left, armed for %v; want the 2 not due, armed for the earliest", len(d.heap), d.armed)
 			}
 		})
+	}
+}
+
+// TestDeadlinesRemoveNeverAdded: removing a timed that was never added (its
+// zero idx is 0) reports false and leaves the pending entry at the heap's
+// top alone.
+func TestDeadlinesRemoveNeverAdded(t *testing.T) {
+	var d deadlines
+	pending := &timed{at: time.Now().Add(time.Hour), f: firerFunc(func() {})}
+	d.add(pending)
+	t.Cleanup(func() { d.remove(pending); d.timer.Stop() })
+	if d.remove(&timed{}) {
+		t.Fatal("remove of a timed never added reported it pending")
+	}
+	if len(d.heap) != 1 || d.heap[0] != pending || pending.idx != 0 {
+		t.Fatal("remove of a timed never added took another entry off the heap")
 	}
 }

@@ -125,7 +125,7 @@ func TestLaneOrder(t *testing.T) {
 	if !l.busy || l.current != w || !slices.Equal(l.queue, []*job{d1, w2, d2, w3}) {
 		t.Fatalf("lane: busy %v, current is w %v, queue %v", l.busy, l.current == w, l.queue)
 	}
-	if !w.watched || !slices.Contains(w.r.ctx.watched, w) {
+	if !w.blocking || !slices.Contains(w.r.ctx.stuck, w) {
 		t.Fatal("the write others wait behind is not watched by its round's context")
 	}
 	if d1.shared || d2.shared {
@@ -222,23 +222,23 @@ func TestLaneDetachOverWrite(t *testing.T) {
 	}
 }
 
-// TestLaneClaim: claim hands an idle lane's job to the caller (here, with
+// TestLanePushHere: pushHere hands an idle lane's job to the caller (here, with
 // its own deadline rather than the round's shared one) and queues it on a
 // busy lane instead.
-func TestLaneClaim(t *testing.T) {
+func TestLanePushHere(t *testing.T) {
 	p := idleNodeSet(t, 1)
 	s := newSequencer(1)
 	defer forget(s)
 	d := &laneRound(t, p, s, opDelete, 0, 0).jobs[0]
-	if got := s.claim(p, d); got != d || !d.here || d.shared {
-		t.Fatalf("claim on an idle lane: got d %v, here %v, shared %v", got == d, d.here, d.shared)
+	if got := s.pushHere(p, d); got != d || !d.here || d.shared {
+		t.Fatalf("pushHere on an idle lane: got d %v, here %v, shared %v", got == d, d.here, d.shared)
 	}
 	d2 := &laneRound(t, p, s, opDelete, 0, 0).jobs[0]
-	if got := s.claim(p, d2); got != nil || d2.here {
-		t.Fatal("claim on a busy lane handed the job to the caller")
+	if got := s.pushHere(p, d2); got != nil || d2.here {
+		t.Fatal("pushHere on a busy lane handed the job to the caller")
 	}
 	if l := laneState(s, 0); !slices.Equal(l.queue, []*job{d2}) {
-		t.Fatal("claim on a busy lane did not queue the job")
+		t.Fatal("pushHere on a busy lane did not queue the job")
 	}
 }
 
@@ -284,7 +284,7 @@ func TestLaneUnsure(t *testing.T) {
 	defer forget(s2)
 	d := &laneRound(t, p, s2, opDelete, 0, 0).jobs[0]
 	enqueueLocked(s2, p, d)
-	d.tries.Store(1) // as job.run counts it
+	d.tries.Store(1) // as job.send counts it
 	p.life.add(1)
 	s2.done(p, d, reply{err: ErrNoReply}) // no write ever set expireBy: not retried
 	if s2.isUnsure(0) {
@@ -380,7 +380,7 @@ func TestLaneRetryBounds(t *testing.T) {
 }
 
 // TestRoundCtxWatch: when the round of a write that a lane waits for ends,
-// the lane moves on without it (roundCtx.watch, sequencer.unstick): the
+// the lane moves on without it (roundCtx.unstickOnEnd, sequencer.unstick): the
 // write is stranded and the next job runs, here a write whose own round is
 // over, which is not sent. A write watched after its round ended unsticks
 // its lane at once.
@@ -401,7 +401,7 @@ func TestRoundCtxWatch(t *testing.T) {
 				s.lanes[0].queue = append(s.lanes[0].queue, next)
 				s.mu.Unlock()
 				w.r.ctx.end(context.Canceled)
-				w.r.ctx.watch(w)
+				w.r.ctx.unstickOnEnd(w)
 			} else {
 				if enqueueLocked(s, p, next) != nil {
 					t.Fatal("a write overtook a write whose round is on")
