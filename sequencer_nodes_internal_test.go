@@ -181,13 +181,7 @@ func TestLaneDeleteWaitsForWrite(t *testing.T) {
 	if reps[0].status != statusOK {
 		t.Fatalf("the delete ran before the write landed: %+v", reps[0])
 	}
-	if got := wlog.get(); len(got) != 1 || got[0].status != statusOK {
-		t.Fatalf("the write's reply: %+v", got)
-	}
-	if got := e.get(0, key); got != "" {
-		t.Fatalf("the key is %q after the delete", got)
-	}
-	waitFor(t, "the lane settling", func() bool { return seq.unsettled() == nil })
+	e.requireWrittenThenGone(t, seq, &wlog, key)
 }
 
 // TestLaneGoesOnWithoutOverWrite: a lane does not wait for a write whose
@@ -226,11 +220,18 @@ func TestLaneGoesOnWithoutOverWrite(t *testing.T) {
 	if reps[1].status != statusOK {
 		t.Fatalf("the delete sent again: %+v; want the late write's key deleted", reps[1])
 	}
+	e.requireWrittenThenGone(t, seq, &wlog, key)
+}
+
+// requireWrittenThenGone checks the end of a write followed by a delete on
+// node 0: the write was confirmed, the key is gone, and the lane settles.
+func (e *laneNodes) requireWrittenThenGone(t *testing.T, seq *sequencer, wlog *replyLog, key string) {
+	t.Helper()
 	if got := wlog.get(); len(got) != 1 || got[0].status != statusOK {
-		t.Fatalf("the late write's reply: %+v", got)
+		t.Fatalf("the write's reply: %+v", got)
 	}
 	if got := e.get(0, key); got != "" {
-		t.Fatalf("the late write's key is left: %q", got)
+		t.Fatalf("the key is %q after the delete", got)
 	}
 	waitFor(t, "the lane settling", func() bool { return seq.unsettled() == nil })
 }
