@@ -277,6 +277,9 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 	if key == "" {
 		return nil, 0, invalid("empty key")
 	}
+	if what := reservedKey(key); what != "" {
+		return nil, 0, invalid("key %q is reserved: %s", showKey(key), what)
+	}
 	ttl, err = c.cfg.checkTTL(ttl)
 	if err != nil {
 		return nil, 0, err
@@ -364,7 +367,10 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	if c.cfg.restartGuard > 0 {
 		op = op.guarded(c.cfg.guardArg)
 	}
-	t, err := c.nodes.sendAndCount(ctx, l.seq, writeRound(op, timeout, ttl))
+	spec := writeRound(op, timeout, ttl)
+	spec.hearChains = l.prefixArg != l.holderArg // only an owner's Lock takes another over
+	t, err := c.nodes.sendAndCount(ctx, l.seq, spec)
+	acq := t
 	var fence uint64
 	if err == nil && t.reached() && c.cfg.fencing {
 		fence, t, err = c.commitFence(ctx, l, v, t, timeout, ttl)
@@ -375,6 +381,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 		l.mu.Lock()
 		l.until, l.ttl, l.fence = until, ttl, fence
 		l.mu.Unlock()
+		c.settle(l, v, ttl, acq)
 		return nil
 	}
 	c.rollback(l, v, ttl, t)
@@ -396,6 +403,23 @@ func (c *Client) rollback(l *Lock, v value, ttl time.Duration, t *tally) {
 	if c.obs.on {
 		c.obs.rollback(l.key, count(only))
 	}
+}
+
+// settle drops, in the background, the chain that l's held write of v
+// keeps on the nodes where it took over another Lock of its owner
+// (take.lua): the Lock holds, so its takeover is final and nothing will be
+// put back. An extension of the same generation does it, and changes
+// nothing where a later call of l got there first.
+// The acquire heard every node once one kept a chain (hearChains); a node
+// that did not answer in time keeps its chain until the Lock's next
+// extension or its Release.
+func (c *Client) settle(l *Lock, v value, ttl time.Duration, acq *tally) {
+	if acq.chained == 0 {
+		return
+	}
+	only := acq.where(func(r reply) bool { return r.chained })
+	c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opWrite, op: extendOp(l.key, v, ttl.Milliseconds()),
+		wait: c.cfg.nodeTimeout(ttl), ttl: ttl, only: only})
 }
 
 // withCause adds a context's error to a failed attempt's error, unless the

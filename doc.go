@@ -62,21 +62,25 @@
 // scripts let any Lock of the owner take the key over, and every other
 // script touches only the Lock's own values, so a superseded Lock of the
 // owner never deletes or extends its successor's key. An attempt that takes
-// over another Lock's value appends "|" and that value to its own, and keeps
-// at least its expiry; the attempt's rollback puts that value back, so a
-// takeover that fails leaves a still-valid Lock of the owner where it was.
+// over another Lock's value keeps that value and its deadline behind its
+// own, and keeps at least its expiry; the attempt's rollback puts that value
+// back with its own expiry, so a takeover that fails leaves a still-valid
+// Lock of the owner where it was, and no longer. A Release of the replaced
+// Lock meanwhile takes it out, so nothing puts a released Lock back; once the
+// attempt's Lock holds, what it replaced is dropped.
 //
 // A write whose reply never came may still be in the network: a client with
 // ContextTimeoutEnabled closes its connection at the deadline, but bytes it
 // already wrote can reach the node later, after the delete that was meant
 // to remove them. So a delete that finds the key absent on a node where one
 // of the Lock's writes got no reply leaves a tombstone there: a value that
-// every script reads as an absent key, except that the acquire scripts
-// refuse a write of that Lock up to the generation it names, and then cut
-// the tombstone's life to a second (for a copy go-redis may have sent
-// again). A tombstone lives the lock's TTL, at most two seconds: a write
-// delayed longer than that after the delete still lands, and then keeps the
-// key for at most its TTL. docs/late-writes.md has the details.
+// every script reads as an absent key, except that the acquire scripts and
+// the restore of an Extend refuse a write of that Lock up to the generation
+// it names. Each later delete of the Lock raises it to the Lock's latest
+// write, and never shortens it. A tombstone lives the lock's TTL, at most
+// two seconds: a write delayed longer than that after the delete still
+// lands, and then keeps the key for at most its TTL. docs/late-writes.md
+// has the details, and what each script does with what it finds.
 //
 // Release and Extend run holder-checked scripts on every node and need a
 // quorum of confirmations. Extend only refreshes nodes that still hold our

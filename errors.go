@@ -21,8 +21,10 @@ var (
 	// or been released locally.
 	ErrNotHeld = errors.New("redlock: not held")
 	// ErrInvalidArgument is matched by every error caused by bad input: an empty
-	// key, a TTL that cannot leave positive validity, a nil context, a bad
-	// option or node list. Nothing is sent to any node in that case.
+	// key or one the library keeps its own values under (redlock:boot, a name
+	// containing ":redlock:fence"), a TTL that cannot leave positive validity,
+	// a nil context, a bad option or node list. Nothing is sent to any node in
+	// that case.
 	ErrInvalidArgument = errors.New("redlock: invalid argument")
 	// ErrClosed means the Client was closed before the call.
 	ErrClosed = errors.New("redlock: client closed")

@@ -81,14 +81,18 @@ func FenceKey(key string) string { return fenceKeyFor(key) }
 func fenceKeyFor(key string) string {
 	if open := strings.IndexByte(key, '{'); open >= 0 {
 		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
-			return key + ":redlock:fence"
+			return key + fenceSuffix
 		}
 	}
 	if strings.IndexByte(key, '}') < 0 {
-		return "{" + key + "}:redlock:fence"
+		return "{" + key + "}" + fenceSuffix
 	}
-	return slotSuffix(key, key+":redlock:fence:")
+	return slotSuffix(key, key+fenceSuffix+":")
 }
+
+// fenceSuffix is in every fencing counter's name, and in no lock's key
+// (reservedKey).
+const fenceSuffix = ":redlock:fence"
 
 // slotSuffix returns prefix plus four characters from [0-9a-z] such that the
 // whole hashes to key's slot, key having no valid hash tag (nor can the

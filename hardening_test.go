@@ -2,11 +2,8 @@ package redlock_test
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -182,10 +179,7 @@ func TestRollbackSparesLaterAttempt(t *testing.T) {
 		redlock.WithRetry(redlock.ExponentialBackoff(20*time.Millisecond, 40*time.Millisecond)))
 	ctx := t.Context()
 	key := newKey(t)
-	src, err := os.ReadFile("scripts/release.lua")
-	require.NoError(t, err)
-	sum := sha1.Sum(src)
-	caught := e.proxies[0].HoldNext([]byte(hex.EncodeToString(sum[:])))
+	caught := e.proxies[0].HoldNext(scriptSHA(t, "scripts/release.lua"))
 
 	// Another holder on nodes 1 and 2, for a little while: the first attempt
 	// fails, takes node 0 and is rolled back there; a later one succeeds.

@@ -319,18 +319,29 @@ func loadScripts(t testing.TB, addrs ...string) {
 	}
 }
 
-// scriptSource is the script that the library runs for scripts/ file f: the
-// acquire scripts call take(), which scripts/take.lua, prepended, defines.
+// scriptSource is the script that the library runs for scripts/ file f:
+// the acquire scripts call take(), which scripts/take.lua, prepended,
+// defines, and the scripts that write a lock key use what scripts/lib.lua,
+// prepended before it, defines.
 func scriptSource(t testing.TB, f string) string {
 	t.Helper()
-	src, err := os.ReadFile(f)
-	require.NoError(t, err)
-	if filepath.Base(f) != "take.lua" && strings.Contains(string(src), "take(") {
-		take, err := os.ReadFile("scripts/take.lua")
+	read := func(f string) string {
+		src, err := os.ReadFile(f)
 		require.NoError(t, err)
-		return string(take) + string(src)
+		return string(src)
 	}
-	return string(src)
+	src := read(f)
+	switch filepath.Base(f) {
+	case "lib.lua", "take.lua":
+		return src
+	}
+	if strings.Contains(src, "take(") {
+		src = read("scripts/take.lua") + src
+	}
+	if strings.Contains(src, "tomb_") || strings.Contains(src, "chain_") {
+		src = read("scripts/lib.lua") + src
+	}
+	return src
 }
 
 // TestLoadScripts runs every kind of call, fenced or not, on a node whose

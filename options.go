@@ -173,7 +173,9 @@ func WithFenceHorizon(d time.Duration) Option {
 // The loss is detected in the acquire itself, atomically with it: each node
 // keeps a boot marker (the key redlock:boot) with its server's run_id and
 // the moment, on the node's own clock, it was first seen with its current
-// data. A marker that is missing (FLUSHALL, a restart without persistence,
+// data; no Client locks that key, and a value under it that is not a marker
+// is never written over (the node stays within its guard while it is
+// there). A marker that is missing (FLUSHALL, a restart without persistence,
 // a failover to a replica that lacks it) or names another run_id (any
 // restart or failover) starts the guard from that acquire; until it has
 // passed, the node refuses with ErrRestartGuard and writes nothing. Every

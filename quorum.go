@@ -26,8 +26,11 @@ const (
 type reply struct {
 	node   int
 	status status
-	val    int64 // operation-specific: a fencing counter
-	err    error // why it is not OK: a per-node sentinel or the client's error
+	// chained: an acquire's value on the node keeps what it took over
+	// (take.lua), which the Lock settles once it holds.
+	chained bool
+	val     int64 // operation-specific: a fencing counter
+	err     error // why it is not OK: a per-node sentinel or the client's error
 }
 
 func (r reply) transportErr() error {
@@ -59,6 +62,10 @@ type roundSpec struct {
 	// that lives tombMs (scripts/release.lua). 0 leaves none.
 	tomb   uint64
 	tombMs int64
+	// hearChains keeps the caller waiting past the quorum, up to wait, for
+	// every node's reply once a node's acquire kept a chain (take.lua), so
+	// that the Lock settles the chains of all the nodes that kept one.
+	hearChains bool
 }
 
 // writeRound is a round of writes that set the key for ttl: the caller waits
@@ -360,7 +367,7 @@ func (p *nodeSet) sendAndCount(ctx context.Context, seq *sequencer, spec roundSp
 		done = ctx.Done()
 	}
 	waiting := false
-	for pending := len(p.nodes); pending > 0 && !t.reached() && t.ok+pending >= t.quorum; {
+	for pending := len(p.nodes); pending > 0 && !t.enough(spec.hearChains) && t.ok+pending >= t.quorum; {
 		select {
 		case k := <-r.out:
 			pending = t.take(r, k, pending)
@@ -422,6 +429,7 @@ func (p *nodeSet) unwait(r *round, waiting bool) {
 type tally struct {
 	replies []reply // by node index; unanswered nodes hold statusUnknown and errNotNeeded or ErrNoReply
 	ok      int
+	chained int // confirmations whose value keeps a chain (reply.chained)
 	quorum  int
 	buf     [maxInline]reply // replies for up to maxInline nodes, in the round's allocation
 }
@@ -441,10 +449,19 @@ func (t *tally) init(n, quorum int) {
 // reached reports whether a quorum confirmed.
 func (t *tally) reached() bool { return t.ok >= t.quorum }
 
+// enough reports whether the caller may stop waiting: a quorum confirmed,
+// and, when hearChains asks for it, no node kept a chain.
+func (t *tally) enough(hearChains bool) bool {
+	return t.reached() && (!hearChains || t.chained == 0)
+}
+
 func (t *tally) add(r reply) {
 	t.replies[r.node] = r
 	if r.status == statusOK {
 		t.ok++
+		if r.chained {
+			t.chained++
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,9 +27,13 @@ import (
 // prefix, up to the tilde) but each Lock extends, commits and deletes only
 // its own values (the other scripts match the whole prefix). The generation
 // orders a Lock's own calls, so a call that reaches a node late cannot undo
-// a later one. After an owner's takeover the value goes on with "|" and the
-// value it replaced, for the attempt's rollback to put back (take.lua).
+// a later one. After an owner's takeover the value goes on with a chain of
+// what it replaced, for the attempt's rollback to put back (take.lua,
+// lib.lua). docs/late-writes.md tables what each script does with a
+// tombstone, a chain and the restart guard's marker.
 var (
+	//go:embed scripts/lib.lua
+	libSrc string
 	//go:embed scripts/take.lua
 	takeSrc string
 	//go:embed scripts/acquire.lua
@@ -50,19 +55,20 @@ var (
 	//go:embed scripts/inspect.lua
 	inspectSrc string
 
-	// The acquire scripts share take.lua, prepended.
-	acquireScript       = redis.NewScript(takeSrc + acquireSrc)
-	acquireFencedScript = redis.NewScript(takeSrc + acquireFencedSrc)
+	// The scripts that write a lock key share lib.lua, prepended; the
+	// acquire scripts take.lua too.
+	acquireScript       = redis.NewScript(libSrc + takeSrc + acquireSrc)
+	acquireFencedScript = redis.NewScript(libSrc + takeSrc + acquireFencedSrc)
 	fenceCommitScript   = redis.NewScript(fenceCommitSrc)
 	extendScript        = redis.NewScript(extendSrc)
-	restoreScript       = redis.NewScript(restoreSrc)
-	releaseScript       = redis.NewScript(releaseSrc)
-	handoverScript      = redis.NewScript(takeSrc + handoverSrc)
+	restoreScript       = redis.NewScript(libSrc + restoreSrc)
+	releaseScript       = redis.NewScript(libSrc + releaseSrc)
+	handoverScript      = redis.NewScript(libSrc + takeSrc + handoverSrc)
 	inspectScript       = redis.NewScript(inspectSrc)
 
 	// The guarded acquires run the restart guard's prologue first.
-	acquireGuardedScript       = redis.NewScript(restartGuardSrc + takeSrc + acquireSrc)
-	acquireFencedGuardedScript = redis.NewScript(restartGuardSrc + takeSrc + acquireFencedSrc)
+	acquireGuardedScript       = redis.NewScript(restartGuardSrc + libSrc + takeSrc + acquireSrc)
+	acquireFencedGuardedScript = redis.NewScript(restartGuardSrc + libSrc + takeSrc + acquireFencedSrc)
 
 	allScripts = []*redis.Script{acquireScript, acquireFencedScript, fenceCommitScript, extendScript, restoreScript, releaseScript,
 		handoverScript, acquireGuardedScript, acquireFencedGuardedScript, inspectScript}
@@ -139,6 +145,10 @@ func acquireOp(key string, v value, ttlMs any) nodeOp {
 		keyBuf: [maxKeys]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, true), nargs: 4}
 }
 
+// tookOver is the acquire scripts' confirmation whose value keeps what it
+// took over: the chain of a pending owner's takeover (take.lua).
+const tookOver = 6
+
 // readAcquire reads acquire.lua's reply: a refusal carries the other
 // holder's remaining TTL in milliseconds in val (-1 when unknown).
 func readAcquire(cmd *redis.Cmd) reply {
@@ -146,6 +156,8 @@ func readAcquire(cmd *redis.Cmd) reply {
 	switch {
 	case done:
 		return r
+	case v == tookOver:
+		return reply{status: statusOK, chained: true}
 	case v <= 0:
 		return reply{status: statusRefused, val: -v - 1, err: ErrHeldByOther}
 	case v == 2:
@@ -190,7 +202,7 @@ func readInt(cmd *redis.Cmd) (v int64, r reply, done bool) {
 var (
 	commitRefusals  = map[int64]error{0: ErrNotHeld}
 	extendRefusals  = map[int64]error{0: ErrKeyAbsent, -1: ErrHeldByOther}
-	restoreRefusals = map[int64]error{0: ErrHeldByOther}
+	restoreRefusals = map[int64]error{0: ErrHeldByOther, 2: errLaterAttempt}
 	deleteRefusals  = map[int64]error{0: ErrKeyAbsent, -1: ErrHeldByOther, 2: errLaterAttempt}
 )
 
@@ -223,8 +235,8 @@ func readAcquireFenced(cmd *redis.Cmd) reply {
 	}
 	r := fenceReading(counter, sec, usec)
 	switch code {
-	case 1:
-		return reply{status: statusOK, val: r}
+	case 1, tookOver:
+		return reply{status: statusOK, val: r, chained: code == tookOver}
 	case 0:
 		pttl := int64(-1)
 		if len(v) == 5 {
@@ -286,7 +298,7 @@ func readExtend(cmd *redis.Cmd) reply { return readCode(cmd, extendRefusals) }
 
 func restoreOp(key string, v value, ttlMs any) nodeOp {
 	return nodeOp{script: restoreScript, read: readRestore,
-		keyBuf: [maxKeys]string{key}, nkeys: 1, argBuf: [maxArgs]any{v.s, ttlMs}, nargs: 2}
+		keyBuf: [maxKeys]string{key}, nkeys: 1, argBuf: writeArgs(v, ttlMs, false), nargs: 4}
 }
 
 func readRestore(cmd *redis.Cmd) reply { return readCode(cmd, restoreRefusals) }
@@ -357,6 +369,8 @@ func readHandover(cmd *redis.Cmd) reply {
 		return reply{err: err}
 	case v == 1 || v == handedOver || v == handedInStreak:
 		return reply{status: statusOK, val: v}
+	case v == tookOver:
+		return reply{status: statusOK, val: 1, chained: true}
 	case v == releasedHandover:
 		return reply{status: statusRefused, val: v, err: ErrHeldByOther}
 	case v == 2:
@@ -382,7 +396,21 @@ type value struct {
 }
 
 // restartMarker is the key of a node's boot marker (scripts/restart_guard.lua).
+// No Client locks a key of that name (reservedKey).
 const restartMarker = "redlock:boot"
+
+// reservedKey reports why key cannot be a lock's key: the library keeps
+// its own values under that name (the restart guard's marker, a fencing
+// counter), which a lock's value would collide with.
+func reservedKey(key string) string {
+	switch {
+	case key == restartMarker:
+		return "the restart guard's marker"
+	case strings.Contains(key, fenceSuffix):
+		return "a fencing counter's name"
+	}
+	return ""
+}
 
 // guarded turns an acquire op into its restart-guarded form: the marker as
 // the last key, the guard in milliseconds as the last argument.

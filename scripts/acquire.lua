@@ -3,14 +3,18 @@
 -- KEYS[1]  the lock key
 -- ARGV[1..4] as for take.lua: the value, the time to live in milliseconds,
 --          the holder's prefix and the generation
--- Returns  1 when the key now holds ARGV[1] (and, after a takeover, what it
---            replaced) with the new expiry,
+-- Returns  1 when the key now holds ARGV[1] with the new expiry,
+--          6 the same, the value keeping what it took over (a chain, see
+--            take.lua): the Lock settles it once it holds,
 --          -(pttl + 1), 0 or less, when another holder's value is there
 --            (nothing is changed),
 --          2 when this call is stale and changes nothing (see take.lua).
-local code, value, ttl = take(redis.call('GET', KEYS[1]))
+local code, value, ttl, chained = take(redis.call('GET', KEYS[1]))
 if code ~= 1 then
   return code
 end
 redis.call('SET', KEYS[1], value, 'PX', ttl)
+if chained then
+  return 6
+end
 return 1

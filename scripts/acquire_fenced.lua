@@ -6,7 +6,8 @@
 -- ARGV[1..4] as for take.lua
 -- ARGV[5]  the counter's horizon in milliseconds: how long an idle counter
 --          is kept
--- Returns  {1, counter, seconds, microseconds} when the key now holds ARGV[1],
+-- Returns  {1, counter, seconds, microseconds} when the key now holds ARGV[1]
+--          ({6, ...} when it keeps what it took over, as for acquire.lua),
 --          {0, counter, seconds, microseconds, pttl} when another holder's
 --          value is there (pttl: its remaining time to live in
 --          milliseconds, -1 when unknown), {2, ...} when this call is stale
@@ -15,7 +16,7 @@
 --          node's TIME.
 local c = redis.call('GET', KEYS[2]) or '0'
 local t = redis.call('TIME')
-local code, value, ttl = take(redis.call('GET', KEYS[1]))
+local code, value, ttl, chained = take(redis.call('GET', KEYS[1]))
 if code == 2 then
   return {2, c, t[1], t[2]}
 elseif code ~= 1 then
@@ -24,5 +25,8 @@ end
 redis.call('SET', KEYS[1], value, 'PX', ttl)
 if c ~= '0' then
   redis.call('PEXPIRE', KEYS[2], ARGV[5])
+end
+if chained then
+  return {6, c, t[1], t[2]}
 end
 return {1, c, t[1], t[2]}

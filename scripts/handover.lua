@@ -21,7 +21,8 @@
 --            (other clients wait, or PUBSUB is refused): the waiter gets
 --            nothing here,
 --          and otherwise what acquire.lua returns for the waiter (take.lua,
---          prepended, decides): 1 when the key now holds ARGV[1],
+--          prepended, decides): 1 when the key now holds ARGV[1] (6 when
+--          it keeps what it took over),
 --          -(pttl + 1) when another holder's value is there, 2 when this
 --          call is stale.
 local v = redis.call('GET', KEYS[1])
@@ -47,9 +48,12 @@ if v then
     return 3
   end
 end
-local code, value, ttl = take(v)
+local code, value, ttl, chained = take(v)
 if code ~= 1 then
   return code
 end
 redis.call('SET', KEYS[1], value, 'PX', ttl)
+if chained then
+  return 6
+end
 return 1

@@ -1,60 +1,91 @@
 -- release: delete our key, whichever of our generations it holds, up to a
 -- limit: a rollback deletes only its own attempt's value or an earlier one,
--- never the value of a later attempt that may since have been counted. A
--- rollback of an attempt that took over another Lock of the same owner puts
--- that Lock's value back instead, with the expiry that the attempt kept for
--- it (take.lua): that Lock may still be valid.
+-- never the value of a later attempt that may since have been counted.
+-- Runs after lib.lua.
 -- KEYS[1]  the lock key
 -- ARGV[1]  the Lock's prefix (as for extend.lua): another Lock's value, even
 --          the same owner's, is never deleted
--- ARGV[2]  the highest generation to delete; 0 deletes any of ours
--- ARGV[3]  optional: a generation to leave a tombstone for when the key is
---          absent, and ARGV[4] the tombstone's time to live in milliseconds
--- Returns  1 when our key was deleted (or, by a rollback, replaced by what
---            our attempt had taken over: see take.lua),
+-- ARGV[2]  the highest generation to delete; 0 deletes any of ours (a
+--          Release)
+-- ARGV[3]  optional: the Lock's highest generation sent to this node
+--          without a reply, and ARGV[4] how long to keep a tombstone
+--          against it, in milliseconds
+-- Returns  1 when our value was deleted (or, by a rollback, replaced by what
+--            our attempt had taken over, or taken out of the chain of
+--            another Lock of the owner that took it over),
 --          0 when the key was absent (expired, never set on this node, or a
 --            tombstone),
 --         -1 when another holder's value is there (nothing is changed),
 --          2 when a later generation of ours is there (nothing is changed).
--- A tombstone is "!", the first 16 hex digits of the SHA1 of ARGV[1], ":"
--- and ARGV[3]. Every script reads it as an absent key, except that the
--- acquire scripts refuse a write of this Lock's generation ARGV[3] or an
--- earlier one: a write of ours whose reply never came may still be in the
--- network, and without it would land after this delete and keep the key
--- for its whole TTL.
--- A Release (limit 0) is announced on the key's release channel, to wake
--- the clients waiting for the key; a rollback is not, so that the heads of
--- several processes do not all wake to split the next vote. A node that
--- refuses PUBLISH (an ACL without channel rights) still deletes, and its
--- waiters fall back to polling.
+-- With ARGV[3], where the key is absent or ours, what is left is a
+-- tombstone (lib.lua), or the existing one raised to ARGV[3] and kept at
+-- least as long: a write of ours whose reply never came may still be in the
+-- network, and without it would land after this delete and keep the key for
+-- its whole TTL. A tombstone of other Locks keeps their entries.
+-- Chains (take.lua): a rollback of an attempt that took over another Lock of
+-- the owner puts that Lock's value back, with that value's own expiry; a
+-- rollback of an attempt that another Lock of the owner took over since
+-- takes its element out of that Lock's chain; a Release of such a Lock
+-- (limit 0) cuts the chain at its element, dropping what it had taken over
+-- too: its takeover was final. Either way nothing of a Lock whose Release
+-- or rollback ran is ever put back.
+-- A Release (limit 0) that deletes the key is announced on the key's release
+-- channel, to wake the clients waiting for the key; a rollback is not, so
+-- that the heads of several processes do not all wake to split the next
+-- vote. A node that refuses PUBLISH (an ACL without channel rights) still
+-- deletes, and its waiters fall back to polling.
+local P = ARGV[1]
+local limit = tonumber(ARGV[2])
 local v = redis.call('GET', KEYS[1])
-if not v then
+if not v or string.sub(v, 1, 1) == '!' then
   if ARGV[3] then
-    redis.call('SET', KEYS[1], '!' .. string.sub(redis.sha1hex(ARGV[1]), 1, 16) .. ':' .. ARGV[3], 'PX', ARGV[4])
+    tomb_leave(v, P, ARGV[3], ARGV[4])
   end
   return 0
 end
-if string.sub(v, 1, 1) == '!' then
-  return 0
+local function stale(value)
+  local gen = tonumber(string.match(value, '^%d+', #P + 1))
+  return limit > 0 and gen and gen > limit
 end
-if string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
-  return -1
-end
-local limit = tonumber(ARGV[2])
-if limit > 0 then
-  local gen = tonumber(string.match(v, '^%d+', #ARGV[1] + 1))
-  if gen and gen > limit then
+local head, chain = chain_split(v)
+if string.sub(head, 1, #P) == P then
+  if stale(head) then
     return 2
   end
-  local replaced = string.match(v, '|(.*)$', #ARGV[1] + 1)
-  if replaced then
-    redis.call('SET', KEYS[1], replaced, 'KEEPTTL')
+  if limit > 0 and chain ~= '' and chain_restore(chain_elements(chain)) then
+    return 1
+  end
+  if ARGV[3] then
+    tomb_leave(false, P, ARGV[3], ARGV[4])
+  else
+    redis.call('DEL', KEYS[1])
+  end
+  if limit == 0 then
+    -- The key's release channel: releaseChannelPrefix in waiters.go.
+    pcall(redis.call, 'PUBLISH', 'redlock:released:' .. KEYS[1], '')
+  end
+  return 1
+end
+if chain == '' then
+  return -1
+end
+local els = chain_elements(chain)
+for i = 1, #els do
+  if string.sub(els[i][2], 1, #P) == P then
+    if stale(els[i][2]) then
+      return 2
+    end
+    local kept = {}
+    for k = 1, i - 1 do
+      kept[k] = els[k]
+    end
+    if limit > 0 then
+      for k = i + 1, #els do
+        kept[#kept + 1] = els[k]
+      end
+    end
+    redis.call('SET', KEYS[1], head .. chain_join(kept, 1), 'KEEPTTL')
     return 1
   end
 end
-redis.call('DEL', KEYS[1])
-if limit == 0 then
-  -- The key's release channel: releaseChannelPrefix in waiters.go.
-  pcall(redis.call, 'PUBLISH', 'redlock:released:' .. KEYS[1], '')
-end
-return 1
+return -1

@@ -6,7 +6,10 @@
 -- clock, milliseconds) a guarded acquire first saw the node with its current
 -- data. The marker is missing after FLUSHALL, a restart without persistence
 -- or a failover to a replica that lacks it, and names another run_id after
--- any restart or failover: then the node is new from now.
+-- any restart or failover: then the node is new from now. Anything else
+-- under the marker's name (a value some other writer put there: a Client
+-- refuses to lock that name) is never written over: the node then counts as
+-- within its guard until that value is gone.
 -- KEYS[#KEYS]  the boot marker (redlock:boot)
 -- ARGV[#ARGV]  the guard in milliseconds
 -- Returns (only when the node is within its guard, nothing else runs)
@@ -20,7 +23,9 @@ local guard_since
 local guard_m = redis.call('GET', guard_marker)
 if guard_m then
   local run, since = string.match(guard_m, '^(%x+):(%d+)$')
-  if run == guard_run then
+  if not run then
+    guard_since = guard_now -- not a marker: left alone, the guard holds
+  elseif run == guard_run then
     guard_since = tonumber(since)
   end
 end

@@ -1,6 +1,6 @@
 -- take: the step the acquire scripts share (acquire.lua, acquire_fenced.lua,
--- and handover.lua for the waiter), prepended to each: whether this attempt
--- may write the key, and what it writes.
+-- and handover.lua for the waiter), prepended to each after lib.lua: whether
+-- this attempt may write the key, and what it writes.
 -- KEYS[1]  the lock key
 -- ARGV[1]  this attempt's value: the Lock's prefix followed by ARGV[4]
 -- ARGV[2]  time to live in milliseconds
@@ -9,36 +9,38 @@
 --          that any Lock of the owner takes the key over
 -- ARGV[4]  this attempt's generation
 -- take(v), v the key's value or false, returns
---          1, value, ttl when this attempt may write: value with PX ttl,
+--          1, value, ttl, chained when this attempt may write: value with
+--            PX ttl; chained when value keeps what it took over,
 --          -(pttl + 1), 0 or less, when another holder's value is there:
 --            pttl is its remaining time to live in milliseconds, -1 when
 --            unknown (a waiter sleeps at most that),
 --          2 when this call is stale and must change nothing: a later
---            generation of the same Lock is there, or the tombstone that a
---            delete of the Lock left for this generation or a later one
---            (the tombstone then expires within a second).
+--            generation of the same Lock is there, or a tombstone that a
+--            delete of the Lock left for this generation or a later one.
 -- Taking over our own earlier value is what makes a retry after a lost reply
--- succeed instead of locking its own holder out for the whole TTL. A value
--- that starts with "!" is a tombstone (see release.lua): the key is absent
--- for everyone but the writes it was left against.
--- Taking over another Lock of the same owner keeps what it replaces: the
--- new value ends with "|" and the replaced value, and its expiry is at least
--- the replaced one's. The attempt may still fail; its rollback (release.lua)
--- then puts the replaced value back, so a Lock of the owner that another
--- Client holds keeps this node for as long as it counted on. A retry of the
--- same attempt keeps what its earlier value had replaced.
+-- succeed instead of locking its own holder out for the whole TTL. A
+-- tombstone (lib.lua) is an absent key for everyone but the writes it names;
+-- a refusal leaves it as it is, for the other writes it still covers.
+-- Taking over another Lock of the same owner keeps what it replaces, as an
+-- element of the chain (lib.lua) with that value's own deadline, and the key
+-- lives at least as long. The attempt may still fail; its rollback
+-- (release.lua) then puts the replaced value back with its own expiry, so a
+-- Lock of the owner that another Client holds keeps this node for as long as
+-- it counted on, and no longer. A retry of the same attempt keeps the chain.
+-- Elements whose deadline has passed are dropped. Once the attempt's Lock
+-- holds, the chain is dropped (the acquire's settle, an extension, a
+-- Release): only a pending takeover keeps one. At most eight pending
+-- takeovers chain; a ninth is refused as another holder.
 local function take(v)
   if not v then
-    return 1, ARGV[1], ARGV[2]
+    return 1, ARGV[1], ARGV[2], false
   end
   local mine = string.sub(ARGV[1], 1, #ARGV[1] - #ARGV[4])
   if string.sub(v, 1, 1) == '!' then
-    local tag, gen = string.match(v, '^!(%x+):(%d+)$')
-    if tag == string.sub(redis.sha1hex(mine), 1, 16) and tonumber(gen) >= tonumber(ARGV[4]) then
-      redis.call('PEXPIRE', KEYS[1], 1000)
+    if tomb_refuses(v, mine, ARGV[4]) then
       return 2
     end
-    return 1, ARGV[1], ARGV[2]
+    return 1, ARGV[1], ARGV[2], false
   end
   local ok, pttl = pcall(redis.call, 'PTTL', KEYS[1])
   if not ok then
@@ -47,19 +49,44 @@ local function take(v)
   if string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then
     return -pttl - 1
   end
-  local replaced = '|' .. v
-  if string.sub(v, 1, #mine) == mine then
-    local gen = tonumber(string.match(v, '^%d+', #mine + 1))
+  local head, chain = chain_split(v)
+  local els
+  if string.sub(head, 1, #mine) == mine then
+    local gen = tonumber(string.match(head, '^%d+', #mine + 1))
     if gen and gen > tonumber(ARGV[4]) then
       return 2
     end
-    replaced = string.match(v, '|.*$', #mine + 1)
-    if not replaced then
-      return 1, ARGV[1], ARGV[2]
+    if chain == '' then
+      return 1, ARGV[1], ARGV[2], false
     end
+    els = chain_elements(chain)
+  else
+    els = nil -- another Lock of the owner: its value joins the chain
   end
-  if not ok then
+  if not ok or pttl < 0 then
     return 0 -- the replaced value's expiry cannot be kept: not taken
   end
-  return 1, ARGV[1] .. replaced, math.max(tonumber(ARGV[2]), pttl)
+  local okt, now = pcall(now_ms)
+  if not okt then
+    return 0 -- an ACL without TIME: not taken
+  end
+  if not els then
+    els = chain_elements(chain)
+    table.insert(els, 1, {now + pttl, head})
+  end
+  local live = 0
+  while live < #els and (els[live + 1][1] == false or els[live + 1][1] > now) do
+    live = live + 1
+  end
+  if live > 8 then
+    return -pttl - 1
+  end
+  if live == 0 then
+    return 1, ARGV[1], ARGV[2], false
+  end
+  local kept = {}
+  for k = 1, live do
+    kept[k] = els[k]
+  end
+  return 1, ARGV[1] .. chain_join(kept, 1), math.max(tonumber(ARGV[2]), pttl), true
 end
