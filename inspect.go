@@ -227,10 +227,10 @@ func parseInspect(cmd *redis.Cmd, r *keyRead) error {
 	if !ok {
 		return errUnexpected(v)
 	}
-	// A tombstone (scripts/release.lua) is an absent key to every lock.
+	// A tombstone (scripts/lib.lua) is an absent key to every lock.
 	if s, ok := v[0].(string); ok && !strings.HasPrefix(s, "!") {
-		// What an owner's takeover replaced follows a "|" (take.lua); the
-		// generation follows the last dot before it.
+		// What an owner's pending takeover replaced follows a "|" (take.lua);
+		// the generation follows the last dot before it.
 		token, _, _ := strings.Cut(s, "|")
 		if dot := strings.LastIndexByte(token, '.'); dot >= 0 {
 			token = token[:dot]
