@@ -417,3 +417,89 @@ func TestTablesAligned(t *testing.T) {
 		}
 	}
 }
+
+// lastStamp reads the last of the date +%s%N lines a command appended to
+// path.
+func lastStamp(t *testing.T, path string) time.Time {
+	t.Helper()
+	lines := strings.Fields(readFile(t, path))
+	if len(lines) == 0 {
+		t.Fatalf("%s holds no time", path)
+	}
+	ns, err := strconv.ParseInt(lines[len(lines)-1], 10, 64)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return time.Unix(0, ns)
+}
+
+// TestRunKilledStopsGroup: redlock killed with SIGKILL while its command
+// runs (an OOM kill, a supervisor killing its pid, or timeout -s KILL, which
+// kills redlock's whole process group) cannot stop the command itself: its
+// command's whole group, a grandchild included, must still be gone before
+// the lock's TTL has passed since the kill (no renewal can have come later),
+// and a second run of the key, which gets it once the lock expires, must
+// never run beside it.
+func TestRunKilledStopsGroup(t *testing.T) {
+	for _, target := range []string{"pid", "group"} {
+		t.Run(target, func(t *testing.T) {
+			_, nodes := startServers(t, 3)
+			dir := t.TempDir()
+			pidFile, first, second := filepath.Join(dir, "pgid"), filepath.Join(dir, "first"), filepath.Join(dir, "second")
+			const ttl = time.Second
+			cmd, _, _ := command(t, "run", "--nodes", nodes, "--key", "killed", "--ttl", ttl.String(), "--wait", "10s", "--",
+				"sh", "-c", `echo $$ > "$0"; sleep 300 & while :; do date +%s%N >> "$1"; sleep 0.02; done`, pidFile, first)
+			// redlock's own group, as timeout gives it: killing that
+			// group must not reach what stops the command.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pgid := readPID(t, pidFile)
+			killGroupCleanup(t, pgid)
+			for deadline := time.Now().Add(10 * time.Second); len(groupAlive(t, pgid)) < 2; {
+				if time.Now().After(deadline) {
+					t.Fatalf("the grandchild never started: %v", groupAlive(t, pgid))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			lastAlive := watchGroup(t, pgid)
+			time.Sleep(ttl / 2) // the issue's 0.5 s in: one renewal done, or about to be
+			killed := time.Now()
+			var err error
+			if target == "pid" {
+				err = cmd.Process.Kill()
+			} else {
+				err = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _ = cmd.Wait() }()
+
+			r := redlockRun(t, "run", "--nodes", nodes, "--key", "killed", "--ttl", ttl.String(), "--wait", "20s", "--",
+				"sh", "-c", `date +%s%N > "$0"`, second)
+			wantExit(t, r, 0)
+			// Gone at once if stopped at all; waited for, so that a group
+			// still running has time to write after the second command.
+			for deadline := time.Now().Add(5 * time.Second); len(groupAlive(t, pgid)) > 0; {
+				if time.Now().After(deadline) {
+					t.Errorf("the first command's group is alive 5s after the second run: %v", groupAlive(t, pgid))
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			last := lastAlive()
+			if !last.Before(killed.Add(ttl)) {
+				t.Errorf("a process of the command's group was alive %v after redlock was killed, past the lock's TTL %v",
+					last.Sub(killed), ttl)
+			} else {
+				t.Logf("the group was last seen alive %v after redlock was killed", last.Sub(killed))
+			}
+			if f, s := lastStamp(t, first), lastStamp(t, second); !f.Before(s) {
+				t.Errorf("two holders: the first command wrote at %s, %v after the second run's command started",
+					f.Format(time.StampMicro), f.Sub(s))
+			}
+		})
+	}
+}
