@@ -578,3 +578,23 @@ func TestRunLockLost(t *testing.T) {
 		})
 	}
 }
+
+// TestRunTTLMinimum: a TTL too short for run's own timing (its kill margin
+// and per-node deadline have a 10 ms floor) is a usage error that names the
+// minimum, not a command killed at once as "lock lost"; the minimum itself
+// runs the command.
+func TestRunTTLMinimum(t *testing.T) {
+	_, nodes := startServers(t, 3)
+	for _, ttl := range []string{"1ms", "10ms", "199ms"} {
+		r := redlockRun(t, "run", "--nodes", nodes, "--key", "short", "--ttl", ttl, "--wait", "10s", "--", "sleep", "0.1")
+		wantExit(t, r, exitUsage)
+		if !strings.Contains(r.stderr, "--ttl "+ttl) || !strings.Contains(r.stderr, "minimum of 200ms") {
+			t.Errorf("--ttl %s: stderr %q does not name the minimum", ttl, r.stderr)
+		}
+	}
+	ran := filepath.Join(t.TempDir(), "ran")
+	wantExit(t, redlockRun(t, "run", "--nodes", nodes, "--key", "short", "--ttl", "200ms", "--wait", "10s", "--", "touch", ran), 0)
+	if _, err := os.Stat(ran); err != nil {
+		t.Errorf("--ttl 200ms: the command did not run: %v", err)
+	}
+}

@@ -370,7 +370,8 @@ func TestVersionAndHelp(t *testing.T) {
 		}
 	}
 	r := redlockRun(t, "run", "-h")
-	for _, want := range []string{"-restart-guard", "-grace", "Exit statuses", "70 ", "75 ", "uninterruptible", "--fencing", "REDLOCK_FENCE"} {
+	for _, want := range []string{"-restart-guard", "-grace", "Exit statuses", "70 ", "75 ", "uninterruptible", "--fencing", "REDLOCK_FENCE",
+		"guardian", "kill -9", "--ttl is at least " + minTTL.String()} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("run -h does not say %q:\n%s", want, r.stdout)
 		}
@@ -415,5 +416,243 @@ func TestTablesAligned(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// lastStamp reads the last of the date +%s%N lines a command appended to
+// path.
+func lastStamp(t *testing.T, path string) time.Time {
+	t.Helper()
+	lines := strings.Fields(readFile(t, path))
+	if len(lines) == 0 {
+		t.Fatalf("%s holds no time", path)
+	}
+	ns, err := strconv.ParseInt(lines[len(lines)-1], 10, 64)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return time.Unix(0, ns)
+}
+
+// TestRunKilledStopsGroup: redlock killed with SIGKILL while its command
+// runs (an OOM kill, a supervisor killing its pid, or timeout -s KILL, which
+// kills redlock's whole process group) cannot stop the command itself: its
+// command's whole group, a grandchild included, must still be gone before
+// the lock's TTL has passed since the kill (no renewal can have come later),
+// and a second run of the key, which gets it once the lock expires, must
+// never run beside it.
+func TestRunKilledStopsGroup(t *testing.T) {
+	for _, target := range []string{"pid", "group"} {
+		t.Run(target, func(t *testing.T) {
+			_, nodes := startServers(t, 3)
+			dir := t.TempDir()
+			pidFile, first, second := filepath.Join(dir, "pgid"), filepath.Join(dir, "first"), filepath.Join(dir, "second")
+			const ttl = time.Second
+			cmd, _, _ := command(t, "run", "--nodes", nodes, "--key", "killed", "--ttl", ttl.String(), "--wait", "10s", "--",
+				"sh", "-c", `echo $$ > "$0"; sleep 300 & while :; do date +%s%N >> "$1"; sleep 0.02; done`, pidFile, first)
+			log, err := os.Create(filepath.Join(dir, "stderr"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer log.Close()
+			cmd.Stderr = log
+			// redlock's own group, as timeout gives it: killing that
+			// group must not reach what stops the command.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pgid := readPID(t, pidFile)
+			killGroupCleanup(t, pgid)
+			for deadline := time.Now().Add(10 * time.Second); len(groupAlive(t, pgid)) < 2; {
+				if time.Now().After(deadline) {
+					t.Fatalf("the grandchild never started: %v", groupAlive(t, pgid))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			lastAlive := watchGroup(t, pgid)
+			time.Sleep(ttl / 2) // the issue's 0.5 s in: one renewal done, or about to be
+			killed := time.Now()
+			if target == "pid" {
+				err = cmd.Process.Kill()
+			} else {
+				err = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _ = cmd.Wait() }()
+
+			r := redlockRun(t, "run", "--nodes", nodes, "--key", "killed", "--ttl", ttl.String(), "--wait", "20s", "--",
+				"sh", "-c", `date +%s%N > "$0"`, second)
+			wantExit(t, r, 0)
+			// Gone at once if stopped at all; waited for, so that a group
+			// still running has time to write after the second command.
+			for deadline := time.Now().Add(5 * time.Second); len(groupAlive(t, pgid)) > 0; {
+				if time.Now().After(deadline) {
+					t.Errorf("the first command's group is alive 5s after the second run: %v", groupAlive(t, pgid))
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			last := lastAlive()
+			if !last.Before(killed.Add(ttl)) {
+				t.Errorf("a process of the command's group was alive %v after redlock was killed, past the lock's TTL %v",
+					last.Sub(killed), ttl)
+			} else {
+				t.Logf("the group was last seen alive %v after redlock was killed", last.Sub(killed))
+			}
+			if f, s := lastStamp(t, first), lastStamp(t, second); !f.Before(s) {
+				t.Errorf("two holders: the first command wrote at %s, %v after the second run's command started",
+					f.Format(time.StampMicro), f.Sub(s))
+			}
+			const said = "redlock run: redlock (pid %d) ended while its command ran: its guardian sent SIGKILL to the command's process group %d"
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(readFile(t, log.Name()), fmt.Sprintf(said, cmd.Process.Pid, pgid)); {
+				if time.Now().After(deadline) {
+					t.Errorf("the guardian does not say what it did:\n%s", readFile(t, log.Name()))
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
+var guardianPID = regexp.MustCompile(`guardian pid (\d+)`)
+
+// isGuardian reports whether pid is a live guardian process.
+func isGuardian(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.Contains(string(b), "\x00"+guardianCmd+"\x00")
+}
+
+// TestRunGuardianStandsDown: on a normal exit redlock ends its guardian
+// first, so that it never takes redlock's exit for its death.
+func TestRunGuardianStandsDown(t *testing.T) {
+	_, nodes := startServers(t, 3)
+	r := redlockRun(t, "run", "--nodes", nodes, "--key", "down", "--wait", "10s", "--verbose", "--", "true")
+	wantExit(t, r, 0)
+	m := guardianPID.FindStringSubmatch(r.stderr)
+	if m == nil {
+		t.Fatalf("--verbose does not name the guardian:\n%s", r.stderr)
+	}
+	pid, _ := strconv.Atoi(m[1])
+	if isGuardian(pid) {
+		t.Errorf("the guardian (pid %s) outlived redlock", m[1])
+	}
+	if strings.Contains(r.stderr, "guardian sent SIGKILL") || strings.Contains(r.stderr, "warning") {
+		t.Errorf("a normal exit:\n%s", r.stderr)
+	}
+}
+
+// TestRunGuardianKilled: a guardian killed while the command runs is said
+// on stderr, once, and the run goes on to the command's own end.
+func TestRunGuardianKilled(t *testing.T) {
+	_, nodes := startServers(t, 3)
+	dir := t.TempDir()
+	ready, stop := filepath.Join(dir, "ready"), filepath.Join(dir, "stop")
+	cmd, _, _ := command(t, "run", "--nodes", nodes, "--key", "unguarded", "--wait", "10s", "--verbose", "--",
+		"sh", "-c", `touch "$0"; while [ ! -f "$1" ]; do sleep 0.02; done; exit 3`, ready, stop)
+	log, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd.Stderr = log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, ready)
+	m := guardianPID.FindStringSubmatch(readFile(t, log.Name()))
+	if m == nil {
+		t.Fatalf("--verbose does not name the guardian:\n%s", readFile(t, log.Name()))
+	}
+	pid, _ := strconv.Atoi(m[1])
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	const warning = "warning: the guardian (pid " + "%d) of the command's process group"
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(readFile(t, log.Name()), fmt.Sprintf(warning, pid)); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning that the guardian ended:\n%s", readFile(t, log.Name()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := os.WriteFile(stop, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 3 {
+		t.Errorf("redlock: %v, want the command's status 3\n%s", err, readFile(t, log.Name()))
+	}
+	if n := strings.Count(readFile(t, log.Name()), "warning"); n != 1 {
+		t.Errorf("%d warnings:\n%s", n, readFile(t, log.Name()))
+	}
+}
+
+// TestRunExecFailures: a command that cannot be run is reported in one line,
+// with a shell's status, whether redlock finds out before starting it or
+// only when the gate execs it.
+func TestRunExecFailures(t *testing.T) {
+	_, nodes := startServers(t, 3)
+	dir := t.TempDir()
+	plain, garbage := filepath.Join(dir, "plain"), filepath.Join(dir, "garbage")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(garbage, []byte("not a program\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, want string
+		code       int
+	}{
+		{filepath.Join(dir, "missing"), "no such file or directory", 127},
+		{"no-such-command-" + filepath.Base(dir), "not found", 127},
+		{plain, "permission denied", 126},
+		{garbage, "exec format error", 126},
+	} {
+		r := redlockRun(t, "run", "--nodes", nodes, "--key", "exec", "--wait", "10s", "--", tc.path)
+		wantExit(t, r, tc.code)
+		if !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%s: stderr %q does not say %q", tc.path, r.stderr, tc.want)
+		}
+	}
+}
+
+// TestGateShutRunsNothing: a gate whose pipe ends without redlock's byte
+// (redlock died before the guardian watched) exits without running the
+// command; the hidden commands without their pipe do nothing at all, and
+// the guardian never takes a pgid of 1 or less (kill(-1) reaches every
+// process).
+func TestGateShutRunsNothing(t *testing.T) {
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "ran")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := exec.Command(bin, gateCmd, "/bin/sh", "sh", "-c", `touch "$0"`, ran)
+	gate.ExtraFiles = []*os.File{r}
+	if err := gate.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Close()
+	_ = w.Close()
+	if err := gate.Wait(); gate.ProcessState.ExitCode() == 0 {
+		t.Errorf("a shut gate exited 0 (%v)", err)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("a shut gate ran the command")
+	}
+	for _, args := range [][]string{{gateCmd, "/bin/sh", "sh", "-c", `touch "$0"`, ran}, {guardianCmd, "1"}, {guardianCmd, "0"}, {guardianCmd}} {
+		r := redlockRun(t, args...)
+		wantExit(t, r, exitUsage)
+		if !strings.Contains(r.stderr, "is run by redlock run itself") {
+			t.Errorf("%v: stderr %q", args, r.stderr)
+		}
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("a gate without its pipe ran the command")
 	}
 }

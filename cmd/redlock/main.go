@@ -8,7 +8,8 @@
 //
 // run holds the lock on K while a command runs: it waits up to --wait for it,
 // renews it while the command runs, and stops the command's whole process
-// group before the lock's validity ends if the lock is lost. status shows
+// group before the lock's validity ends if the lock is lost, or, through a
+// guardian process, at once if redlock itself is killed. status shows
 // what each node holds for K, and check what in the nodes' configuration
 // puts the lock at risk. Nodes are host:port, or redis:// or rediss:// URLs
 // (user, password, database, TLS), from --nodes or REDLOCK_NODES.
@@ -83,6 +84,12 @@ func main() {
 		os.Exit(exitUsage)
 	}
 	name := os.Args[1]
+	switch name { // redlock run's own processes, not in the usage
+	case gateCmd:
+		os.Exit(gateMain(os.Args[2:]))
+	case guardianCmd:
+		os.Exit(guardianMain(os.Args[2:]))
+	}
 	for _, c := range commands {
 		if c.name == name {
 			os.Exit(report("redlock "+name, c.run(os.Args[2:])))

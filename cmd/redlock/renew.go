@@ -37,11 +37,23 @@ func keepAlive(ctx context.Context, l *redlock.Lock, before time.Duration) conte
 	return out
 }
 
+// timingFloor is the least of run's per-node deadline and of its kill
+// margin: below it a call to a node or a signal and a timer on a loaded
+// machine cannot be counted on.
+const timingFloor = 10 * time.Millisecond
+
+// minTTL is the shortest --ttl run accepts: the TTL at which the per-node
+// deadline (ttl/20) and the kill margin (ttl/10) reach their floor. Below
+// it the floors take an ever larger share of the TTL (at 10 ms the kill
+// margin is the whole of it: the command is killed as soon as it starts),
+// and renewals every ttl/5 or so must each land within 10 ms.
+const minTTL = 20 * timingFloor
+
 // killMarginFor is how long before Until run sends SIGKILL: a tenth of the
 // TTL, 10 to 250 ms, for the signal to be delivered and the processes to
 // die, and for a timer that fires late on a loaded machine.
 func killMarginFor(ttl time.Duration) time.Duration {
-	return min(max(ttl/10, 10*time.Millisecond), 250*time.Millisecond)
+	return min(max(ttl/10, timingFloor), 250*time.Millisecond)
 }
 
 // termLeadFor is how much validity run leaves when it gives up on renewal

@@ -28,7 +28,7 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 // not answer in time still counts as unknown, never as success, and the
 // validity still subtracts the time the calls took.
 func nodeTimeoutFor(ttl time.Duration) time.Duration {
-	return min(max(ttl/20, 10*time.Millisecond), 500*time.Millisecond)
+	return min(max(ttl/20, timingFloor), 500*time.Millisecond)
 }
 
 // releaseTimeout bounds a release: it returns once a quorum confirmed, or
@@ -66,6 +66,23 @@ the lock has passed to someone else. Fencing is what protects the resource
 from that late write: with --fencing the command gets $REDLOCK_FENCE, and
 the resource must refuse a write whose fence is lower than one it has seen.
 
+If redlock itself is killed (kill -9, the OOM killer, timeout -s KILL), its
+guardian sends SIGKILL to the command's whole group at once. The guardian is
+a small "redlock _guardian" process, in a process group of its own, that
+watches a pipe whose write end only redlock holds: the kernel closes it when
+redlock's process ends, however it ends. The command runs only once its
+guardian watches. On Linux the kernel also kills the command's first
+process when redlock dies (a parent-death signal). Not covered: a guardian
+killed along with redlock (pkill -9 -f redlock; on Linux the first process
+still dies), and a redlock stopped rather than killed (SIGSTOP, a
+debugger): nothing renews then, and nothing stops the command. Outside
+Linux the guardian works the same way, without the parent-death signal,
+but is untested there.
+
+--ttl is at least 200ms: run's per-node deadline (ttl/20) and its kill
+margin (ttl/10) need 10ms each, and below 200ms those floors take an ever
+larger share of the lock (at 10ms the command would be killed as it starts).
+
 Environment: REDLOCK_NODES for --nodes, REDLOCK_RESTART_GUARD for
 --restart-guard. The command gets REDLOCK_KEY, and REDLOCK_FENCE with --fencing.
 
@@ -84,7 +101,7 @@ func runCmd(args []string) error {
 	var nf nodeFlag
 	nf.register(fs)
 	key := fs.String("key", "", "the lock's key (required)")
-	ttl := durationVar(fs, "ttl", 30*time.Second, "the lock's time to live (a `duration`); it is renewed while the command runs")
+	ttl := durationVar(fs, "ttl", 30*time.Second, "the lock's time to live (a `duration`, at least "+minTTL.String()+"); it is renewed while the command runs")
 	wait := durationVar(fs, "wait", 0, "how long to wait for the lock, a `duration` (0: one try)")
 	fencing := fs.Bool("fencing", false, "take a fencing token and pass it to the command as $REDLOCK_FENCE")
 	grace := durationVar(fs, "grace", 0, "the `duration` between SIGTERM and SIGKILL when the lock is lost; shorter than --ttl (default: a third of --ttl)")
@@ -108,6 +125,8 @@ func runCmd(args []string) error {
 		return usageError(fs, "--key is required")
 	case ttl.d <= 0:
 		return usageError(fs, "--ttl must be positive")
+	case ttl.d < minTTL:
+		return usageError(fs, "--ttl %v is shorter than the minimum of %v, the TTL whose tenth and twentieth (run's kill margin and per-node deadline) are the %v these need", ttl.d, minTTL, timingFloor)
 	case wait.d < 0:
 		return usageError(fs, "--wait must not be negative")
 	case grace.d < 0:
@@ -372,8 +391,8 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, l
 		}
 		return code, exit(code, "%v", err)
 	}
-	defer g.restoreTerminal()
-	logf("started %q, pid %d, process group %d", argv, cmd.Process.Pid, g.pgid)
+	defer g.close()
+	logf("started %q, pid %d, process group %d, guardian pid %d", argv, cmd.Process.Pid, g.pgid, g.guardian.cmd.Process.Pid)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
