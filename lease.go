@@ -374,6 +374,10 @@ func (ls *lease) settle(err error) bool {
 		ls.scheduleLocked(now)
 		return false
 	}
+	if ls.releasing() {
+		ls.endLocked(ErrReleased) // Release's cause, whichever ends the lease first
+		return false
+	}
 	if lost := ls.lostBy(err); lost != nil {
 		ls.endLocked(lost)
 		return true
@@ -422,6 +426,15 @@ func (q *renewalQueue) renewOrQueue(ls *lease) {
 		}
 		q.mu.Unlock()
 	}
+}
+
+// releasing reports whether Release has started: it marks the lock, then
+// ends the lease, and a renewal can fail and settle in between. Its
+// failure is then no loss and no failed renewal.
+func (ls *lease) releasing() bool {
+	ls.l.mu.Lock() // lease.mu, then Lock.mu
+	defer ls.l.mu.Unlock()
+	return ls.l.releasing
 }
 
 // lostBy returns the loss that a failed renewal proves, or nil when a retry
