@@ -28,7 +28,8 @@ func idleNodeSet(t *testing.T, n int) *nodeSet {
 			p.sched.timer.Stop()
 		}
 		p.sched.mu.Unlock()
-		waitClosed(t, p.life.close(), "the node set's work")
+		p.life.shut()
+		waitClosed(t, p.life.idleChan(), "the node set's work")
 	})
 	return p
 }
