@@ -165,16 +165,21 @@ func (s *sequencer) push(p *nodeSet, j *job) {
 	}
 }
 
-// pushHere queues j on its node's lane and, if the lane is idle, returns it for
-// the caller to run with runHere instead of starting a worker.
+// pushHere queues j on its node's lane and, if j is to start now, returns it
+// for the caller to run with runHere instead of starting a worker. Another
+// job of the lane's that is to start now goes to a worker.
 func (s *sequencer) pushHere(p *nodeSet, j *job) *job {
 	s.mu.Lock()
 	start := s.enqueue(p, j)
-	if start != nil {
+	if start == j {
 		start.here = true
 		start.shared = false // its own deadline, not the round's
 	}
 	s.mu.Unlock()
+	if start != nil && start != j {
+		p.work(task{s: s, j: start})
+		return nil
+	}
 	return start
 }
 
@@ -187,8 +192,9 @@ func (s *sequencer) runHere(p *nodeSet, j *job) {
 	}
 }
 
-// enqueue adds j to its lane and returns the job to start now, if any.
-// Called with s.mu held.
+// enqueue adds j to its lane and returns the job to start now, if any: j,
+// or the lane's next job when j is queued behind others. Called with s.mu
+// held.
 func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 	i := j.node
 	l := &s.lanes[i]
@@ -211,9 +217,18 @@ func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 	}
 	if cur := l.current; cur != nil && cur.r.spec.kind == opWrite {
 		if cur.r.ctx.Err() != nil {
+			// The lane does not wait for a write whose round is over: it
+			// moves on to its next job, in order. j never overtakes the
+			// jobs queued before it (nor the rule that keeps a second
+			// delete from being sent while one is stranded).
 			s.detach(l, cur)
-			s.begin(l, j)
-			return j
+			if len(l.queue) == 0 {
+				s.begin(l, j)
+				return j
+			}
+			j.shared = false
+			l.queue = append(l.queue, j)
+			return s.dequeue(l)
 		}
 		if !cur.blocking {
 			cur.blocking = true
