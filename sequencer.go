@@ -354,13 +354,16 @@ func (s *sequencer) done(p *nodeSet, j *job, rep reply) *job {
 	if j.detached {
 		// The lane went on without this call. If it is a write, a delete
 		// ran since, and the write may have landed after it, delete again.
+		// A write that was never sent cannot land: its redo would only
+		// supersede the deletes queued before it, and let the writes
+		// queued between go out first.
 		var redo *job
 		if j.r.spec.kind == opDelete {
 			l.strandedDeletes--
 		} else {
 			l.strandedWrites--
 		}
-		if j.r.spec.kind == opWrite && l.deletes > j.mark && rep.status != statusRefused && l.lastDelete != nil {
+		if j.r.spec.kind == opWrite && l.deletes > j.mark && rep.status != statusRefused && rep.err != errNotSent && l.lastDelete != nil {
 			redo = &job{r: l.lastDelete, node: j.node, reported: true}
 			p.life.add(1)
 			redo = s.enqueue(p, redo)
