@@ -55,9 +55,9 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 	}
 	defer c.nodes.life.end()
 	if l.owner != "" {
-		return c.asOwner(ctx, l, ttl, retry)
+		return c.keep(c.asOwner(ctx, l, ttl, retry))
 	}
-	return c.acquireOnNodes(ctx, l, ttl, retry)
+	return c.keep(c.acquireOnNodes(ctx, l, ttl, retry))
 }
 
 // acquireOnNodes acquires l on the nodes: as Acquire does (retry), or with

@@ -110,19 +110,19 @@
 // # Lease
 //
 // Lock.KeepAlive renews a lock in the background and returns a context that
-// ends when the lock is released (cause ErrReleased) or can no longer be
-// proven held (a cause matching ErrLockLost, saying why); Client.Do wraps
-// acquire, keep-alive and release around a function. Each renewal is an
-// Extend with the lock's TTL, every third of the TTL by default
-// (WithRenewInterval), whose deadline is the validity the lock has left, so
-// a stalled renewal cannot hold the lock past Until. A failed renewal is
-// tried again after a short backoff while validity is left. The lock counts
-// as lost as soon as enough nodes refused a renewal that no quorum can
-// confirm it again (our value is gone from them), when the Client is closed,
-// or when no renewal has reached a quorum and Until draws near: a timer set
-// to Until, less a margin for its own latency (a twentieth of the TTL, 1
-// to 50 ms) and moved by every successful renewal, ends the context before
-// Until whatever the nodes and the network do. Between renewals a kept lock
+// ends when the lock is released (cause ErrReleased), the Client closed
+// (ErrClosed), or the lock can no longer be proven held (a cause matching
+// ErrLockLost, saying why); Client.Do wraps acquire, keep-alive and release
+// around a function. Each renewal is an Extend with the lock's TTL, every
+// third of the TTL by default (WithRenewInterval), whose deadline is the
+// validity the lock has left, so a stalled renewal cannot hold the lock past
+// Until. A failed renewal is tried again after a short backoff while
+// validity is left. The lock counts as lost as soon as enough nodes refused
+// a renewal that no quorum can confirm it again (our value is gone from
+// them), or when no renewal has reached a quorum and Until draws near: a
+// timer set to Until, less a margin for its own latency (a twentieth of the
+// TTL, 1 to 50 ms) and moved by every successful renewal, ends the context
+// before Until whatever the nodes and the network do. Between renewals a kept lock
 // costs one timer and no goroutine; the renewal runs on the timer's
 // goroutine, at most 64 at once per Client (the others wait their turn),
 // and renewals are spread by a random tenth of the interval. Release ends

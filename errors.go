@@ -26,15 +26,16 @@ var (
 	// a nil context, a bad option or node list. Nothing is sent to any node in
 	// that case.
 	ErrInvalidArgument = errors.New("redlock: invalid argument")
-	// ErrClosed means the Client was closed before the call.
+	// ErrClosed means the Client was closed before the call. It is also
+	// the cause of a KeepAlive context that Close ended.
 	ErrClosed = errors.New("redlock: client closed")
 
 	// ErrLockLost is matched by the cause of a KeepAlive context that ended
 	// because the lock could no longer be proven held: so many nodes no
-	// longer have our value that no quorum can confirm it, no renewal
-	// reached a quorum before Until, or the Client was closed. The cause says which, and wraps the failed Extend's
-	// error when there is one. Do's error matches it when the lock was lost
-	// while fn ran.
+	// longer have our value that no quorum can confirm it, or no renewal
+	// reached a quorum before Until. The cause says which, and wraps the
+	// failed Extend's error when there is one. Do's error matches it when
+	// the lock was lost while fn ran.
 	ErrLockLost = errors.New("redlock: lock lost")
 	// ErrUnavailable means so many nodes could not be asked (a refused
 	// connection, no reply within the node timeout, an error reply such as

@@ -28,7 +28,8 @@ func idleNodeSet(t *testing.T, n int) *nodeSet {
 			p.sched.timer.Stop()
 		}
 		p.sched.mu.Unlock()
-		waitClosed(t, p.life.close(), "the node set's work")
+		p.life.shut()
+		waitClosed(t, p.life.idleChan(), "the node set's work")
 	})
 	return p
 }
@@ -295,7 +296,8 @@ func TestLaneUnsure(t *testing.T) {
 // TestLaneRedoAfterStrandedWrite: a write the lane went on without, which
 // returns after a delete began on the lane and was not refused, queues the
 // lane's newest delete again (it may have landed after the delete); one
-// that was refused, or after which no delete began, does not.
+// that was refused, was never sent (its round was over when its worker
+// came to it), or after which no delete began, does not.
 func TestLaneRedoAfterStrandedWrite(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -306,6 +308,7 @@ func TestLaneRedoAfterStrandedWrite(t *testing.T) {
 		{"late confirmation after a delete", reply{status: statusOK}, true, true},
 		{"no reply after a delete", reply{err: ErrNoReply}, true, true},
 		{"refused after a delete", reply{status: statusRefused, err: ErrHeldByOther}, true, false},
+		{"not sent, after a delete", reply{err: errNotSent}, true, false},
 		{"confirmation, no delete since", reply{status: statusOK}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

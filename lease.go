@@ -12,21 +12,21 @@ import (
 
 // KeepAlive renews l in the background until l is released, lost, or ctx
 // ends, and returns a context derived from ctx that is cancelled when l is
-// released (cause: ErrReleased) or can no longer be proven held (cause
-// matches ErrLockLost) — never later than l.Until() at that moment. Read the
-// reason with context.Cause.
+// released (cause: ErrReleased), its Client closed (ErrClosed), or l can no
+// longer be proven held (cause matches ErrLockLost) — never later than
+// l.Until() at that moment. Read the reason with context.Cause.
 //
 // Each renewal is l.Extend with the lock's current TTL, every third of the
 // TTL (see WithRenewInterval); its deadline is the end of the validity the
 // lock has left, so a stalled renewal cannot hold the lock past Until. A
 // failed renewal is tried again after a short backoff while validity is
-// left (WithRenewErrorHandler sees each failure). The lock is lost, and the context cancelled, when enough nodes refused
-// a renewal (our value is gone from them) that no quorum can confirm it
-// again, when the Client was closed, or when Until draws near without a
-// renewal having reached a quorum: the context then ends a small margin
-// before Until (a twentieth of the TTL, 1 to 50 ms) so that the latency of
-// its timer does not carry it past Until (a process starved of CPU for
-// longer than that can still see it end late).
+// left (WithRenewErrorHandler sees each failure). The lock is lost, and the
+// context cancelled, when enough nodes refused a renewal (our value is gone
+// from them) that no quorum can confirm it again, or when Until draws near
+// without a renewal having reached a quorum: the context then ends a small
+// margin before Until (a twentieth of the TTL, 1 to 50 ms) so that the
+// latency of its timer does not carry it past Until (a process starved of
+// CPU for longer than that can still see it end late).
 //
 // KeepAlive does not make the holder safe against its own pauses: a process
 // stalled by a GC pause or SIGSTOP can run past Until before it sees the
@@ -92,7 +92,9 @@ func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 // cause or the release error.
 //
 // fn must stop when its context ends: the lock is then lost, released, or
-// ctx has ended. When the lock is lost, Do's error matches ErrLockLost (the
+// ctx has ended, or Close has begun (cause ErrClosed: Close waits for Do to
+// return and release, and Do's error then matches ErrClosed unless fn
+// returned nil). When the lock is lost, Do's error matches ErrLockLost (the
 // context's cause, which says why) and not the release's failure; the cause
 // is stated once, also when fn returns it (context.Cause(ctx)) or wraps it.
 // The release runs under a context of its own, bounded by the cleanup
@@ -108,6 +110,12 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if err != nil {
 		return err
 	}
+	if !c.nodes.life.enterDo(l) {
+		// Close began as the lock was acquired: Close releases it.
+		closed := fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), ErrClosed)
+		return errors.Join(closed, c.releaseFor(ctx, l, l.Release))
+	}
+	defer c.nodes.life.end() // last: Close waits for Do until it returns
 	// Do's own KeepAlive context ends with Do: a reentrant Do (WithOwner)
 	// whose Release sends nothing must not keep renewing for its caller.
 	dctx, stop := context.WithCancel(ctx)
@@ -131,16 +139,28 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 		return errors.Join(fnErr, cause)
 	case fnErr == nil && relErr == nil:
 		return nil
+	case fnErr != nil && errors.Is(cause, ErrClosed) && !errors.Is(fnErr, ErrClosed):
+		return errors.Join(fnErr, cause, relErr) // why fn's context ended
 	}
 	return errors.Join(fnErr, relErr)
 }
 
-// releaseAfterDo releases Do's lock with a deadline of its own: ctx may
-// have ended, and the caller must not wait for long either way.
+// releaseAfterDo releases Do's lock once fn returned. Once Close has
+// begun, the last Do under the lock releases all of its holds: Close left
+// the lock to it.
 func (c *Client) releaseAfterDo(ctx context.Context, l *Lock) error {
+	if c.nodes.life.leaveDo(l) {
+		return c.releaseFor(ctx, l, l.releaseAll)
+	}
+	return c.releaseFor(ctx, l, l.Release)
+}
+
+// releaseFor runs release (of l) with a deadline of its own: ctx may have
+// ended, and the caller must not wait for long either way.
+func (c *Client) releaseFor(ctx context.Context, l *Lock, release func(context.Context) error) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanupTimeout)
 	defer cancel()
-	return l.Release(rctx)
+	return release(rctx)
 }
 
 // lease is the renewal shared by the KeepAlive calls of one Lock. It costs
@@ -199,6 +219,16 @@ func (l *Lock) stopLease(cause error) {
 	if ls == nil {
 		return
 	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.endLocked(cause)
+}
+
+// closeLease ends l's lease for good with cause, making it if KeepAlive
+// was never called, so that a later KeepAlive's context ends at once with
+// cause: Close calls it before it releases l.
+func (l *Lock) closeLease(cause error) {
+	ls := l.leaseOf()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ls.endLocked(cause)
@@ -374,6 +404,14 @@ func (ls *lease) settle(err error) bool {
 		ls.scheduleLocked(now)
 		return false
 	}
+	if ls.releasing() {
+		ls.endLocked(ErrReleased) // Release's cause, whichever ends the lease first
+		return false
+	}
+	if errors.Is(err, ErrClosed) {
+		ls.endLocked(ErrClosed) // Close's cause: it releases the lock
+		return false
+	}
 	if lost := ls.lostBy(err); lost != nil {
 		ls.endLocked(lost)
 		return true
@@ -424,12 +462,19 @@ func (q *renewalQueue) renewOrQueue(ls *lease) {
 	}
 }
 
+// releasing reports whether Release has started: it marks the lock, then
+// ends the lease, and a renewal can fail and settle in between. Its
+// failure is then no loss and no failed renewal.
+func (ls *lease) releasing() bool {
+	ls.l.mu.Lock() // lease.mu, then Lock.mu
+	defer ls.l.mu.Unlock()
+	return ls.l.releasing
+}
+
 // lostBy returns the loss that a failed renewal proves, or nil when a retry
 // may still succeed.
 func (ls *lease) lostBy(err error) error {
 	switch {
-	case errors.Is(err, ErrClosed):
-		return fmt.Errorf("%w: %q: the client was closed, renewal stopped: %w", ErrLockLost, showKey(ls.l.key), err)
 	case errors.Is(err, ErrInvalidArgument):
 		return fmt.Errorf("%w: %q: %w", ErrLockLost, showKey(ls.l.key), err)
 	}

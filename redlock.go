@@ -97,21 +97,19 @@ func (c *Client) Warm(ctx context.Context) error {
 	return c.nodes.warm(ctx)
 }
 
-// Close makes later calls fail with ErrClosed, stops Acquire calls that are
-// waiting to retry, and waits until the work already started has ended:
-// calls in progress, rollbacks of failed acquires, the nodes a release did
-// not wait for, deletes waiting to be tried again, calls whose replies were
-// late. Release held locks first: a Release after Close fails and the lock
-// stays until its TTL. go-redis may hold a call given up on until its
-// ReadTimeout. When ctx ends first, Close returns ctx.Err() and the deletes
-// still waiting to be tried again give up at their next try (their keys
-// expire with their TTL).
+// Close shuts the Client down without leaving a key locked: later calls
+// fail with ErrClosed, KeepAlive contexts end with cause ErrClosed, and
+// every Lock still held is released with Release's token-checked delete (a
+// Do's when its function returns, the others at once: call Close once the
+// work under them has stopped). It waits for those releases and all work in
+// progress, or returns ctx.Err() when ctx ends first (docs/lease.md).
 func (c *Client) Close(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
+	c.releaseHeld(ctx, c.nodes.life.shut())
 	select {
-	case <-c.nodes.life.close():
+	case <-c.nodes.life.idleChan():
 		return nil
 	case <-ctx.Done():
 		c.nodes.life.giveUp()

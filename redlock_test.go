@@ -651,8 +651,9 @@ func TestClose(t *testing.T) {
 	_, err = c.TryAcquire(ctx, newKey(t), time.Minute)
 	require.ErrorIs(t, err, redlock.ErrClosed)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	require.ErrorIs(t, l.Release(ctx), redlock.ErrClosed)
-	assert.Equal(t, 3, e.holders(key, l.Token()), "nothing is sent after Close")
+	// Close released the lock it found held: Release reports that.
+	require.NoError(t, l.Release(ctx))
+	e.requireNoKey(key)
 }
 
 // cancelClock cancels the caller's context on its second reading and jumps

@@ -203,10 +203,8 @@ func (l *Lock) releaseCall(ctx context.Context) error {
 }
 
 func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error {
-	if err := c.nodes.life.begin(); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), err)
-	}
-	defer c.nodes.life.end()
+	c.nodes.life.beginRelease()
+	defer c.nodes.life.endRelease(l)
 	// The next waiter of this Client, if it offers, is handed the key in
 	// the same round (handover.go).
 	var gone []bool

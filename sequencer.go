@@ -165,16 +165,21 @@ func (s *sequencer) push(p *nodeSet, j *job) {
 	}
 }
 
-// pushHere queues j on its node's lane and, if the lane is idle, returns it for
-// the caller to run with runHere instead of starting a worker.
+// pushHere queues j on its node's lane and, if j is to start now, returns it
+// for the caller to run with runHere instead of starting a worker. Another
+// job of the lane's that is to start now goes to a worker.
 func (s *sequencer) pushHere(p *nodeSet, j *job) *job {
 	s.mu.Lock()
 	start := s.enqueue(p, j)
-	if start != nil {
+	if start == j {
 		start.here = true
 		start.shared = false // its own deadline, not the round's
 	}
 	s.mu.Unlock()
+	if start != nil && start != j {
+		p.work(task{s: s, j: start})
+		return nil
+	}
 	return start
 }
 
@@ -187,8 +192,9 @@ func (s *sequencer) runHere(p *nodeSet, j *job) {
 	}
 }
 
-// enqueue adds j to its lane and returns the job to start now, if any.
-// Called with s.mu held.
+// enqueue adds j to its lane and returns the job to start now, if any: j,
+// or the lane's next job when j is queued behind others. Called with s.mu
+// held.
 func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 	i := j.node
 	l := &s.lanes[i]
@@ -211,9 +217,18 @@ func (s *sequencer) enqueue(p *nodeSet, j *job) *job {
 	}
 	if cur := l.current; cur != nil && cur.r.spec.kind == opWrite {
 		if cur.r.ctx.Err() != nil {
+			// The lane does not wait for a write whose round is over: it
+			// moves on to its next job, in order. j never overtakes the
+			// jobs queued before it (nor the rule that keeps a second
+			// delete from being sent while one is stranded).
 			s.detach(l, cur)
-			s.begin(l, j)
-			return j
+			if len(l.queue) == 0 {
+				s.begin(l, j)
+				return j
+			}
+			j.shared = false
+			l.queue = append(l.queue, j)
+			return s.dequeue(l)
 		}
 		if !cur.blocking {
 			cur.blocking = true
@@ -241,6 +256,21 @@ func (s *sequencer) unsettled() []bool {
 		}
 	}
 	return out
+}
+
+// settled reports whether nothing the lock sent can still be on a node, or
+// land there, at now: no call is queued, running, parked or held by
+// go-redis, and every key its writes set has expired.
+func (s *sequencer) settled(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.lanes {
+		l := &s.lanes[i]
+		if l.busy || l.strandedWrites > 0 || l.strandedDeletes > 0 || now.Before(l.expireBy) {
+			return false
+		}
+	}
+	return true
 }
 
 // isUnsure reports whether a write of the lock on node i may still land.
@@ -324,13 +354,16 @@ func (s *sequencer) done(p *nodeSet, j *job, rep reply) *job {
 	if j.detached {
 		// The lane went on without this call. If it is a write, a delete
 		// ran since, and the write may have landed after it, delete again.
+		// A write that was never sent cannot land: its redo would only
+		// supersede the deletes queued before it, and let the writes
+		// queued between go out first.
 		var redo *job
 		if j.r.spec.kind == opDelete {
 			l.strandedDeletes--
 		} else {
 			l.strandedWrites--
 		}
-		if j.r.spec.kind == opWrite && l.deletes > j.mark && rep.status != statusRefused && l.lastDelete != nil {
+		if j.r.spec.kind == opWrite && l.deletes > j.mark && rep.status != statusRefused && rep.err != errNotSent && l.lastDelete != nil {
 			redo = &job{r: l.lastDelete, node: j.node, reported: true}
 			p.life.add(1)
 			redo = s.enqueue(p, redo)
