@@ -436,6 +436,27 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, l
 	}
 	// Before the group's pgid can be reused: no SIGKILL after this.
 	defer func() { noKill() }()
+	killReport := func(k killSent) {
+		killed, killedAt = true, k.at
+		how := "an ordinary thread"
+		if k.realtime {
+			how = "a real-time thread"
+		}
+		logf("SIGKILL sent to process group %d at %s, %v after it was due, from %s",
+			g.pgid, k.at.Format(time.RFC3339Nano), k.at.Sub(killAt).Round(time.Microsecond), how)
+	}
+	// finish returns once the group is gone. The command's exit can come
+	// before the killer's report: once noKill has returned, the killer has
+	// either sent SIGKILL and its report or never will.
+	finish := func() (int, error) {
+		noKill()
+		select {
+		case k := <-killFired:
+			killReport(k)
+		default:
+		}
+		return outcome(code, lostErr, until, killedAt)
+	}
 	lostCh := lost.Done()
 	for {
 		select {
@@ -451,20 +472,14 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, l
 			logf("%v (valid until %s): stopping process group %d", lostErr, until.Format(time.RFC3339Nano), g.pgid)
 			stopBy(until.Add(-spec.margin))
 		case k := <-killFired:
-			killed, killedAt = true, k.at
-			how := "an ordinary thread"
-			if k.realtime {
-				how = "a real-time thread"
-			}
-			logf("SIGKILL sent to process group %d at %s, %v after it was due, from %s",
-				g.pgid, k.at.Format(time.RFC3339Nano), k.at.Sub(killAt).Round(time.Microsecond), how)
+			killReport(k)
 		case err := <-exited:
 			exited = nil
 			code = exitStatus(cmd.ProcessState, err)
 			g.restoreTerminal()
 			logf("pid %d exited with status %d", cmd.Process.Pid, code)
 			if g.empty() {
-				return outcome(code, lostErr, until, killedAt)
+				return finish()
 			}
 			if !termSent {
 				fmt.Fprintf(os.Stderr, "redlock run: the command exited leaving processes in its group %d: stopping them before the release\n", g.pgid)
@@ -484,7 +499,7 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, l
 				}
 			}
 			if g.empty() {
-				return outcome(code, lostErr, until, killedAt)
+				return finish()
 			}
 		}
 	}
