@@ -48,23 +48,65 @@ func groupAlive(t *testing.T, pgid int) []string {
 	return alive
 }
 
+// notKilled lists those of procs (as groupAlive gives them) that have no
+// SIGKILL pending, read after groupAlive. One that has cannot run another
+// instruction of its own: the kernel ends it as soon as it next runs it. On
+// a machine whose CPUs are all busy that can take hundreds of milliseconds,
+// during which /proc still shows it sleeping or running (seen: SIGKILL sent
+// 250 ms before the validity ended, the group gone 60 ms after it).
+func notKilled(procs []string) []string {
+	var unkilled []string
+	for _, p := range procs {
+		b, err := os.ReadFile(filepath.Join("/proc", strings.Fields(p)[0], "status"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		if !sigkillPending(string(b)) {
+			unkilled = append(unkilled, p)
+		}
+	}
+	return unkilled
+}
+
+// sigkillPending reports whether a /proc/PID/status shows SIGKILL pending,
+// for the thread (SigPnd: the kernel adds it to every thread of a process
+// it kills) or the process (ShdPnd: where a signal to a group lands).
+func sigkillPending(status string) bool {
+	for _, line := range strings.Split(status, "\n") {
+		name, mask, ok := strings.Cut(line, ":")
+		if !ok || (name != "SigPnd" && name != "ShdPnd") {
+			continue
+		}
+		if m, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64); err == nil && m&(1<<(syscall.SIGKILL-1)) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // watchGroup polls group pgid until stop is closed and returns, through the
-// function it returns, the latest time at which a poll that found a process
-// alive began (a process seen then was alive at that time or later).
-func watchGroup(t *testing.T, pgid int) (lastAlive func() time.Time) {
+// functions it returns, the latest times at which a poll began that found a
+// process alive, and one alive with no SIGKILL pending (a process seen then
+// was so at that time or later).
+func watchGroup(t *testing.T, pgid int) (lastAlive, lastUnkilled func() time.Time) {
 	t.Helper()
 	var mu sync.Mutex
-	var last time.Time
+	var alive, unkilled time.Time
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			began := time.Now()
-			if len(groupAlive(t, pgid)) > 0 {
+			if procs := groupAlive(t, pgid); len(procs) > 0 {
 				mu.Lock()
-				last = began
+				alive = began
 				mu.Unlock()
+				if len(notKilled(procs)) > 0 {
+					mu.Lock()
+					unkilled = began
+					mu.Unlock()
+				}
 			}
 			select {
 			case <-stop:
@@ -74,13 +116,17 @@ func watchGroup(t *testing.T, pgid int) (lastAlive func() time.Time) {
 		}
 	}()
 	var once sync.Once
-	t.Cleanup(func() { once.Do(func() { close(stop); <-done }) })
-	return func() time.Time {
-		once.Do(func() { close(stop); <-done })
-		mu.Lock()
-		defer mu.Unlock()
-		return last
+	end := func() { once.Do(func() { close(stop); <-done }) }
+	t.Cleanup(end)
+	last := func(at *time.Time) func() time.Time {
+		return func() time.Time {
+			end()
+			mu.Lock()
+			defer mu.Unlock()
+			return *at
+		}
 	}
+	return last(&alive), last(&unkilled)
 }
 
 // readPID reads the pid a command wrote to path.
@@ -103,12 +149,18 @@ func killGroupCleanup(t *testing.T, pgid int) {
 	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
 }
 
-var validUntil = regexp.MustCompile(`until (\d\S+?)\)`)
+var (
+	validUntil  = regexp.MustCompile(`until (\d\S+?)\)`)
+	sigkillSent = regexp.MustCompile(`SIGKILL sent to process group \d+ at (\S+),`)
+)
 
 // TestRunStopsGroupBeforeUntil: with the lock lost (2 of 3 nodes killed), a
 // grandchild that ignores SIGTERM is killed with its whole group before the
 // validity redlock reports ends, whatever --grace says; redlock exits 70 once
-// no process of the group is left.
+// no process of the group is left. Killed: SIGKILL sent, which redlock
+// reports, and no process of the group seen without SIGKILL pending once the
+// validity has ended. Not gone from /proc: the kernel ends a killed process
+// when it next runs it, which a busy machine delays (see notKilled).
 func TestRunStopsGroupBeforeUntil(t *testing.T) {
 	for _, grace := range []string{"", "2900ms"} {
 		t.Run("grace="+grace, func(t *testing.T) {
@@ -133,7 +185,7 @@ func TestRunStopsGroupBeforeUntil(t *testing.T) {
 				t.Fatal(err)
 			}
 			killGroupCleanup(t, pgid)
-			lastAlive := watchGroup(t, pgid)
+			lastAlive, lastUnkilled := watchGroup(t, pgid)
 			for deadline := time.Now().Add(10 * time.Second); len(groupAlive(t, pgid)) < 2; {
 				if time.Now().After(deadline) {
 					t.Fatalf("the grandchild never started: %v", groupAlive(t, pgid))
@@ -160,12 +212,25 @@ func TestRunStopsGroupBeforeUntil(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			last := lastAlive()
+			k := sigkillSent.FindStringSubmatch(r.stderr)
+			if k == nil {
+				t.Fatalf("redlock did not say when it sent SIGKILL:\n%s", r.stderr)
+			}
+			killed, err := time.Parse(time.RFC3339Nano, k[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !killed.Before(until) {
+				t.Errorf("SIGKILL was sent at %s, after the validity ended at %s\n%s",
+					killed.Format(time.StampMicro), until.Format(time.StampMicro), r.stderr)
+			}
+			last := lastUnkilled()
 			if !last.Before(until) {
-				t.Errorf("a process of the group was alive at %s, after the validity ended at %s\n%s",
+				t.Errorf("a process of the group was alive and not killed at %s, after the validity ended at %s\n%s",
 					last.Format(time.StampMicro), until.Format(time.StampMicro), r.stderr)
 			}
-			t.Logf("last seen alive %v before the end of the validity", until.Sub(last))
+			t.Logf("SIGKILL sent %v, last seen alive unkilled %v, last seen at all %v before the end of the validity",
+				until.Sub(killed), until.Sub(last), until.Sub(lastAlive()))
 		})
 	}
 }
@@ -470,7 +535,7 @@ func TestRunKilledStopsGroup(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			lastAlive := watchGroup(t, pgid)
+			lastAlive, _ := watchGroup(t, pgid)
 			time.Sleep(ttl / 2) // the issue's 0.5 s in: one renewal done, or about to be
 			killed := time.Now()
 			if target == "pid" {

@@ -51,7 +51,9 @@ const minTTL = 20 * timingFloor
 
 // killMarginFor is how long before Until run sends SIGKILL: a tenth of the
 // TTL, 10 to 250 ms, for the signal to be delivered and the processes to
-// die, and for a timer that fires late on a loaded machine.
+// die, and for a thread that wakes late on a loaded machine. Not for one
+// that the kernel does not run for a second: on a busy machine only the
+// real-time priority of the killer's thread (killAt) keeps it on time.
 func killMarginFor(ttl time.Duration) time.Duration {
 	return min(max(ttl/10, timingFloor), 250*time.Millisecond)
 }

@@ -57,7 +57,10 @@ unreachable), the group gets SIGTERM and, --grace later, SIGKILL; SIGTERM
 comes early enough that the grace ends before the lock's validity does, and
 SIGKILL comes before that end whatever --grace says. Processes the command
 leaves in its group when it exits are stopped the same way before the lock
-is released.
+is released. The SIGKILL comes from a thread that sleeps until it is due;
+on Linux, where redlock may (root, CAP_SYS_NICE, RLIMIT_RTPRIO), that thread
+runs at real-time priority, so that a machine whose CPUs are all busy does
+not delay it past the lock's end; otherwise it can be late there.
 
 SIGKILL cannot stop a process in uninterruptible sleep (state D, such as a
 write to a hung network mount), and a process that left the group (setsid,
@@ -404,13 +407,15 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, l
 		termAt   time.Time // when the group got it
 		killAt   time.Time // when the group gets SIGKILL, if set
 		killed   bool
-		kill     *time.Timer
+		killedAt time.Time        // when the SIGKILL due at killAt was sent
+		noKill   = func() {}      // cancels the SIGKILL due at killAt
 		poll     <-chan time.Time // ticks from the command's exit until its group is empty
 		warned   bool
 	)
-	killTimer := make(chan time.Time, 1)
+	killFired := make(chan killSent, 1)
 	// stopBy sends SIGTERM to the group, unless it already got a signal,
-	// and SIGKILL grace after it, and never after deadline.
+	// and SIGKILL grace after it, and never after deadline: from a thread
+	// of its own that sleeps until then (see killAt), not through this loop.
 	stopBy := func(deadline time.Time) {
 		now := time.Now()
 		if !termSent {
@@ -426,21 +431,32 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, l
 		}
 		killAt = at
 		logf("SIGTERM sent to process group %d at %s, SIGKILL at %s", g.pgid, termAt.Format("15:04:05.000"), killAt.Format("15:04:05.000"))
-		if kill != nil {
-			kill.Stop()
-		}
-		kill = time.AfterFunc(time.Until(killAt), func() {
-			select {
-			case killTimer <- time.Now():
-			default:
-			}
-		})
+		noKill()
+		noKill = g.killAt(killAt, killFired)
 	}
-	defer func() {
-		if kill != nil {
-			kill.Stop()
+	// Before the group's pgid can be reused: no SIGKILL after this.
+	defer func() { noKill() }()
+	killReport := func(k killSent) {
+		killed, killedAt = true, k.at
+		how := "an ordinary thread"
+		if k.realtime {
+			how = "a real-time thread"
 		}
-	}()
+		logf("SIGKILL sent to process group %d at %s, %v after it was due, from %s",
+			g.pgid, k.at.Format(time.RFC3339Nano), k.at.Sub(killAt).Round(time.Microsecond), how)
+	}
+	// finish returns once the group is gone. The command's exit can come
+	// before the killer's report: once noKill has returned, the killer has
+	// either sent SIGKILL and its report or never will.
+	finish := func() (int, error) {
+		noKill()
+		select {
+		case k := <-killFired:
+			killReport(k)
+		default:
+		}
+		return outcome(code, lostErr, until, killedAt)
+	}
 	lostCh := lost.Done()
 	for {
 		select {
@@ -455,17 +471,15 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, l
 			lostErr, until = context.Cause(lost), lock.Until()
 			logf("%v (valid until %s): stopping process group %d", lostErr, until.Format(time.RFC3339Nano), g.pgid)
 			stopBy(until.Add(-spec.margin))
-		case <-killTimer:
-			killed = true
-			logf("SIGKILL to process group %d", g.pgid)
-			_ = g.signal(syscall.SIGKILL)
+		case k := <-killFired:
+			killReport(k)
 		case err := <-exited:
 			exited = nil
 			code = exitStatus(cmd.ProcessState, err)
 			g.restoreTerminal()
 			logf("pid %d exited with status %d", cmd.Process.Pid, code)
 			if g.empty() {
-				return outcome(code, lostErr, until)
+				return finish()
 			}
 			if !termSent {
 				fmt.Fprintf(os.Stderr, "redlock run: the command exited leaving processes in its group %d: stopping them before the release\n", g.pgid)
@@ -485,19 +499,26 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, l
 				}
 			}
 			if g.empty() {
-				return outcome(code, lostErr, until)
+				return finish()
 			}
 		}
 	}
 }
 
-// outcome is what supervise returns once the group is gone.
-func outcome(code int, lostErr error, until time.Time) (int, error) {
+// outcome is what supervise returns once the group is gone; killedAt is
+// when the group got its SIGKILL, if it did.
+func outcome(code int, lostErr error, until, killedAt time.Time) (int, error) {
 	if lostErr == nil {
 		return code, nil
 	}
 	gone := time.Now()
-	if gone.After(until) {
+	switch {
+	case gone.After(until) && !killedAt.IsZero() && killedAt.Before(until):
+		// Killed in time: none of its processes ran again, but the
+		// kernel ends a killed process only when it next runs it.
+		return exitSoftware, exit(exitSoftware, "%v; the command was stopped: its process group got SIGKILL at %s, before the lock's validity ended (valid until %s), and its last process was seen gone at %s, the machine being slow to end killed processes",
+			lostErr, killedAt.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano), gone.Format(time.RFC3339Nano))
+	case gone.After(until):
 		return exitSoftware, exit(exitSoftware, "%v; the command was stopped, but the last process of its group was seen gone at %s, after the lock's validity ended (valid until %s)",
 			lostErr, gone.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))
 	}
