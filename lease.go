@@ -404,7 +404,7 @@ func (ls *lease) settle(err error) bool {
 		return false
 	}
 	if errors.Is(err, ErrClosed) {
-		ls.endLocked(ErrClosed) // Close's cause: it releases the lock
+		ls.endLocked(ErrClosed) // Close's cause, whichever ends the lease first: no loss
 		return false
 	}
 	if lost := ls.lostBy(err); lost != nil {
