@@ -76,11 +76,11 @@ func TestCloseEndsDo(t *testing.T) {
 	e.requireNoKey(key)
 }
 
-// TestCloseReleasesHeldLocks: the Locks that Acquire returned and nobody
-// released are released by Close, those under KeepAlive after their
-// context ended with ErrClosed; a Release after Close reports Close's
-// outcome.
-func TestCloseReleasesHeldLocks(t *testing.T) {
+// TestCloseLeavesHeldLocksToHolders: Close ends the KeepAlive contexts of
+// the Locks held (cause ErrClosed, no loss) but takes no Lock from its
+// holder: the keys stay until the holders release them, and their Release
+// works after Close.
+func TestCloseLeavesHeldLocksToHolders(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
 	c := e.client()
 	ctx := t.Context()
@@ -88,33 +88,33 @@ func TestCloseReleasesHeldLocks(t *testing.T) {
 	require.NoError(t, err)
 	kept, err := c.TryAcquire(ctx, newKey(t), time.Minute)
 	require.NoError(t, err)
-	owned, err := c.Acquire(ctx, newKey(t), time.Minute, redlock.WithOwner("req-1"))
-	require.NoError(t, err)
-	again, err := c.Acquire(ctx, owned.Key(), time.Minute, redlock.WithOwner("req-1"))
-	require.NoError(t, err)
-	require.Same(t, owned, again, "the owner re-entered its Lock")
 	kctx := kept.KeepAlive(ctx)
-	for _, l := range []*redlock.Lock{plain, kept, owned} {
+	for _, l := range []*redlock.Lock{plain, kept} {
 		e.awaitHolders(l.Key(), l.Token())
 	}
 
 	closeClient(t, c)
-	for _, l := range []*redlock.Lock{plain, kept, owned} {
-		e.requireNoKey(l.Key())
-	}
 	require.True(t, isDone(kctx.Done()), "the KeepAlive context outlived Close")
 	require.Equal(t, redlock.ErrClosed, context.Cause(kctx))
-	for _, l := range []*redlock.Lock{plain, kept, owned, again} {
-		require.NoError(t, l.Release(ctx), "released by Close")
+	for _, l := range []*redlock.Lock{plain, kept} {
+		require.Equal(t, len(e.direct), e.holders(l.Key(), l.Token()), "Close took the lock from its holder")
 	}
-	require.ErrorIs(t, plain.Extend(ctx, time.Minute), redlock.ErrNotHeld)
+	require.ErrorIs(t, plain.Extend(ctx, time.Minute), redlock.ErrClosed)
 	after := plain.KeepAlive(ctx)
 	require.True(t, isDone(after.Done()))
-	require.ErrorIs(t, context.Cause(after), redlock.ErrClosed)
+	require.Equal(t, redlock.ErrClosed, context.Cause(after))
+
+	for _, l := range []*redlock.Lock{plain, kept} {
+		require.NoError(t, l.Release(ctx), "a Release after Close")
+	}
+	closeClient(t, c) // waits for the releases' background work
+	for _, l := range []*redlock.Lock{plain, kept} {
+		e.requireNoKey(l.Key())
+	}
 }
 
-// TestReleaseWhileClosing: a Release of user code that runs while Close
-// drains works, whoever sends it, and neither reports the Client closed.
+// TestReleaseWhileClosing: Releases of user code that run while Close
+// drains work, and Close waits for those that began before it was done.
 func TestReleaseWhileClosing(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
 	c := e.client()
@@ -126,8 +126,8 @@ func TestReleaseWhileClosing(t *testing.T) {
 		e.awaitHolders(l.Key(), l.Token())
 		locks = append(locks, l)
 	}
-	// Deletes take a while: Close is still releasing when the Releases
-	// come.
+	// Deletes take a while: some Releases are on their way when Close
+	// begins, others begin after.
 	for _, p := range e.proxies {
 		p.SetDelay(50 * time.Millisecond)
 	}
@@ -145,6 +145,7 @@ func TestReleaseWhileClosing(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 	require.NoError(t, <-closed)
+	closeClient(t, c) // the releases' background work is over
 	e.resetFaults()
 	for _, l := range locks {
 		e.requireNoKey(l.Key())
@@ -213,8 +214,9 @@ func TestCloseBoundedByContext(t *testing.T) {
 }
 
 // TestCloseWaitsForNestedDo: an owner's Do within its own Do, and a hold
-// of the owner's Lock by Acquire: Close ends both fns' contexts and the key
-// is released once the last Do returned.
+// of the owner's Lock by Acquire: Close ends both fns' contexts and waits
+// for both Do calls, which give back their holds; the Acquire's hold is its
+// holder's to release.
 func TestCloseWaitsForNestedDo(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
 	c := e.client()
@@ -254,6 +256,8 @@ func TestCloseWaitsForNestedDo(t *testing.T) {
 	require.NotErrorIs(t, err, redlock.ErrNotHeld)
 	require.ErrorIs(t, innerErr, redlock.ErrClosed)
 	require.NotErrorIs(t, innerErr, redlock.ErrNotHeld)
-	e.requireNoKey(key)
+	require.Equal(t, len(e.direct), e.holders(key, held.Token()), "the Acquire's hold was taken")
 	require.NoError(t, held.Release(ctx))
+	closeClient(t, c)
+	e.requireNoKey(key)
 }

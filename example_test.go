@@ -344,7 +344,7 @@ func readmeQuickstart(addrs []string) error {
 	if err != nil {
 		return err
 	}
-	defer locks.Close(context.Background()) // releases what is still held, waits for background work
+	defer locks.Close(context.Background()) // waits for background work: rollbacks, late deletes
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -76,6 +76,10 @@ func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 	id := ls.lastID
 	ls.contexts = append(ls.contexts, keepAliveCtx{id: id, cancel: cancel})
 	if len(ls.contexts) == 1 {
+		if !l.client.nodes.life.addLease(ls) {
+			ls.endLocked(ErrClosed) // cancels out
+			return out
+		}
 		ls.startLocked()
 	}
 	// Runs on a goroutine of its own once out ends, for whatever reason.
@@ -110,10 +114,10 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if err != nil {
 		return err
 	}
-	if !c.nodes.life.enterDo(l) {
-		// Close began as the lock was acquired: Close releases it.
-		closed := fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), ErrClosed)
-		return errors.Join(closed, c.releaseFor(ctx, l, l.Release))
+	if err := c.nodes.life.begin(); err != nil {
+		// Close began as the lock was acquired: fn does not run.
+		closed := fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
+		return errors.Join(closed, c.releaseAfterDo(ctx, l))
 	}
 	defer c.nodes.life.end() // last: Close waits for Do until it returns
 	// Do's own KeepAlive context ends with Do: a reentrant Do (WithOwner)
@@ -145,22 +149,12 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	return errors.Join(fnErr, relErr)
 }
 
-// releaseAfterDo releases Do's lock once fn returned. Once Close has
-// begun, the last Do under the lock releases all of its holds: Close left
-// the lock to it.
+// releaseAfterDo releases Do's lock with a deadline of its own: ctx may
+// have ended, and the caller must not wait for long either way.
 func (c *Client) releaseAfterDo(ctx context.Context, l *Lock) error {
-	if c.nodes.life.leaveDo(l) {
-		return c.releaseFor(ctx, l, l.releaseAll)
-	}
-	return c.releaseFor(ctx, l, l.Release)
-}
-
-// releaseFor runs release (of l) with a deadline of its own: ctx may have
-// ended, and the caller must not wait for long either way.
-func (c *Client) releaseFor(ctx context.Context, l *Lock, release func(context.Context) error) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanupTimeout)
 	defer cancel()
-	return release(rctx)
+	return l.Release(rctx)
 }
 
 // lease is the renewal shared by the KeepAlive calls of one Lock. It costs
@@ -224,14 +218,15 @@ func (l *Lock) stopLease(cause error) {
 	ls.endLocked(cause)
 }
 
-// closeLease ends l's lease for good with cause, making it if KeepAlive
-// was never called, so that a later KeepAlive's context ends at once with
-// cause: Close calls it before it releases l.
-func (l *Lock) closeLease(cause error) {
-	ls := l.leaseOf()
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	ls.endLocked(cause)
+// closeLeases ends the leases that were renewing when Close began, for
+// good, with ErrClosed; a KeepAlive that starts one later finds the Client
+// closed.
+func closeLeases(leases []*lease) {
+	for _, ls := range leases {
+		ls.mu.Lock()
+		ls.endLocked(ErrClosed)
+		ls.mu.Unlock()
+	}
 }
 
 // untilMoved sets the timer to follow Until and the TTL, which an Extend may
@@ -409,7 +404,7 @@ func (ls *lease) settle(err error) bool {
 		return false
 	}
 	if errors.Is(err, ErrClosed) {
-		ls.endLocked(ErrClosed) // Close's cause: it releases the lock
+		ls.endLocked(ErrClosed) // Close's cause, whichever ends the lease first: no loss
 		return false
 	}
 	if lost := ls.lostBy(err); lost != nil {
@@ -516,6 +511,7 @@ func (ls *lease) haltLocked() {
 	if ls.stopRun != nil {
 		ls.stopRun()
 	}
+	ls.l.client.nodes.life.dropLease(ls) // lease.mu, then lifecycle.mu
 }
 
 // leave drops the KeepAlive context id, whose context ended; renewal stops

@@ -97,17 +97,17 @@ func (c *Client) Warm(ctx context.Context) error {
 	return c.nodes.warm(ctx)
 }
 
-// Close shuts the Client down without leaving a key locked: later calls
-// fail with ErrClosed, KeepAlive contexts end with cause ErrClosed, and
-// every Lock still held is released with Release's token-checked delete (a
-// Do's when its function returns, the others at once: call Close once the
-// work under them has stopped). It waits for those releases and all work in
-// progress, or returns ctx.Err() when ctx ends first (docs/lease.md).
+// Close makes later calls fail with ErrClosed, ends every KeepAlive context
+// (cause ErrClosed, a Do's included), and waits for the calls in progress —
+// a Do until its function has returned and its lock is released — and for
+// the background work; when ctx ends first it returns ctx.Err(). It does not
+// take a Lock from its holder: Release it, during Close or after, or it
+// expires with its TTL (docs/lease.md).
 func (c *Client) Close(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
-	c.releaseHeld(ctx, c.nodes.life.shut())
+	closeLeases(c.nodes.life.shut())
 	select {
 	case <-c.nodes.life.idleChan():
 		return nil

@@ -651,8 +651,10 @@ func TestClose(t *testing.T) {
 	_, err = c.TryAcquire(ctx, newKey(t), time.Minute)
 	require.ErrorIs(t, err, redlock.ErrClosed)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	// Close released the lock it found held: Release reports that.
+	// Close left the lock to its holder, whose Release still works.
+	assert.Equal(t, 3, e.holders(key, l.Token()), "Close took the lock from its holder")
 	require.NoError(t, l.Release(ctx))
+	require.NoError(t, c.Close(closeCtx)) // waits for the release's background work
 	e.requireNoKey(key)
 }
 

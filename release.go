@@ -204,7 +204,7 @@ func (l *Lock) releaseCall(ctx context.Context) error {
 
 func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error {
 	c.nodes.life.beginRelease()
-	defer c.nodes.life.endRelease(l)
+	defer c.nodes.life.end()
 	// The next waiter of this Client, if it offers, is handed the key in
 	// the same round (handover.go).
 	var gone []bool

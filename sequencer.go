@@ -258,21 +258,6 @@ func (s *sequencer) unsettled() []bool {
 	return out
 }
 
-// settled reports whether nothing the lock sent can still be on a node, or
-// land there, at now: no call is queued, running, parked or held by
-// go-redis, and every key its writes set has expired.
-func (s *sequencer) settled(now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := range s.lanes {
-		l := &s.lanes[i]
-		if l.busy || l.strandedWrites > 0 || l.strandedDeletes > 0 || now.Before(l.expireBy) {
-			return false
-		}
-	}
-	return true
-}
-
 // isUnsure reports whether a write of the lock on node i may still land.
 func (s *sequencer) isUnsure(i int) bool {
 	s.mu.Lock()
