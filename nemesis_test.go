@@ -48,9 +48,9 @@ const (
 	// longest TTL in use, as documented.
 	nemGuard = nemMaxTTL
 	// nemSlack is how late a lease signal may come before it counts: the
-	// doc allows a timer on a starved CPU to fire late, and the tests share
-	// two cores under -race.
-	nemSlack = 100 * time.Millisecond
+	// bound of docs/lease.md for a timer on a starved CPU (the tests share
+	// two cores under -race).
+	nemSlack = leaseLate
 )
 
 // TestNemesis runs the nemesis with the restart guard on, so every fault it
