@@ -26,7 +26,8 @@ import (
 //
 //	go test -run Chaos -v .
 //
-// It skips without a Docker engine unless REDLOCK_REQUIRE_DOCKER=1.
+// It skips without a Docker engine unless REDLOCK_REQUIRE_DOCKER=1, which
+// ./test.sh sets unless told otherwise.
 //
 // Sizes are chosen for two shared cores under -race: per-node deadlines of
 // 100 ms, TTLs of 1–60 s, a few goroutines per scenario, every wait bounded.
