@@ -102,7 +102,27 @@ func TestDeadlinesHeapRandom(t *testing.T) {
 // deadline, and only once every entry with an earlier deadline has left the
 // heap (deadline order); an entry removed before its deadline never fires,
 // and remove reports false once an entry has fired or was removed.
+//
+// The order is checked among entries added before any was due: a run whose
+// adds outlasted the lead (a loaded machine) is made again with twice the
+// lead, and the test fails if even the longest lead was too short, rather
+// than pass without checking the order.
 func TestDeadlinesFireOnce(t *testing.T) {
+	for lead := 50 * time.Millisecond; ; lead *= 2 {
+		if fireOnce(t, lead) {
+			return
+		}
+		if lead >= 3200*time.Millisecond {
+			t.Fatalf("adding the entries outlasted a lead of %v: the order was never checked", lead)
+		}
+		t.Logf("adding the entries outlasted a lead of %v: again with %v", lead, 2*lead)
+	}
+}
+
+// fireOnce is one run of TestDeadlinesFireOnce whose entries fall due from
+// lead after the start. It reports whether every entry was added within the
+// lead, so that the order was checked.
+func fireOnce(t *testing.T, lead time.Duration) (orderChecked bool) {
 	var d deadlines
 	stopTimer(t, &d)
 	rng := rand.New(rand.NewPCG(22, 2))
@@ -113,8 +133,6 @@ func TestDeadlinesFireOnce(t *testing.T) {
 	var left sync.WaitGroup
 	start := time.Now()
 	removed := map[int]bool{}
-	// The order is checked among entries added before any was due.
-	const lead = 50 * time.Millisecond
 	for i := range entries {
 		e := &timed{at: start.Add(lead + time.Duration(rng.IntN(100))*time.Millisecond)}
 		e.f = firerFunc(func() {
@@ -160,9 +178,7 @@ func TestDeadlinesFireOnce(t *testing.T) {
 	if early.Load() != 0 {
 		t.Errorf("%d entries fired before their deadline", early.Load())
 	}
-	if !addedInTime {
-		t.Log("the entries took longer to add than the lead: the order is not checked")
-	} else if outOfOrder.Load() != 0 {
+	if addedInTime && outOfOrder.Load() != 0 {
 		t.Errorf("%d entries fired while one with an earlier deadline was pending", outOfOrder.Load())
 	}
 	d.mu.Lock()
@@ -171,6 +187,7 @@ func TestDeadlinesFireOnce(t *testing.T) {
 	if left2 != 0 || !armed.IsZero() {
 		t.Errorf("after everything fired: %d entries left, timer armed for %v", left2, armed)
 	}
+	return addedInTime
 }
 
 // TestDeadlinesRearm: an entry earlier than the one the timer is armed for

@@ -330,8 +330,8 @@ func ExampleLock_Fence() {
 // of the test files (TestDocSnippets checks it): each block follows a line
 // <!-- example: name --> naming its function. A block that begins with an
 // import declaration leaves it out of the body; the function's file imports
-// those paths. Those given nodes run in TestReadmeQuickstart; the others are
-// compiled, their doubles run as examples (ExampleClient_Do).
+// those paths. Every one runs: the quickstart in TestReadmeQuickstart, the
+// others in snippets_test.go, and otel's readmeOtel in its module.
 
 // readmeQuickstart is the README's "## Use" block.
 func readmeQuickstart(addrs []string) error {
@@ -396,8 +396,6 @@ func readmeLeaseKeepAlive(ctx context.Context, locks *redlock.Client, process fu
 	}
 	return nil
 }
-
-var _, _, _ = readmeFencedLease, readmeLeaseDo, readmeLeaseKeepAlive
 
 // TestReadmeQuickstart runs the README's first example on fresh nodes: it
 // must work at once, with no setup the README does not show.

@@ -305,49 +305,6 @@ func TestReleaseAndNilSmalls(t *testing.T) {
 	}
 }
 
-// TestLeastPrivilegeACL runs every operation as a user with the README's ACL.
-func TestLeastPrivilegeACL(t *testing.T) {
-	s := redistest.StartT(t, 1)[0]
-	ctx := t.Context()
-	admin := s.Client()
-	rule := []string{"on", ">pw", "resetchannels", "-@all", "+evalsha", "+eval", "+get", "+set", "+pexpire", "+del", "~lock:*"}
-	require.NoError(t, admin.Do(ctx, append([]any{"ACL", "SETUSER", "locker"}, toAny(rule)...)...).Err())
-	require.NoError(t, admin.Do(ctx, append([]any{"ACL", "SETUSER", "fencer"}, toAny(append(rule, "+time", "~{lock:*}:redlock:fence"))...)...).Err())
-	nodes := func(user string) []redis.UniversalClient {
-		c := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: user, Password: "pw", ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = c.Close() })
-		return []redis.UniversalClient{c}
-	}
-	for _, tc := range []struct {
-		user string
-		opts []redlock.Option
-	}{{"locker", nil}, {"fencer", []redlock.Option{redlock.WithFencing()}}} {
-		c, err := redlock.New(nodes(tc.user), tc.opts...)
-		require.NoError(t, err)
-		require.NoError(t, c.Warm(ctx), "Warm under the ACL")
-		l, err := c.TryAcquire(ctx, "lock:acl", time.Minute)
-		require.NoError(t, err, tc.user)
-		require.NoError(t, l.Extend(ctx, time.Minute), tc.user)
-		require.NoError(t, l.Release(ctx), tc.user)
-		require.NoError(t, c.Close(ctx))
-	}
-	// Fencing without the counter's pattern is refused by the server.
-	c, err := redlock.New(nodes("locker"), redlock.WithFencing())
-	require.NoError(t, err)
-	_, err = c.TryAcquire(ctx, "lock:acl2", time.Minute)
-	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	assert.Contains(t, err.Error(), "NOPERM")
-	require.NoError(t, c.Close(ctx))
-}
-
-func toAny(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
-}
-
 // TestLoneNodeDefaultsDeadline: one node with go-redis defaults (no
 // ContextTimeoutEnabled), whose calls the caller makes itself on a clone of
 // the client that honours the deadline: a blackholed node still costs each

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,8 +92,16 @@ func TestKeepAliveHoldsLock(t *testing.T) {
 	require.ErrorIs(t, context.Cause(kctx), redlock.ErrReleased)
 }
 
+// leaseLate is how late a KeepAlive context may end past its lock's Until
+// on a machine short of CPU, the bound of docs/lease.md: its timer fires a
+// margin before Until, but a starved process runs it late (a context
+// live 138 ms past Until was seen in the nemesis, with the load average at
+// 10 on 2 cores).
+const leaseLate = 250 * time.Millisecond
+
 // TestKeepAliveLostOnFault: with 3 of 5 nodes killed or blackholed, the
-// context ends with ErrLockLost no later than the Until read at the fault.
+// context ends with ErrLockLost no later than the Until read at the fault,
+// give or take what a starved CPU adds (leaseLate).
 func TestKeepAliveLostOnFault(t *testing.T) {
 	type fault struct {
 		name   string
@@ -123,7 +132,8 @@ func TestKeepAliveLostOnFault(t *testing.T) {
 			at := end.wait(t, 3*time.Second)
 			cause := context.Cause(kctx)
 			require.ErrorIs(t, cause, redlock.ErrLockLost)
-			assert.False(t, at.After(until), "ended %v after the Until read at the fault", at.Sub(until))
+			assert.False(t, at.After(until.Add(leaseLate)), "ended %v after the Until read at the fault (%v allowed)",
+				at.Sub(until), leaseLate)
 			t.Logf("lost %v after the fault, %v before Until; cause: %v", at.Sub(faultAt), until.Sub(at), cause)
 			e.resetFaults()
 			_ = l.Release(ctx)
@@ -498,7 +508,18 @@ func TestKeepAliveCost(t *testing.T) {
 	// with 30s of validity: they wait for each other, and none is lost.
 	const ttl = 30 * time.Second
 	e := newEnv(t, 3, fastClients)
-	c := e.client(redlock.WithRenewInterval(2 * time.Second))
+	// Each renewal's Extend, from the Renewal hook: an interval within the
+	// time the renewal held its place among those run at once.
+	var mu sync.Mutex
+	var renewals []interval
+	c := e.client(redlock.WithRenewInterval(2*time.Second), redlock.WithHooks(redlock.Hooks{
+		Renewal: func(r redlock.RenewalInfo) {
+			end := time.Now()
+			mu.Lock()
+			renewals = append(renewals, interval{end.Add(-r.Elapsed), end})
+			mu.Unlock()
+		},
+	}))
 	ctx := t.Context()
 	prefix := newKey(t)
 	locks := make([]*redlock.Lock, n)
@@ -539,12 +560,13 @@ func TestKeepAliveCost(t *testing.T) {
 	assert.Less(t, extra, 10, "KeepAlive costs goroutines")
 	assert.Less(t, perLock, 2048.0, "KeepAlive costs too much memory per lock")
 
-	// Every lock renews; at most 64 renewals run at once (and the node calls
-	// of each), whatever falls due together. The count also sees the
-	// goroutines of timers that fired and have yet to run, a few µs each, of
-	// which a CPU shared with other test binaries can hold up thousands: it
-	// must stay below one per lock (3.6 per lock were seen when every due
-	// renewal ran at once).
+	// Every lock renews; at most 64 renewals run at once (docs/lease.md),
+	// whatever falls due together: counted from the renewals' own
+	// intervals. The goroutine count also sees the goroutines of timers
+	// that fired and have yet to run, a few µs each, of which a CPU shared
+	// with other test binaries can hold up thousands: it must stay below
+	// one per lock (3.6 per lock were seen when every due renewal ran at
+	// once).
 	untils := make([]time.Time, n)
 	for i, l := range locks {
 		untils[i] = l.Until()
@@ -569,10 +591,16 @@ func TestKeepAliveCost(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d of %d locks renewed within %v, %d lost; at most %d goroutines more than before KeepAlive",
-		renewed, n, time.Since(start).Round(100*time.Millisecond), lost, peak)
+	mu.Lock()
+	most := mostAtOnce(renewals)
+	hooked := len(renewals)
+	mu.Unlock()
+	t.Logf("%d of %d locks renewed within %v, %d lost; at most %d renewals at once (%d seen by the hook); at most %d goroutines more than before KeepAlive",
+		renewed, n, time.Since(start).Round(100*time.Millisecond), lost, most, hooked, peak)
 	assert.Zero(t, lost)
 	assert.Equal(t, n, renewed, "locks not renewed")
+	assert.GreaterOrEqual(t, hooked, n, "renewals the hook saw")
+	assert.LessOrEqual(t, most, 64, "renewals run at once, against the documented cap of 64")
 	assert.Less(t, peak, n, "renewals that fell due together ran at once")
 
 	// Cancelling the contexts stops every renewal; releasing frees the keys.
@@ -585,4 +613,29 @@ func TestKeepAliveCost(t *testing.T) {
 		}
 	}
 	wg.Wait()
+}
+
+// mostAtOnce returns the largest number of the intervals that share an
+// instant; intervals that only touch do not.
+func mostAtOnce(ivs []interval) int {
+	type edge struct {
+		at time.Time
+		d  int
+	}
+	edges := make([]edge, 0, 2*len(ivs))
+	for _, iv := range ivs {
+		edges = append(edges, edge{iv.From, +1}, edge{iv.To, -1})
+	}
+	slices.SortFunc(edges, func(a, b edge) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.d - b.d // an end before a start at the same instant
+	})
+	most, n := 0, 0
+	for _, e := range edges {
+		n += e.d
+		most = max(most, n)
+	}
+	return most
 }

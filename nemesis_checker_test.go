@@ -29,6 +29,7 @@ type nemLock struct {
 	Client string // the worker that acquired it first, for reports
 	Key    string
 	Owner  string // the WithOwner id; "" for a Lock of its own
+	Fenced bool   // acquired through a Client WithFencing: it has a fence and writes to the fenced store
 	Fence  uint64 // 0 without fencing
 	Do     bool   // a Do call: Proofs are the moments its context was live
 
@@ -67,7 +68,7 @@ func (iv interval) String() string {
 }
 
 // fenceWrite is one write to the fenced store: Seq is its place in the
-// store's own order.
+// store's own order, At read when the store had decided.
 type fenceWrite struct {
 	Seq      int
 	LockID   int
@@ -117,7 +118,13 @@ type violation struct {
 }
 
 // nemVerdict lists the violations by kind.
-type nemVerdict struct{ found []violation }
+type nemVerdict struct {
+	found []violation
+	// staleRefused counts the writes the store refused that were made
+	// outside the writer's windows: fencing at work, which a run must
+	// show.
+	staleRefused int
+}
 
 func (v *nemVerdict) add(kind, key string, at time.Time, format string, args ...any) {
 	v.found = append(v.found, violation{Kind: kind, Key: key, At: at, Detail: fmt.Sprintf(format, args...)})
@@ -379,25 +386,56 @@ func (l *nemLock) describe() string {
 	return b.String()
 }
 
-// checkFencing judges the fenced store and the fences: per key, the store
-// accepts a write exactly when its fence is at least the highest accepted
-// before it; accepted fences never go down in the store's order; and a
-// fenced Lock whose first Acquire started after another's first returned
-// has a higher fence.
+// checkFencing judges the fences, and the fenced store by the timeline
+// rather than by the store's own rule (which the store applies under the
+// recorder's mutex, so re-checking it could never fail):
+//   - a Lock of a fenced Client has a fence, not 0;
+//   - a stale write, made by a Lock outside its windows (its validity had
+//     ended, or it was released or taken over) after a newer holder of the
+//     key had written (one whose first Acquire started after the writer's
+//     first returned), is refused: fencing exists for it;
+//   - a write made within the writer's window is accepted;
+//   - a fenced Lock whose first Acquire started after another's first
+//     returned has a higher fence.
 func checkFencing(v *nemVerdict, r *nemRecord) {
+	byID := make(map[int]*nemLock)
+	for _, l := range r.Locks {
+		byID[l.ID] = l
+		if l.Fenced && !l.Do && len(l.Acquires) > 0 && l.Fence == 0 {
+			v.add("fencing", l.Key, l.Acquires[0].End, "%q: %s of a fenced Client has no fence", l.Key, l.describe())
+		}
+	}
+	over := takeovers(r.Locks)
 	writes := slices.Clone(r.Writes)
 	sort.Slice(writes, func(i, j int) bool { return writes[i].Seq < writes[j].Seq })
-	highest := make(map[string]uint64)
+	newest := make(map[string]*nemLock) // per key, the writer so far whose first Acquire started last
 	for _, w := range writes {
-		h := highest[w.Key]
-		switch {
-		case w.Accepted && w.Fence < h:
-			v.add("fencing", w.Key, w.At, "%q: store accepted fence %d of lock #%d after fence %d", w.Key, w.Fence, w.LockID, h)
-		case !w.Accepted && w.Fence >= h:
-			v.add("fencing", w.Key, w.At, "%q: store refused fence %d of lock #%d, highest accepted %d", w.Key, w.Fence, w.LockID, h)
+		l := byID[w.LockID]
+		if l == nil || len(l.Acquires) == 0 {
+			v.add("fencing", w.Key, w.At, "%q: a write of lock #%d, which no Acquire returned", w.Key, w.LockID)
+			continue
 		}
-		if w.Accepted {
-			highest[w.Key] = max(h, w.Fence)
+		within := false
+		for _, iv := range l.windows(over[l]) {
+			if !w.At.Before(iv.From) && w.At.Before(iv.To) {
+				within = true
+				break
+			}
+		}
+		n := newest[w.Key]
+		superseded := n != nil && n.Acquires[0].Start.After(l.Acquires[0].End)
+		switch {
+		case !w.Accepted && !within:
+			v.staleRefused++
+		case w.Accepted && !within && superseded:
+			v.add("fencing", w.Key, w.At, "%q: store accepted a stale write of %s at %s, after %s wrote",
+				w.Key, l.describe(), w.At.Format("15:04:05.000000"), n.describe())
+		case !w.Accepted && within:
+			v.add("fencing", w.Key, w.At, "%q: store refused a write of %s at %s, within its validity",
+				w.Key, l.describe(), w.At.Format("15:04:05.000000"))
+		}
+		if n == nil || l.Acquires[0].Start.After(n.Acquires[0].Start) {
+			newest[w.Key] = l
 		}
 	}
 	// Successive holders: sweep the Locks by the start of their first

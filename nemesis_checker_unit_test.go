@@ -27,14 +27,20 @@ func TestNemesisChecker(t *testing.T) {
 		return l
 	}
 	owned := func(l *nemLock, owner string) *nemLock { l.Owner = owner; return l }
-	fenced := func(l *nemLock, fence uint64) *nemLock { l.Fence = fence; return l }
+	fenced := func(l *nemLock, fence uint64) *nemLock { l.Fenced, l.Fence = true, fence; return l }
 	do := func(id, acq0, fnStart, lastLive, fnEnd int, nilErr bool) *nemLock {
 		return &nemLock{ID: id, Client: "d", Key: "k", Do: true, Acquires: []span{sp(acq0, fnStart)},
 			Releases: []span{sp(fnEnd, fnEnd+1)}, Proofs: []proof{pr(fnStart, lastLive)},
 			FnStart: at(fnStart), FnEnd: at(fnEnd), DoNil: nilErr}
 	}
-	w := func(seq, id int, fence uint64, accepted bool) fenceWrite {
-		return fenceWrite{Seq: seq, LockID: id, Key: "k", Fence: fence, At: at(seq), Accepted: accepted}
+	// w is the write number seq to the store, by lock id, at ms.
+	w := func(seq, id int, fence uint64, accepted bool, ms int) fenceWrite {
+		return fenceWrite{Seq: seq, LockID: id, Key: "k", Fence: fence, At: at(ms), Accepted: accepted}
+	}
+	// Lock 1 holds [10, 50) with fence 5; lock 2, whose Acquire started
+	// after lock 1's returned, holds [60, 150) with fence 7.
+	twoFenced := func(f1, f2 uint64) []*nemLock {
+		return []*nemLock{fenced(plain(1, 0, 10, 100, 50), f1), fenced(plain(2, 20, 60, 200, 150), f2)}
 	}
 
 	tests := []struct {
@@ -109,15 +115,19 @@ func TestNemesisChecker(t *testing.T) {
 		{"do returned nil over another holder", nemRecord{Locks: []*nemLock{do(1, 0, 10, 30, 100, true), plain(2, 50, 60, 200, 150)}}, "lease"},
 		{"do overlap within the slack", nemRecord{Slack: 20 * time.Millisecond,
 			Locks: []*nemLock{do(1, 0, 10, 70, 100, false), plain(2, 50, 60, 200, 150)}}, ""},
-		{"fences rise", nemRecord{
-			Locks:  []*nemLock{fenced(plain(1, 0, 10, 100, 50), 5), fenced(plain(2, 20, 60, 200, 150), 7)},
-			Writes: []fenceWrite{w(1, 1, 5, true), w(2, 2, 7, true), w(3, 1, 5, false), w(4, 2, 7, true)}}, ""},
-		{"store accepted a lower fence", nemRecord{
-			Locks:  []*nemLock{fenced(plain(1, 0, 10, 100, 50), 5), fenced(plain(2, 20, 60, 200, 150), 7)},
-			Writes: []fenceWrite{w(1, 2, 7, true), w(2, 1, 5, true)}}, "fencing"},
-		{"store refused a rightful fence", nemRecord{
-			Locks:  []*nemLock{fenced(plain(1, 0, 10, 100, 50), 5), fenced(plain(2, 20, 60, 200, 150), 7)},
-			Writes: []fenceWrite{w(1, 1, 5, true), w(2, 2, 7, false)}}, "fencing"},
+		{"fences rise", nemRecord{Locks: twoFenced(5, 7),
+			Writes: []fenceWrite{w(1, 1, 5, true, 20), w(2, 2, 7, true, 70), w(3, 1, 5, false, 80), w(4, 2, 7, true, 90)}}, ""},
+		{"a late write before the newer holder's", nemRecord{Locks: twoFenced(5, 7),
+			Writes: []fenceWrite{w(1, 1, 5, true, 55), w(2, 2, 7, true, 70)}}, ""},
+		{"store accepted a stale write", nemRecord{Locks: twoFenced(5, 7),
+			Writes: []fenceWrite{w(1, 2, 7, true, 70), w(2, 1, 5, true, 80)}}, "fencing"},
+		{"store accepted a stale write, fences 0", nemRecord{Locks: twoFenced(0, 0),
+			Writes: []fenceWrite{w(1, 2, 0, true, 70), w(2, 1, 0, true, 80)}}, "fencing"},
+		{"store refused a write within its validity", nemRecord{Locks: twoFenced(5, 7),
+			Writes: []fenceWrite{w(1, 1, 5, false, 30)}}, "fencing"},
+		{"a fenced lock without a fence", nemRecord{Locks: twoFenced(0, 7)}, "fencing"},
+		{"a write of a lock never acquired", nemRecord{Locks: twoFenced(5, 7),
+			Writes: []fenceWrite{w(1, 3, 5, true, 30)}}, "fencing"},
 		{"successor's fence not above", nemRecord{
 			Locks: []*nemLock{fenced(plain(1, 0, 10, 100, 50), 7), fenced(plain(2, 20, 60, 200, 150), 7)}}, "fencing"},
 		{"concurrent acquires need not be ordered", nemRecord{
@@ -134,6 +144,11 @@ func TestNemesisChecker(t *testing.T) {
 		{"probe failed", nemRecord{Bound: time.Second, Probes: []probe{{Key: "k", Took: time.Millisecond, Err: errors.New("not acquired")}}}, "lockout"},
 		{"leftover key", nemRecord{Leftovers: []nodeKey{{Node: 2, Key: "k", Value: "tok.1"}}}, "leftovers"},
 	}
+	// A stale write the store refused is fencing at work: counted, as a
+	// run must show some, and not reported.
+	v := checkNemesis(&nemRecord{Locks: twoFenced(5, 7), Writes: []fenceWrite{w(1, 2, 7, true, 70), w(2, 1, 5, false, 80)}})
+	assert.Equal(t, 1, v.staleRefused, "stale writes refused")
+	assert.Empty(t, v.found)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			v := checkNemesis(&tc.r)

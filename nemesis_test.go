@@ -48,9 +48,9 @@ const (
 	// longest TTL in use, as documented.
 	nemGuard = nemMaxTTL
 	// nemSlack is how late a lease signal may come before it counts: the
-	// doc allows a timer on a starved CPU to fire late, and the tests share
-	// two cores under -race.
-	nemSlack = 100 * time.Millisecond
+	// bound of docs/lease.md for a timer on a starved CPU (the tests share
+	// two cores under -race).
+	nemSlack = leaseLate
 )
 
 // TestNemesis runs the nemesis with the restart guard on, so every fault it
@@ -66,11 +66,13 @@ func TestNemesis(t *testing.T) {
 		kinds := []string{"blackhole", "delay", "drop-replies", "hold", "pause", "crash", "restart-empty", "flushall"}
 		run := newNemRun(t, seed, true, kinds)
 		run.owners = *nemOwners
-		v := run.run(t, *nemDuration, nil)
+		run.enough = func(r *nemRecord, v *nemVerdict) bool { return len(run.shortfall(r, v, *nemDuration)) == 0 }
+		v, r := run.run(t, *nemDuration, nil)
 		if len(v.found) > 0 {
 			t.Errorf("seed %d: %d violations (replay: -run TestNemesis/guarded -nemesis.seed=%d):\n%s",
 				seed, len(v.found), seed, v.describe(30))
 		}
+		run.requireActivity(t, r, v, *nemDuration)
 	})
 	t.Run("unguarded-restart-empty", func(t *testing.T) {
 		// The hazard of the Redlock spec: a node that restarts empty at
@@ -81,7 +83,7 @@ func TestNemesis(t *testing.T) {
 		run.gap = [2]time.Duration{10 * time.Millisecond, 80 * time.Millisecond}
 		run.down = [2]time.Duration{0, 50 * time.Millisecond}
 		const bound = 60 * time.Second
-		v := run.run(t, bound, func(v *nemVerdict) bool { return v.count("exclusion") > 0 })
+		v, _ := run.run(t, bound, func(v *nemVerdict) bool { return v.count("exclusion") > 0 })
 		require.Positive(t, v.count("exclusion"), "seed %d: no two holders within %v of restarts without the guard", seed, bound)
 		t.Logf("first finding: %s", v.found[0].Detail)
 	})
@@ -103,27 +105,36 @@ type nemRun struct {
 	slots   []*nemSlot
 	rec     *nemRecorder
 	faults  atomic.Int64
+	byKind  map[string]*atomic.Int64 // faults injected, by kind
+	// enough, if set, says whether the history so far shows the activity a
+	// run must: a run goes on past its duration, up to three times it,
+	// until it does.
+	enough  func(*nemRecord, *nemVerdict) bool
 	closing sync.WaitGroup // Closes of Clients replaced mid-run
 }
 
 // nemSlot is one Client, shared by the workers that use it; it is replaced
 // by a new one when the nemesis closes it mid-run.
 type nemSlot struct {
-	name  string
-	c     atomic.Pointer[redlock.Client]
-	make  func() *redlock.Client
-	mu    sync.Mutex
-	every []*redlock.Client // every Client the slot had, for the final Close
+	name   string
+	fenced bool // its Clients fence
+	c      atomic.Pointer[redlock.Client]
+	make   func() *redlock.Client
+	mu     sync.Mutex
+	every  []*redlock.Client // every Client the slot had, for the final Close
 }
 
 func newNemRun(t *testing.T, seed uint64, guarded bool, kinds []string) *nemRun {
 	t.Helper()
 	n := *nemNodes
-	run := &nemRun{seed: seed, guarded: guarded, kinds: kinds, rec: newNemRecorder(),
+	run := &nemRun{seed: seed, guarded: guarded, kinds: kinds, rec: newNemRecorder(), byKind: make(map[string]*atomic.Int64),
 		gap:  [2]time.Duration{20 * time.Millisecond, 200 * time.Millisecond},
 		down: [2]time.Duration{50 * time.Millisecond, 1500 * time.Millisecond}}
 	for i := range 3 {
 		run.keys = append(run.keys, fmt.Sprintf("nem:%d:{k%d}", seed, i))
+	}
+	for _, k := range kinds {
+		run.byKind[k] = new(atomic.Int64)
 	}
 	// Persistence that keeps every acknowledged write: a crash is then
 	// within the assumptions; a restart empty is made by flushing.
@@ -151,7 +162,7 @@ func newNemRun(t *testing.T, seed uint64, guarded bool, kinds []string) *nemRun 
 		if r.IntN(2) == 0 {
 			nodeTimeout = 100 * time.Millisecond
 		}
-		slot := &nemSlot{name: fmt.Sprintf("C%d", i)}
+		slot := &nemSlot{name: fmt.Sprintf("C%d", i), fenced: fenced}
 		slot.make = func() *redlock.Client {
 			nodes := make([]redis.UniversalClient, n)
 			for j, p := range run.proxies {
@@ -240,8 +251,8 @@ func (run *nemRun) closeAll(t *testing.T) {
 
 // run runs the workers and the nemesis for d (or until done says so, checked
 // every second on the history so far), heals, checks for lockout and
-// leftovers, and reports.
-func (run *nemRun) run(t *testing.T, d time.Duration, done func(*nemVerdict) bool) *nemVerdict {
+// leftovers, and reports. It returns the verdict and the record judged.
+func (run *nemRun) run(t *testing.T, d time.Duration, done func(*nemVerdict) bool) (*nemVerdict, *nemRecord) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range *nemClients {
@@ -252,11 +263,22 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*nemVerdict) boo
 		defer close(nemStopped)
 		run.nemesis(t, stop, d)
 	}()
-	deadline := time.Now().Add(d)
+	begun := time.Now()
+	deadline := begun.Add(d)
 	for time.Now().Before(deadline) {
 		time.Sleep(min(time.Second, time.Until(deadline)))
 		if done != nil && done(checkNemesis(run.rec.record())) {
 			break
+		}
+	}
+	if run.enough != nil {
+		for bound := begun.Add(3 * d); time.Now().Before(bound); time.Sleep(time.Second) {
+			if r := run.rec.record(); run.enough(r, checkNemesis(r)) {
+				break
+			}
+		}
+		if took := time.Since(begun); took > d+time.Second {
+			t.Logf("ran %v: the activity a run must show needed more than %v", took.Round(time.Second), d)
 		}
 	}
 	close(stop)
@@ -284,7 +306,7 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*nemVerdict) boo
 		t.Logf("findings by owner involvement: %v", causes)
 	}
 	for i, f := range v.found {
-		if i == 5 || f.At.IsZero() {
+		if i == 5 || f.At.IsZero() || done != nil { // a run made to find something: no timelines
 			break
 		}
 		t.Logf("timeline of %s finding %d (%s; %s):\n%s", f.Kind, i+1, f.Detail, ownerHint(r, f, false),
@@ -295,7 +317,105 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*nemVerdict) boo
 		commas(len(v.found)), v.counts())
 	t.Log(line)
 	t.Logf("outcomes: %s; healed to probes %v", run.rec.outcomes(), time.Since(healed).Round(time.Millisecond))
-	return v
+	return v, r
+}
+
+// nemMinRates are the least of each activity a guarded run must show, per
+// second of its duration (at least one of each): about a quarter of the
+// fewest that 20 s runs showed on two cores shared with other test binaries
+// (load average 5 to 10), where a run may go on to three times its
+// duration to reach them. A run with less did too little for its "0
+// violations" to mean anything, whatever the cause: a workload that stopped
+// acquiring, a fencing regression, a nemesis that stopped.
+var nemMinRates = []struct {
+	name   string
+	perSec float64
+}{
+	{"acquires", 0.4},              // 24 to 119 in the runs measured
+	{"extends", 0.1},               // 4 to 17
+	{"do", 0.1},                    // 4 to 29
+	{"keep-alive looks", 2},        // 181 to 1,105
+	{"fenced locks", 0.2},          // 10 to 43
+	{"fenced writes", 1.5},         // 65 to 811
+	{"stale writes refused", 0.05}, // 2 to 6
+	{"faults", 0.5},                // 27 to 163
+}
+
+// activity counts what the run did that the checker judged: the Locks
+// acquired (and re-entered), the Extends and Do calls that succeeded, the
+// KeepAlive contexts seen live, the Locks of fenced Clients, the fenced
+// writes accepted and the stale ones refused, and the faults injected, in
+// all and by kind.
+func (run *nemRun) activity(r *nemRecord, v *nemVerdict) map[string]int {
+	a := map[string]int{
+		"extends":              run.rec.result("extend", nil),
+		"stale writes refused": v.staleRefused,
+		"faults":               int(run.faults.Load()),
+	}
+	for _, l := range r.Locks {
+		switch {
+		case l.Do && l.DoNil:
+			a["do"]++
+		case !l.Do:
+			a["acquires"] += len(l.Acquires)
+			if l.Fenced {
+				a["fenced locks"]++
+			}
+		}
+	}
+	for _, o := range r.Leases {
+		if o.Live {
+			a["keep-alive looks"]++
+		}
+	}
+	for _, w := range r.Writes {
+		if w.Accepted {
+			a["fenced writes"]++
+		}
+	}
+	for _, k := range run.kinds {
+		a["fault: "+k] = int(run.byKind[k].Load())
+	}
+	return a
+}
+
+// shortfall lists what the run did less of than it must for its duration
+// d: the minimum of each activity (nemMinRates), and every kind of fault at
+// least once per round of kinds that its faults allowed.
+func (run *nemRun) shortfall(r *nemRecord, v *nemVerdict, d time.Duration) []string {
+	a := run.activity(r, v)
+	var out []string
+	for _, m := range nemMinRates {
+		if least := max(1, int(m.perSec*d.Seconds())); a[m.name] < least {
+			out = append(out, fmt.Sprintf("%d %s, fewer than %d", a[m.name], m.name, least))
+		}
+	}
+	least := max(1, a["faults"]/len(run.kinds))
+	for _, k := range run.kinds {
+		if a["fault: "+k] < least {
+			out = append(out, fmt.Sprintf("%d faults %s of %d, fewer than %d", a["fault: "+k], k, a["faults"], least))
+		}
+	}
+	return out
+}
+
+// requireActivity logs what the run did and fails t if it did less than
+// it must for its duration d (shortfall): then it checked too little for
+// its "0 violations" to mean anything.
+func (run *nemRun) requireActivity(t *testing.T, r *nemRecord, v *nemVerdict, d time.Duration) {
+	t.Helper()
+	a := run.activity(r, v)
+	var parts []string
+	for _, m := range nemMinRates {
+		parts = append(parts, fmt.Sprintf("%s %d (≥ %d)", m.name, a[m.name], max(1, int(m.perSec*d.Seconds()))))
+	}
+	for _, k := range run.kinds {
+		parts = append(parts, fmt.Sprintf("%s %d", k, a["fault: "+k]))
+	}
+	t.Logf("activity: %s", strings.Join(parts, ", "))
+	for _, s := range run.shortfall(r, v, d) {
+		t.Errorf("seed %d: %s in a run of %v: the run checked too little", run.seed, s, d)
+	}
 }
 
 // ownerHint says what an overlap has to do with owners, to sort findings:
@@ -422,6 +542,18 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 		till time.Time
 	}
 	on := make(map[int]active)
+	// The kinds come in rounds, each kind once per round in a seeded
+	// order, so that a run of k rounds injects every kind k times.
+	var round []string
+	next := func() string {
+		if len(round) == 0 {
+			round = slices.Clone(run.kinds)
+			r.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+		}
+		k := round[0]
+		round = round[1:]
+		return k
+	}
 	closeAt := time.Now().Add(d/3 + randDur(r, 0, d/3))
 	closed := false
 	for {
@@ -462,7 +594,8 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 			}
 		}
 		i := free[r.IntN(len(free))]
-		kind := run.kinds[r.IntN(len(run.kinds))]
+		kind := next()
+		run.byKind[kind].Add(1)
 		run.faults.Add(1)
 		run.rec.event(time.Now(), "", "fault: %s on node %d", kind, i)
 		if run.inject(t, r, i, kind) {

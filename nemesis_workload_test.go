@@ -91,6 +91,13 @@ func outcome(err error) string {
 	return "other"
 }
 
+// result returns how many calls of op ended with err's outcome.
+func (rec *nemRecorder) result(op string, err error) int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.results[op+": "+outcome(err)]
+}
+
 func (rec *nemRecorder) opCount() int {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -108,15 +115,16 @@ func (rec *nemRecorder) outcomes() string {
 }
 
 // acquired records that an Acquire in s returned l: a new Lock, or one
-// more hold of a Lock its owner re-entered.
-func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, s span) *nemLock {
+// more hold of a Lock its owner re-entered. fenced says that l's Client
+// fences.
+func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, fenced bool, s span) *nemLock {
 	at := time.Now()
 	u := l.Until()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	nl := rec.locks[l]
 	if nl == nil {
-		nl = &nemLock{ID: len(rec.all) + 1, Client: worker, Key: l.Key(), Owner: owner, Fence: l.Fence()}
+		nl = &nemLock{ID: len(rec.all) + 1, Client: worker, Key: l.Key(), Owner: owner, Fenced: fenced, Fence: l.Fence()}
 		rec.locks[l] = nl
 		rec.all = append(rec.all, nl)
 	}
@@ -161,11 +169,11 @@ func (rec *nemRecorder) released(nl *nemLock, i int, err error) {
 	rec.op("release", err)
 }
 
-// write is a write to the fenced store on behalf of nl: it refuses a fence
-// lower than the highest it accepted for the key. The check and the write
-// are one step.
+// write is a write to the fenced store on behalf of nl, a Lock of a fenced
+// Client (whatever its fence): the store refuses a fence lower than the
+// highest it accepted for the key. The check and the write are one step.
 func (rec *nemRecorder) write(nl *nemLock) {
-	if nl.Fence == 0 {
+	if !nl.Fenced {
 		return
 	}
 	rec.mu.Lock()
@@ -233,9 +241,11 @@ func (run *nemRun) worker(w int, stop <-chan struct{}) {
 		case p < 15:
 			run.doRun(r, c, name, key, ttl)
 		case p < 35:
-			run.keepAliveRun(r, c, name, key, ttl)
+			run.keepAliveRun(r, slot, c, name, key, ttl)
+		case p < 45:
+			run.pausedRun(r, name, key, ttl)
 		default:
-			run.plainRun(r, c, name, key, ttl)
+			run.plainRun(r, slot, c, name, key, ttl)
 		}
 		sleepUpTo(r, 20*time.Millisecond)
 	}
@@ -253,7 +263,7 @@ func sleepUpTo(r *rand.Rand, d time.Duration) { time.Sleep(randDur(r, 0, d)) }
 // acquire makes an Acquire or a TryAcquire with a random deadline (some end
 // mid-round), under an owner of a small pool a third of the time, so that
 // re-entry and takeover from another Client happen.
-func (run *nemRun) acquire(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration) (*redlock.Lock, *nemLock) {
+func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration) (*redlock.Lock, *nemLock) {
 	var opts []redlock.AcquireOption
 	owner := ""
 	if r.IntN(3) == 0 && run.owners {
@@ -278,7 +288,7 @@ func (run *nemRun) acquire(r *rand.Rand, c *redlock.Client, name, key string, tt
 		run.rec.event(end, key, "%s %s(owner %q, ttl %v) from %s: %v", name, op, owner, ttl, start.Format("15:04:05.000000"), err)
 		return nil, nil
 	}
-	nl := run.rec.acquired(l, name, owner, span{start, end})
+	nl := run.rec.acquired(l, name, owner, slot.fenced, span{start, end})
 	run.rec.event(end, key, "%s %s(owner %q, ttl %v) from %s: lock #%d (token %s, fence %d, until %s)", name, op, owner, ttl,
 		start.Format("15:04:05.000000"), nl.ID, l.Token(), l.Fence(), l.Until().Format("15:04:05.000000"))
 	return l, nl
@@ -288,8 +298,8 @@ func (run *nemRun) acquire(r *rand.Rand, c *redlock.Client, name, key string, tt
 // to the fenced store while it believes it holds the lock (and sometimes
 // after), may extend it, and releases it: once, twice, twice at once, or
 // racing an Extend.
-func (run *nemRun) plainRun(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration) {
-	l, nl := run.acquire(r, c, name, key, ttl)
+func (run *nemRun) plainRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration) {
+	l, nl := run.acquire(r, slot, c, name, key, ttl)
 	if l == nil {
 		return
 	}
@@ -299,6 +309,9 @@ func (run *nemRun) plainRun(r *rand.Rand, c *redlock.Client, name, key string, t
 		extendAt = randDur(r, 0, work+1)
 	}
 	stale := r.IntN(4) == 0 // writes after Until too: the store must refuse them when superseded
+	if time.Now().Before(l.Until()) {
+		run.rec.write(nl) // a holder's first write, which supersedes its predecessors'
+	}
 	start := time.Now()
 	for {
 		step := randDur(r, 5*time.Millisecond, 50*time.Millisecond)
@@ -334,6 +347,33 @@ func (run *nemRun) plainRun(r *rand.Rand, c *redlock.Client, name, key string, t
 	}
 }
 
+// pausedRun replays a stalled holder under the nemesis, through the first
+// Client, which fences: A takes the key and writes, pauses past its
+// validity (a GC pause, a stalled process), B takes the key and writes,
+// then A wakes up and writes again, which the fenced store must refuse.
+// Either Acquire may fail under the faults; B's, of the same owner as A's,
+// may return A's Lock again.
+func (run *nemRun) pausedRun(r *rand.Rand, name, key string, ttl time.Duration) {
+	slot := run.slots[0]
+	c := slot.c.Load()
+	worker, _, _ := strings.Cut(name, "@")
+	name = worker + "@" + slot.name
+	a, na := run.acquire(r, slot, c, name, key, ttl)
+	if a == nil {
+		return
+	}
+	if time.Now().Before(a.Until()) {
+		run.rec.write(na)
+	}
+	time.Sleep(time.Until(a.Until()) + randDur(r, 0, ttl/2))
+	if b, nb := run.acquire(r, slot, c, name, key, logDur(r, nemMinTTL, nemMaxTTL)); b != nil {
+		run.rec.write(nb)
+		run.rec.write(na)
+		run.release(b, nb)
+	}
+	run.release(a, na)
+}
+
 func (run *nemRun) extend(r *rand.Rand, l *redlock.Lock, nl *nemLock) {
 	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, time.Second))
 	defer cancel()
@@ -362,8 +402,8 @@ func (run *nemRun) release(l *redlock.Lock, nl *nemLock) {
 // keepAliveRun holds a lock under KeepAlive for up to three TTLs, looking
 // at the context and Until every few milliseconds and writing to the
 // fenced store while the context is live.
-func (run *nemRun) keepAliveRun(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration) {
-	l, nl := run.acquire(r, c, name, key, ttl)
+func (run *nemRun) keepAliveRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration) {
+	l, nl := run.acquire(r, slot, c, name, key, ttl)
 	if l == nil {
 		return
 	}

@@ -92,10 +92,18 @@ func TestRestartGuardNewNodes(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 }
 
+// holdGuard is A's TTL in TestRestartGuard, and the guard of its clients (a
+// guard must be at least the longest TTL): A's validity must outlast the
+// setup after A acquires (a blackholed write's node deadline, a node's
+// restart: over half a second on a loaded machine) by enough for the hazard
+// and several guarded attempts to be tried while it runs.
+const holdGuard = 3 * time.Second
+
 // TestRestartGuard replays the Redlock spec's restart hazard on real nodes:
 // A holds on nodes {0, 1}; node 1 loses its data; a client without the guard
 // then finds a quorum {1, 2} while A's validity runs (the hazard), and a
-// guarded client does not until the guard has passed.
+// guarded client does not until the guard has passed, when node 1 votes
+// again.
 func TestRestartGuard(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -117,22 +125,23 @@ func TestRestartGuard(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // most of it is waiting for guards and TTLs
 			e := newEnv(t, 3, fastClients)
-			guarded := e.client(redlock.WithRestartGuard(testGuard))
-			other := e.client(redlock.WithRestartGuard(testGuard))
+			guarded := e.client(redlock.WithRestartGuard(holdGuard))
+			other := e.client(redlock.WithRestartGuard(holdGuard))
 			plain := e.client()
 			ctx := t.Context()
 			key := newKey(t)
 
 			// The nodes are new to the guard: wait it out once.
-			primeGuard(t, guarded, key+":prime", testGuard, 3)
-			time.Sleep(testGuard + 50*time.Millisecond)
+			primeGuard(t, guarded, key+":prime", holdGuard, 3)
+			time.Sleep(holdGuard + 50*time.Millisecond)
 
 			// A holds {0, 1}: node 2 is blackholed, so that nothing A sent
 			// there lands later (a refused connection's call is retried by
 			// go-redis, and could).
 			e.proxies[2].SetBlackhole(true)
-			a, err := guarded.TryAcquire(ctx, key, testGuard)
+			a, err := guarded.TryAcquire(ctx, key, holdGuard)
 			require.NoError(t, err)
 			// TryAcquire returns at the quorum of nodes 0 and 1: its write
 			// to node 2 may not even have been sent yet, and would land
@@ -151,15 +160,18 @@ func TestRestartGuard(t *testing.T) {
 			require.Empty(t, e.value(1, key), "node 1 still has A's key")
 
 			// Without the guard: two holders.
-			u, err := plain.TryAcquire(ctx, key, testGuard)
-			if time.Now().Before(a.Until()) {
-				require.NoError(t, err, "the hazard did not show without the guard")
-				require.NoError(t, u.Release(ctx))
-			}
+			u, err := plain.TryAcquire(ctx, key, holdGuard)
+			require.True(t, time.Now().Before(a.Until()),
+				"the setup outlasted A's validity (%v): the hazard was not tried", holdGuard)
+			require.NoError(t, err, "the hazard did not show without the guard")
+			require.NoError(t, u.Release(ctx))
+
 			// With it: node 1 does not vote while A may hold.
+			refused := 0
 			for time.Now().Before(a.Until()) {
-				l, err := other.TryAcquire(ctx, key, testGuard)
-				if err == nil && !time.Now().Before(a.Until()) {
+				l, err := other.TryAcquire(ctx, key, holdGuard)
+				in := time.Now().Before(a.Until())
+				if err == nil && !in {
 					// A's key expired on node 0 meanwhile: {0, 2} is a
 					// quorum without node 1.
 					require.NoError(t, l.Release(ctx))
@@ -167,12 +179,29 @@ func TestRestartGuard(t *testing.T) {
 				}
 				require.ErrorIs(t, err, redlock.ErrNotAcquired, "a guarded client got the lock while A held it")
 				require.Equal(t, 1, guardRefusals(t, err), "%v", err)
+				if in {
+					refused++
+				}
 				time.Sleep(50 * time.Millisecond)
 			}
-			time.Sleep(time.Until(lost.Add(testGuard + 50*time.Millisecond)))
-			l, err := other.TryAcquire(ctx, key, testGuard)
-			require.NoError(t, err, "node 1 stayed out after its guard")
-			require.NoError(t, l.Release(ctx))
+			t.Logf("the guarded client was refused %d times while A held", refused)
+			require.Positive(t, refused, "no guarded attempt returned within A's validity: the guard was not tried")
+
+			// Node 1 votes again once its guard has passed, which began no
+			// sooner than the loss: with node 2 refusing, a lock needs it.
+			e.proxies[2].SetRefuse(true)
+			var got time.Time
+			require.Eventually(t, func() bool {
+				l, err := other.TryAcquire(ctx, key, holdGuard)
+				if err != nil {
+					return false
+				}
+				got = time.Now()
+				require.NoError(t, l.Release(ctx))
+				return true
+			}, holdGuard+10*time.Second, 50*time.Millisecond, "node 1 stayed out after its guard")
+			require.False(t, got.Before(lost.Add(holdGuard)), "node 1 voted %v after its loss, within its guard", got.Sub(lost))
+			e.resetFaults()
 			_ = a.Release(ctx)
 		})
 	}

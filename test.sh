@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: formatting, vet, staticcheck, a module
-# that imports the library as a user's would, and the race-enabled tests of
-# every module, chaos tests in containers included. Installs redis-server when
-# it is missing (Debian/Ubuntu, as root or with sudo). Set
-# REDLOCK_REQUIRE_DOCKER=1 to fail, not skip, without Docker.
+# that imports the library as a user's would, the race-enabled tests of every
+# module, chaos tests in containers included, and each benchmark once.
+# Installs redis-server when it is missing (Debian/Ubuntu, as root or with
+# sudo).
+#
+# Docker is required: without it the chaos suite fails. On a machine
+# without Docker, REDLOCK_REQUIRE_DOCKER=0 ./test.sh runs everything else
+# and lists, at the end, the tests it skipped.
 set -euo pipefail
 cd "$(dirname "$0")"
+
+export REDLOCK_REQUIRE_DOCKER="${REDLOCK_REQUIRE_DOCKER:-1}"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+if [ "$REDLOCK_REQUIRE_DOCKER" != 1 ]; then
+  export REDLOCK_SKIPPED_LOG="$scratch/skipped"
+  : >"$REDLOCK_SKIPPED_LOG"
+fi
 
 if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/bin/redis-server ]; then
   echo "test.sh: installing redis-server" >&2
@@ -36,8 +48,8 @@ echo "== a module that imports the library"
 if grep -Eq '^[[:space:]]*replace\b' go.mod; then
   echo "go.mod has a replace directive, which a user's build ignores"; exit 1
 fi
-consumer=$(mktemp -d)
-trap 'rm -rf "$consumer"' EXIT
+consumer="$scratch/consumer"
+mkdir "$consumer"
 cat >"$consumer/go.mod" <<MOD
 module example.com/consumer
 
@@ -66,8 +78,27 @@ if ! grep -qx 'go 1.26.0' "$consumer/go.mod"; then
 fi
 
 # One package at a time: the nodes, containers and tests share two cores.
+# The nemesis runs on its own with -v, so that a passing run shows what it
+# did (its summary and activity lines).
 echo "== tests"
-go test -race -count=1 -p 1 -timeout 30m ./...
+go test -race -count=1 -p 1 -timeout 30m -skip '^TestNemesis$' ./...
+go test -race -count=1 -timeout 10m -run '^TestNemesis$' -v .
 (cd cmd/redlock && go test -race -count=1 -timeout 10m ./...)
 (cd otel && go test -race -count=1 -timeout 10m ./...)
 (cd compare && go test -count=1 -timeout 10m ./...)
+
+# Each benchmark once, for the checks it makes (BenchmarkContention fails on
+# overlapping holders): 100 iterations, so that contention has holders to
+# overlap; the figures mean nothing at this size.
+echo "== benchmarks, once"
+go test -race -count=1 -p 1 -timeout 10m -run '^$' -bench . -benchtime 100x ./...
+(cd otel && go test -race -count=1 -timeout 10m -run '^$' -bench . -benchtime 100x ./...)
+
+if [ -n "${REDLOCK_SKIPPED_LOG:-}" ]; then
+  if [ -s "$REDLOCK_SKIPPED_LOG" ]; then
+    echo "test.sh: REDLOCK_REQUIRE_DOCKER=$REDLOCK_REQUIRE_DOCKER: these tests were SKIPPED, Docker was not available:"
+    sed 's/^/  /' "$REDLOCK_SKIPPED_LOG"
+  else
+    echo "test.sh: REDLOCK_REQUIRE_DOCKER=$REDLOCK_REQUIRE_DOCKER, but Docker answered: nothing was skipped"
+  fi
+fi

@@ -55,11 +55,34 @@ func TestWaitersNeverOverlap(t *testing.T) {
 	assert.Equal(t, int64(perGoroutine*goroutines), acquired.Load())
 }
 
+// failedAttempts counts the failed attempts of a Client's Acquire and
+// TryAcquire calls, through its hooks: pass the option to the Client.
+func failedAttempts() (redlock.Option, *atomic.Int32) {
+	var n atomic.Int32
+	return redlock.WithHooks(redlock.Hooks{Attempt: func(a redlock.AttemptInfo) {
+		if !a.Acquired {
+			n.Add(1)
+		}
+	}}), &n
+}
+
+// awaitWaiting waits until a waiter whose failed attempts count counts has
+// subscribed to key's release channel and been refused again after the
+// subscription took effect: it now waits for a release hint (or its
+// fallback), and a release is what wakes it.
+func (e *env) awaitWaiting(key string, count *atomic.Int32) {
+	e.t.Helper()
+	e.awaitSubscribers(key, 1)
+	require.Eventually(e.t, func() bool { return count.Load() >= 2 }, 10*time.Second, time.Millisecond,
+		"the waiter was not refused after subscribing (%d failed attempts)", count.Load())
+}
+
 // TestWaitersWokenByRelease: a waiter in another Client (another process)
 // acquires as soon as the holder releases, not after its retry wait.
 func TestWaitersWokenByRelease(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
-	holder, waiter := e.client(), e.client(slowRetry)
+	counting, failed := failedAttempts()
+	holder, waiter := e.client(), e.client(slowRetry, counting)
 	ctx := t.Context()
 	key := newKey(t)
 
@@ -73,7 +96,7 @@ func TestWaitersWokenByRelease(t *testing.T) {
 			assert.NoError(t, l.Release(context.Background()))
 		}
 	}()
-	time.Sleep(300 * time.Millisecond) // the waiter has failed and subscribed
+	e.awaitWaiting(key, failed)
 	released := time.Now()
 	require.NoError(t, h.Release(ctx))
 	select {
@@ -120,9 +143,20 @@ func TestWaitersLocalFIFO(t *testing.T) {
 
 // TestWaitersLoseRaceKeepSubscription: a woken waiter that loses the race
 // to another client goes back to waiting on its one subscription per node.
+// The rival talks to the nodes directly and the waiter through the proxies,
+// which delay its commands once it waits: the rival, taking the key back
+// as soon as it released it, is always ahead of the woken waiter.
 func TestWaitersLoseRaceKeepSubscription(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
-	rival, waiter := e.client(), e.client(slowRetry)
+	direct := make([]redis.UniversalClient, len(e.direct))
+	for i, d := range e.direct {
+		direct[i] = d
+	}
+	rival, err := redlock.New(direct, redlock.WithNodeTimeout(testNodeTimeout))
+	require.NoError(t, err)
+	t.Cleanup(func() { e.settle(rival) })
+	counting, failed := failedAttempts()
+	waiter := e.client(slowRetry, counting)
 	ctx := t.Context()
 	key := newKey(t)
 	subsBefore := make([]int, len(e.direct))
@@ -140,17 +174,29 @@ func TestWaitersLoseRaceKeepSubscription(t *testing.T) {
 		}
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	e.awaitWaiting(key, failed)
+	for _, p := range e.proxies {
+		p.SetDelay(200 * time.Millisecond)
+	}
+	lost := 0
 	for range 5 {
 		// Release and take it straight back: the rival is ahead of the
-		// waiter's wake-up.
+		// waiter's wake-up, whose attempt is then refused.
+		before := failed.Load()
 		require.NoError(t, h.Release(ctx))
 		h, err = rival.TryAcquire(ctx, key, 10*time.Second)
-		if err != nil { // the waiter won this one: fine, but then it is done
+		if err != nil { // the waiter won this one: then it is done
+			h = nil
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		require.Eventually(t, func() bool { return failed.Load() > before || len(done) > 0 }, 10*time.Second,
+			time.Millisecond, "the waiter did not try again after the release")
+		if failed.Load() == before { // it won, and released, before the rival came back
+			break
+		}
+		lost++
 	}
+	e.resetFaults()
 	if h != nil {
 		require.NoError(t, h.Release(ctx))
 	}
@@ -160,6 +206,8 @@ func TestWaitersLoseRaceKeepSubscription(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter never acquired")
 	}
+	t.Logf("the waiter lost %d races", lost)
+	require.Positive(t, lost, "the waiter never lost a race: the test saw nothing")
 	for i, d := range e.direct {
 		assert.Equal(t, 1, commandCalls(t, ctx, d)["subscribe"]-subsBefore[i], "node %d: subscriptions", i)
 	}

@@ -73,7 +73,11 @@ func TestHarness(t *testing.T) {
 	}
 	// Uncontended operations on healthy nodes must not fail, however small the
 	// run: a failure there means a library is wired up wrong.
+	overlapsLast := false // in a table whose last column is the overlaps
 	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "## ") {
+			overlapsLast = strings.HasPrefix(line, "## Contention: ") || strings.HasPrefix(line, "## Contention across processes")
+		}
 		if strings.HasPrefix(line, "- N=1, ") || strings.HasPrefix(line, "- N=3, ") {
 			if !strings.Contains(line, "goroutines") {
 				t.Errorf("healthy uncontended run failed: %s", line)
@@ -82,6 +86,19 @@ func TestHarness(t *testing.T) {
 		if strings.Contains(line, "| failed: ") {
 			t.Errorf("a library produced no sample: %s", line)
 		}
+		// Two holders at once, in any library's contention row.
+		if overlapsLast && strings.HasPrefix(line, "| N=") {
+			cells := strings.Split(strings.Trim(line, "| "), "|")
+			if last := strings.TrimSpace(cells[len(cells)-1]); last != "0" {
+				t.Errorf("overlapping holders: %s", line)
+			}
+		}
+		if strings.Contains(line, noOverlaps) && !strings.HasSuffix(line, "| yes |") {
+			t.Errorf("target not met: %s", line)
+		}
+	}
+	if !strings.Contains(md, noOverlaps) {
+		t.Errorf("the targets lack %q", noOverlaps)
 	}
 	if t.Failed() {
 		t.Logf("output:\n%s", md)

@@ -140,7 +140,8 @@ type sample struct {
 	// contention.
 	lat []time.Duration
 	// wait: under contention, each acquirer's wait from calling Acquire
-	// to getting the lock.
+	// to getting the lock, and each wait still open when its slice ended,
+	// as long as it had lasted.
 	wait []time.Duration
 	// cmds: under contention, the calls per command that the nodes
 	// executed during this library's slices (INFO commandstats deltas,
@@ -478,6 +479,7 @@ func (e *entrant) contention(ctx context.Context, cfg config, sc *scenario, roun
 	s := e.s
 	s.lat = append(s.lat, c.Handoffs...)
 	s.wait = append(s.wait, c.Waits...)
+	s.wait = append(s.wait, c.OpenWaits...)
 	s.ops += c.Acquired
 	s.failures += c.Failures
 	s.overlaps += c.Overlaps

@@ -143,7 +143,7 @@ func workerMain(stdin io.Reader, stdout io.Writer) error {
 			Hold: time.Duration(h.HoldNS), Spans: true},
 			func(ctx context.Context) (any, error) { return e.l.lock(ctx, r.Key) }, e.l.unlock)
 		rep := workerReply{Acquired: c.Acquired, Spans: c.Spans, Failures: c.Failures, Overlaps: c.Overlaps}
-		for _, w := range c.Waits {
+		for _, w := range slices.Concat(c.Waits, c.OpenWaits) {
 			rep.WaitsNS = append(rep.WaitsNS, int64(w))
 		}
 		if c.FirstErr != nil {

@@ -99,5 +99,3 @@ func readmeOtel(nodes []redis.UniversalClient) (*redlock.Client, error) {
 	// The hooks report to the global providers; give each Client its own Hooks().
 	return redlock.New(nodes, redlock.WithHooks(redlockotel.Hooks()))
 }
-
-var _ = readmeOtel

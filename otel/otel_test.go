@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -563,4 +564,36 @@ func BenchmarkHooks(b *testing.B) {
 		h.Attempt(redlock.AttemptInfo{Key: "orders:42", Attempt: 1, Elapsed: time.Millisecond, Acquired: true})
 		h.Done(redlock.OpInfo{Op: "acquire", Key: "orders:42", Elapsed: time.Millisecond})
 	}
+}
+
+// TestReadmeOtel runs docs/observability.md's block, which reports to the
+// global providers: with an SDK set as the global ones, the Client it
+// returns reports a lock's life as spans and metrics. It sets the globals
+// for the rest of the test binary; the other tests pass their providers.
+func TestReadmeOtel(t *testing.T) {
+	e := newEnv(t)
+	otel.SetTracerProvider(e.tp)
+	otel.SetMeterProvider(e.mp)
+	c, err := readmeOtel(e.nodes)
+	require.NoError(t, err)
+	ctx := t.Context()
+	l, err := c.Acquire(ctx, "orders:42", 10*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	e.settle(c)
+
+	var names []string
+	for _, s := range e.spans.Ended() {
+		names = append(names, s.Name())
+	}
+	assert.Equal(t, []string{"redlock.acquire", "redlock.release"}, names)
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, e.reader.Collect(ctx, &rm))
+	var metrics []string
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			metrics = append(metrics, m.Name)
+		}
+	}
+	assert.Contains(t, metrics, "redlock.operation.duration")
 }

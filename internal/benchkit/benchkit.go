@@ -108,6 +108,11 @@ type Contention struct {
 	// Waits are the acquirers' waits: from calling lock to its return, for
 	// the acquisitions counted in Acquired.
 	Waits []time.Duration
+	// OpenWaits are the waits that a timed run's end cut off (lock ended by
+	// it, or returning after it): from calling lock to the run's end, as
+	// long as they had lasted. A percentile of waits that leaves them out
+	// misses the acquirers starved the longest.
+	OpenWaits []time.Duration
 	// Spans, with Run.Spans, are the counted acquisitions' holds.
 	Spans []Span
 	// Failures counts the acquires and releases that failed, apart from
@@ -155,8 +160,9 @@ func Contend[H any](ctx context.Context, r Run, lock func(context.Context) (H, e
 		holders    atomic.Int32
 		releasedAt atomic.Int64 // since base; 0 before the first release
 		all        tally
-		mu         sync.Mutex // guards waits and spans
+		mu         sync.Mutex // guards waits, open and spans
 		waits      []time.Duration
+		open       []time.Duration
 		spans      []Span
 		wg         sync.WaitGroup
 	)
@@ -164,6 +170,7 @@ func Contend[H any](ctx context.Context, r Run, lock func(context.Context) (H, e
 		wg.Go(func() {
 			handoffs, myWaits := r.samples(), r.samples()
 			var mySpans []Span
+			var myOpen []time.Duration
 			var acquired, failures, overlaps int
 			var firstErr error
 			fail := func(err error) {
@@ -178,6 +185,8 @@ func Contend[H any](ctx context.Context, r Run, lock func(context.Context) (H, e
 				if err != nil {
 					if lctx.Err() == nil {
 						fail(err)
+					} else if !b.until.IsZero() {
+						myOpen = append(myOpen, b.until.Sub(called))
 					}
 					continue
 				}
@@ -187,6 +196,9 @@ func Contend[H any](ctx context.Context, r Run, lock func(context.Context) (H, e
 					overlaps++
 				}
 				counted := b.within(got)
+				if !counted {
+					myOpen = append(myOpen, b.until.Sub(called))
+				}
 				if counted {
 					acquired++
 					myWaits = append(myWaits, got.Sub(called))
@@ -208,12 +220,13 @@ func Contend[H any](ctx context.Context, r Run, lock func(context.Context) (H, e
 			all.add(handoffs, acquired, failures, overlaps, firstErr)
 			mu.Lock()
 			waits = append(waits, myWaits...)
+			open = append(open, myOpen...)
 			spans = append(spans, mySpans...)
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	return Contention{Acquired: all.ops, Handoffs: all.samples, Waits: waits, Spans: spans,
+	return Contention{Acquired: all.ops, Handoffs: all.samples, Waits: waits, OpenWaits: open, Spans: spans,
 		Failures: all.failures, Overlaps: all.overlaps, FirstErr: all.firstErr}
 }
 

@@ -77,6 +77,38 @@ func TestContendTimed(t *testing.T) {
 	}
 }
 
+// A goroutine starved for the whole of a timed run adds no wait to Waits,
+// but its wait, cut off by the run's end, is in OpenWaits, up to the run's
+// end.
+func TestContendOpenWaits(t *testing.T) {
+	l := make(chanLock, 1)
+	const run = 100 * time.Millisecond
+	var calls atomic.Int32
+	lock := func(ctx context.Context) (struct{}, error) {
+		calls.Add(1)
+		return l.lock(ctx)
+	}
+	// The first holder keeps the lock past the run's end: every other
+	// acquirer waits until the run ends.
+	var first atomic.Bool
+	unlock := func(ctx context.Context, h struct{}) error {
+		if first.CompareAndSwap(false, true) {
+			time.Sleep(2 * run)
+		}
+		return l.unlock(ctx, h)
+	}
+	c := Contend(t.Context(), Run{Goroutines: 4, Duration: run}, lock, unlock)
+	if c.Acquired != 1 || len(c.Waits) != 1 || len(c.OpenWaits) != int(calls.Load())-1 || len(c.OpenWaits) == 0 {
+		t.Fatalf("acquired %d, waits %d, open waits %d of %d calls; want 1, 1, all but one", c.Acquired, len(c.Waits),
+			len(c.OpenWaits), calls.Load())
+	}
+	for _, w := range c.OpenWaits {
+		if w <= 0 || w > run {
+			t.Errorf("open wait %v, want within the run (%v)", w, run)
+		}
+	}
+}
+
 func TestManyKeys(t *testing.T) {
 	errOdd := errors.New("odd")
 	var seen [5]atomic.Int32

@@ -23,7 +23,9 @@
 //   - REDLOCK_REDIS_IMAGE: image to run instead of the locally built one.
 //   - REDLOCK_REQUIRE_DOCKER=1: [Require] fails the test instead of skipping
 //     it when no Docker engine answers (for CI, where a skip would hide a
-//     broken setup).
+//     broken setup). ./test.sh sets it unless it is set to something else.
+//   - REDLOCK_SKIPPED_LOG: a file to which [Require] appends each test it
+//     skips, for ./test.sh to list.
 //   - TESTCONTAINERS_RYUK_DISABLED and TESTCONTAINERS_HOST_OVERRIDE: set to
 //     "true" and "127.0.0.1" when this package is initialised, unless they
 //     are already set. Ryuk is an image that would have to be pulled; the

@@ -17,6 +17,11 @@ import (
 // Docker setup cannot pass silently as a run of skipped tests.
 const RequireDockerEnv = "REDLOCK_REQUIRE_DOCKER"
 
+// SkipLogEnv names the environment variable that, set to a file's path,
+// makes [Require] append a line to that file for each test it skips, so
+// that a script that allowed the skips can list them.
+const SkipLogEnv = "REDLOCK_SKIPPED_LOG"
+
 // Label is put on every container this package creates, so that containers
 // left behind by a killed test binary (there is no Ryuk to reap them) can be
 // found and removed.
@@ -90,8 +95,10 @@ func Available() error {
 }
 
 // Require skips the test when no Docker engine answers, or fails it when
-// $REDLOCK_REQUIRE_DOCKER is "1", so that container tests never fail on a
-// laptop without Docker but cannot silently stop running in CI.
+// $REDLOCK_REQUIRE_DOCKER is "1" (as ./test.sh sets it unless told
+// otherwise), so that container tests never fail on a laptop without
+// Docker but cannot silently stop running in CI. A skip is logged to the
+// file $REDLOCK_SKIPPED_LOG names, if set.
 // [StartCluster] and [StartReplicated] call it themselves.
 func Require(tb testing.TB) {
 	tb.Helper()
@@ -101,6 +108,12 @@ func Require(tb testing.TB) {
 	}
 	if os.Getenv(RequireDockerEnv) == "1" {
 		tb.Fatalf("containertest: Docker is required (%s=1) but not available: %v", RequireDockerEnv, err)
+	}
+	if path := os.Getenv(SkipLogEnv); path != "" {
+		if f, ferr := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); ferr == nil {
+			_, _ = fmt.Fprintf(f, "%s: %v\n", tb.Name(), err)
+			_ = f.Close()
+		}
 	}
 	tb.Skipf("containertest: skipping, Docker is not available (set %s=1 to fail instead): %v", RequireDockerEnv, err)
 }
