@@ -63,6 +63,7 @@ func TestInspect(t *testing.T) {
 	require.ErrorIs(t, st.Nodes[2].Err, redlock.ErrNoReply)
 	e.resetFaults()
 	require.NoError(t, l.Release(ctx))
+	e.eventuallyNoKey(key, 10*time.Second) // Release returns at a quorum; node 2 may come later
 
 	// Two holders, one node each: no quorum holds the key.
 	require.NoError(t, e.direct[0].Set(ctx, key, "AAAAAAAAAAAAAAAA.1", time.Minute).Err())
