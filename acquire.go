@@ -2,34 +2,21 @@ package redlock
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/engine"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Acquire takes the lock on key for ttl, retrying until it succeeds, the
-// Client's RetryStrategy gives up, or ctx ends. All attempts of one call
-// share one token, so an attempt whose reply was lost but whose write landed
-// does not lock out its own retry.
-//
-// While the key is busy, Acquire waits to be woken rather than polling: the
-// Acquire calls of one Client for one key queue in FIFO order and only the
-// first contends on the nodes; it attempts again when a quorum of nodes
-// announced the key's release (pub/sub), when a Lock of this Client
-// released it, or at the latest when the holder's remaining TTL or the
-// RetryStrategy's wait has passed, whichever is first. Without pub/sub (an
-// ACL that refuses it) that last rule alone applies.
-//
-// A failed Acquire returns an error matching ErrNotAcquired, and also
-// ctx.Err() when ctx ended. When so many nodes fail (refuse connections, do
-// not answer in time, answer with errors) that no quorum can be asked,
-// Acquire gives up after the unavailability bound (WithUnavailableTimeout,
-// DefaultUnavailableTimeout by default) even when ctx has no deadline, with
-// an error that also matches ErrUnavailable and names each node's cause; a
-// busy key never ends the wait that way. Whatever was written by a failed
-// attempt is deleted again on every node, in the background, even after ctx
-// ended.
+// Client's RetryStrategy gives up, or ctx ends; a busy key is waited for
+// without polling (docs/waiting.md). A failed Acquire returns an error
+// matching ErrNotAcquired, and ctx.Err() when ctx ended. When no quorum of
+// nodes can be asked it gives up after WithUnavailableTimeout, even without a
+// deadline, with ErrUnavailable. What a failed attempt wrote is deleted on
+// every node in the background.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	return c.observedAcquire(ctx, "acquire", key, ttl, opts, true)
 }
@@ -53,7 +40,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
-	defer c.nodes.life.end()
+	defer c.nodes.Life.End()
 	if l.owner != "" {
 		return c.keep(c.asOwner(ctx, l, ttl, retry))
 	}
@@ -86,10 +73,10 @@ func (c *Client) contend(ctx context.Context, l *Lock, ttl time.Duration) (*Lock
 	var err error
 	if c.waits.waiting(l.key) {
 		cn.wt = c.waits.join(l.key)
-		got, err = c.awaitTurn(ctx, cn.wt, l, ttl, cn.ttlArg)
+		got, err = c.waitTurn(ctx, cn.wt, l, ttl, cn.ttlArg)
 	}
 	for failed := 1; !got && err == nil; failed++ {
-		got, err = cn.attempt(ctx, failed)
+		got, err = cn.step(ctx, failed)
 	}
 	if err != nil {
 		return nil, err
@@ -118,11 +105,11 @@ func (cn *contender) leave() {
 	}
 }
 
-// attempt makes attempt number failed (the count of those that failed
+// step makes step number failed (the count of those that failed
 // before it, plus one) and, when it fails, waits for the next one. It
-// reports whether the lock is held, by the attempt or handed over while it
+// reports whether the lock is held, by the step or handed over while it
 // waited, or the error that ends the Acquire.
-func (cn *contender) attempt(ctx context.Context, failed int) (got bool, err error) {
+func (cn *contender) step(ctx context.Context, failed int) (got bool, err error) {
 	c := cn.c
 	if cn.wt != nil {
 		c.waits.beforeAttempt(cn.l.key)
@@ -135,7 +122,7 @@ func (cn *contender) attempt(ctx context.Context, failed int) (got bool, err err
 	if stop != nil {
 		return false, stop
 	}
-	return cn.await(ctx, err, wait)
+	return cn.waitNext(ctx, err, wait)
 }
 
 // backoff returns how long to wait after attempt number failed failed with
@@ -157,19 +144,19 @@ func (c *Client) backoff(ctx context.Context, err error, failed int) (time.Durat
 	return wait, nil
 }
 
-// await waits, after an attempt failed with err, until the next attempt:
+// waitNext waits, after an attempt failed with err, until the next attempt:
 // for the Acquire's turn in the key's queue, which it joins now; for its
 // subscription to the key's release channel to take effect; or for a
 // release hint, the holder's remaining TTL or wait, whichever comes first.
 // A Release of this Client may hand it the lock meanwhile (got).
-func (cn *contender) await(ctx context.Context, err error, wait time.Duration) (got bool, werr error) {
+func (cn *contender) waitNext(ctx context.Context, err error, wait time.Duration) (got bool, werr error) {
 	c, key := cn.c, cn.l.key
 	if cn.wt == nil {
 		cn.wt = c.waits.join(key)
 		select {
 		case <-cn.wt.turn: // at the head at once: wait below
 		default:
-			return c.awaitTurn(ctx, cn.wt, cn.l, cn.ttl, cn.ttlArg)
+			return c.waitTurn(ctx, cn.wt, cn.l, cn.ttl, cn.ttlArg)
 		}
 	}
 	if !cn.subscribed {
@@ -178,7 +165,7 @@ func (cn *contender) await(ctx context.Context, err error, wait time.Duration) (
 		cn.subscribed = true
 		if ready := c.waits.subscribe(key); ready != nil {
 			timer := time.NewTimer(c.cfg.nodeTimeout(cn.ttl))
-			werr := c.await(ctx, ready, timer.C)
+			werr := c.waitFor(ctx, ready, timer.C)
 			timer.Stop()
 			if werr != nil {
 				return false, withCause(err, werr)
@@ -188,10 +175,10 @@ func (cn *contender) await(ctx context.Context, err error, wait time.Duration) (
 	}
 	var qe *QuorumError
 	if errors.As(err, &qe) && qe.holderTTL >= 0 {
-		wait = min(wait, qe.holderTTL+time.Millisecond)
+		wait = min(wait, qe.holderTTL+holderTTLSlack)
 	}
 	timer := time.NewTimer(wait)
-	got, werr = c.awaitHandover(ctx, cn.wt, c.newOffer(cn.l, cn.ttl, cn.ttlArg), cn.wt.wake, timer.C)
+	got, werr = c.waitHandover(ctx, cn.wt, c.newOffer(cn.l, cn.ttl, cn.ttlArg), cn.wt.wake, timer.C)
 	timer.Stop()
 	if got {
 		return true, nil
@@ -217,14 +204,14 @@ func (c *Client) unavailableTooLong(err error) bool {
 	return time.Duration(now-c.downSince.Load()) >= c.cfg.unavailable
 }
 
-// awaitTurn waits until wt is at the head of key's queue. When the head
+// waitTurn waits until wt is at the head of key's queue. When the head
 // before it left holding the lock, it then waits for that lock's release
 // (the Client's own Release wakes it, or a quorum of release hints) or the
 // first backoff, rather than attempt at once and be refused; that lock's
 // Release may hand it over meanwhile (got).
-func (c *Client) awaitTurn(ctx context.Context, wt *waiter, l *Lock, ttl time.Duration, ttlArg any) (got bool, err error) {
+func (c *Client) waitTurn(ctx context.Context, wt *waiter, l *Lock, ttl time.Duration, ttlArg any) (got bool, err error) {
 	key := l.key
-	if err := c.await(ctx, wt.turn, nil); err != nil {
+	if err := c.waitFor(ctx, wt.turn, nil); err != nil {
 		return false, fmt.Errorf("%w: %q: waiting behind an earlier Acquire of this Client: %w", ErrNotAcquired, showKey(key), err)
 	}
 	if !wt.afterHolder {
@@ -233,16 +220,16 @@ func (c *Client) awaitTurn(ctx context.Context, wt *waiter, l *Lock, ttl time.Du
 	wait, _ := c.cfg.retry.Backoff(1)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	got, err = c.awaitHandover(ctx, wt, c.newOffer(l, ttl, ttlArg), wt.wake, timer.C)
+	got, err = c.waitHandover(ctx, wt, c.newOffer(l, ttl, ttlArg), wt.wake, timer.C)
 	if err != nil {
 		return false, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 	}
 	return got, nil
 }
 
-// await waits for ch or timeUp, and reports ctx's error or ErrClosed when
+// waitFor waits for ch or timeUp, and reports ctx's error or ErrClosed when
 // either comes first.
-func (c *Client) await(ctx context.Context, ch <-chan struct{}, timeUp <-chan time.Time) error {
+func (c *Client) waitFor(ctx context.Context, ch <-chan struct{}, timeUp <-chan time.Time) error {
 	select {
 	case <-ch:
 		return nil
@@ -250,7 +237,7 @@ func (c *Client) await(ctx context.Context, ch <-chan struct{}, timeUp <-chan ti
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-c.nodes.life.closing:
+	case <-c.nodes.Life.Closing:
 		return ErrClosed
 	}
 }
@@ -287,7 +274,7 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 	}
-	if err := c.nodes.life.begin(); err != nil {
+	if err := c.nodes.Life.Begin(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 	}
 	return c.newLock(key, ac), ttl, nil
@@ -311,128 +298,17 @@ func acquireOptions(opts []AcquireOption) (acquireConfig, error) {
 
 // newLock makes the handle of an Acquire of key, with its token.
 func (c *Client) newLock(key string, ac acquireConfig) *Lock {
-	token := rand.Text()
-	prefix, holder := token+".", any(nil)
-	if ac.ownerSet {
-		// Any Lock of the owner takes the key over (the holder's prefix);
-		// each deletes and extends only its own values (the Lock's).
-		token = ownerToken(ac.owner)
-		holder = token + "~"
-		prefix = token + "~" + rand.Text()[:10] + "."
-	}
-	var prefixArg any = prefix
-	if holder == nil {
-		holder = prefixArg
-	}
 	l := &Lock{
 		client:    c,
 		key:       key,
-		token:     token,
 		owner:     ac.owner,
-		prefix:    prefix,
-		prefixArg: prefixArg,
-		holderArg: holder,
-		seq:       newSequencer(len(c.nodes.nodes)),
+		vals:      script.NewPrefixes(ac.owner, ac.ownerSet),
+		seq:       engine.NewLanes(c.nodes.Len()),
 		extending: make(chan struct{}, 1),
 		holds:     1,
 	}
 	if c.cfg.fencing {
-		l.fenceKey = fenceKeyFor(key)
+		l.fenceKey = script.CounterKey(key)
 	}
 	return l
-}
-
-// attempt is one round of the Redlock algorithm: write the key on every node
-// in parallel, count the confirmations, and keep the lock only with a quorum
-// and validity left. Otherwise delete what we may have written, everywhere.
-// Each attempt writes its own generation, so the rollback of a failed attempt
-// can never delete what a later attempt wrote.
-func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg any, n int) (err error) {
-	if c.obs.on {
-		start := time.Now()
-		defer func() { c.obs.attempt(l.key, n, start, err) }()
-	}
-	timeout := c.cfg.nodeTimeout(ttl)
-	if err := c.nodes.checkServers(timeout); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
-	}
-	start := c.cfg.clock.Now()
-	until := c.cfg.validUntil(start, ttl)
-	v := l.nextValue()
-
-	op := acquireOp(l.key, v, ttlArg)
-	if c.cfg.fencing {
-		op = acquireFencedOp(l.key, l.fenceKey, v, ttlArg, c.cfg.horizonArg)
-	}
-	if c.cfg.restartGuard > 0 {
-		op = op.guarded(c.cfg.guardArg)
-	}
-	spec := writeRound(op, timeout, ttl)
-	spec.hearChains = l.prefixArg != l.holderArg // only an owner's Lock takes another over
-	t, err := c.nodes.sendAndCount(ctx, l.seq, spec)
-	acq := t
-	var fence uint64
-	if err == nil && t.reached() && c.cfg.fencing {
-		fence, t, err = c.commitFence(ctx, l, v, t, timeout, ttl)
-	}
-	quorum := err == nil && t.reached()
-	now := c.cfg.clock.Now()
-	if quorum && now.Before(until) {
-		l.mu.Lock()
-		l.until, l.ttl, l.fence = until, ttl, fence
-		l.mu.Unlock()
-		c.settle(l, v, ttl, acq)
-		return nil
-	}
-	c.rollback(l, v, ttl, t)
-	qe := newQuorumError("acquire", l.key, ErrNotAcquired, err, t, c.nodes)
-	if quorum {
-		qe.Elapsed = now.Sub(start)
-	}
-	return qe
-}
-
-// rollback deletes, in the background, what l's failed write of v for ttl
-// may have left: on every node that did not refuse it, only v's generation
-// or an earlier one.
-func (c *Client) rollback(l *Lock, v value, ttl time.Duration, t *tally) {
-	only := t.unrefused()
-	c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opDelete, op: deleteOp(l.key, v, v.gen),
-		wait: c.cfg.cleanupTimeout, callTimeout: c.cfg.cleanupTimeout, only: only,
-		tomb: v.gen, tombMs: tombMs(ttl)})
-	if c.obs.on {
-		c.obs.rollback(l.key, count(only))
-	}
-}
-
-// settle drops, in the background, the chain that l's held write of v
-// keeps on the nodes where it took over another Lock of its owner
-// (take.lua): the Lock holds, so its takeover is final and nothing will be
-// put back. An extension of the same generation does it, and changes
-// nothing where a later call of l got there first.
-// The acquire heard every node once one kept a chain (hearChains); a node
-// that did not answer in time keeps its chain until the Lock's next
-// extension or its Release.
-func (c *Client) settle(l *Lock, v value, ttl time.Duration, acq *tally) {
-	if acq.chained == 0 {
-		return
-	}
-	only := acq.where(func(r reply) bool { return r.chained })
-	c.nodes.launch(context.Background(), l.seq, roundSpec{kind: opWrite, op: extendOp(l.key, v, ttl.Milliseconds()),
-		wait: c.cfg.nodeTimeout(ttl), ttl: ttl, only: only})
-}
-
-// withCause adds a context's error to a failed attempt's error, unless the
-// attempt already carries one.
-func withCause(err, cause error) error {
-	var qe *QuorumError
-	if !errors.As(err, &qe) {
-		return fmt.Errorf("%w: %w", err, cause)
-	}
-	if qe.cause != nil {
-		return err
-	}
-	cp := *qe
-	cp.cause = cause
-	return &cp
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/redlock-go/redlock/internal/faultproxy"
 	"github.com/redlock-go/redlock/internal/pingfloor"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/testbed"
 )
 
 // The benchmarks run redlock alone against real redis-server processes on
@@ -58,7 +59,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	servers := redistest.StartT(b, 7)
 	for _, n := range []int{1, 3, 5, 7} {
 		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
-			benchUncontended(b, benchAddrs(servers[:n]), 0, nil, nil)
+			benchUncontended(b, testbed.Addrs(servers[:n]), 0, nil, nil)
 		})
 	}
 	// The same on clients with ContextTimeoutEnabled, which end a call at
@@ -66,7 +67,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	// on the caller's goroutine.
 	for _, n := range []int{1, 5} {
 		b.Run("nodes="+strconv.Itoa(n)+",ctxtimeout", func(b *testing.B) {
-			benchUncontended(b, benchAddrs(servers[:n]), 0, nil, nil, benchCtxTimeout)
+			benchUncontended(b, testbed.Addrs(servers[:n]), 0, nil, nil, benchCtxTimeout)
 		})
 	}
 }
@@ -95,16 +96,11 @@ func BenchmarkAcquireReleaseFault(b *testing.B) {
 		{"blackhole/slow=1", 1, func(p *faultproxy.Proxy) { p.SetBlackhole(true) }},
 	}
 	for _, tc := range cases {
-		addrs := benchAddrs(servers)
+		addrs := testbed.Addrs(servers)
 		proxies := make([]*faultproxy.Proxy, tc.slow)
 		for i := range proxies {
-			p, err := faultproxy.New(servers[i].Addr())
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = p.Close() })
-			proxies[i] = p
-			addrs[i] = p.Addr()
+			proxies[i] = testbed.Proxy(b, servers[i].Addr())
+			addrs[i] = proxies[i].Addr()
 		}
 		b.Run(tc.name, func(b *testing.B) {
 			benchUncontended(b, addrs, tc.slow, func() {
@@ -135,7 +131,7 @@ func BenchmarkContention(b *testing.B) {
 	servers := redistest.StartT(b, 5)
 	for _, g := range []int{16, 64} {
 		b.Run("nodes=5/goroutines="+strconv.Itoa(g), func(b *testing.B) {
-			benchContention(b, benchAddrs(servers), g)
+			benchContention(b, testbed.Addrs(servers), g)
 		})
 	}
 }
@@ -145,8 +141,68 @@ func BenchmarkContention(b *testing.B) {
 func BenchmarkManyKeys(b *testing.B) {
 	servers := redistest.StartT(b, 5)
 	b.Run("nodes=5/goroutines=64", func(b *testing.B) {
-		benchManyKeys(b, benchAddrs(servers), 64)
+		benchManyKeys(b, testbed.Addrs(servers), 64)
 	})
+}
+
+// BenchmarkFencedAcquireRelease prices fencing: on the same 5 nodes, one
+// plain and one fenced Acquire+Release alternate in each iteration, so both
+// see the same machine load. extra-p50-ns is what fencing adds to an
+// uncontended acquisition and its release.
+func BenchmarkFencedAcquireRelease(b *testing.B) {
+	servers := redistest.StartT(b, 5)
+	var nodes []redis.UniversalClient
+	for _, s := range servers {
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		b.Cleanup(func() { _ = rc.Close() })
+		nodes = append(nodes, rc)
+	}
+	ctx := context.Background()
+	newClient := func(opts ...redlock.Option) *redlock.Client {
+		c, err := redlock.New(nodes, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = c.Close(context.Background()) })
+		if err := c.Warm(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	plain, fenced := newClient(), newClient(redlock.WithFencing())
+	op := func(c *redlock.Client, key string) time.Duration {
+		start := time.Now()
+		l, err := c.Acquire(ctx, key, benchTTL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	keys := benchKeyRing("bench:fenced:" + b.Name())
+	for i := range 64 {
+		op(plain, keys[i])
+		op(fenced, keys[i])
+	}
+	var p, f []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		key := keys[i%len(keys)]
+		if i%2 == 0 {
+			p = append(p, op(plain, key))
+			f = append(f, op(fenced, key))
+		} else {
+			f = append(f, op(fenced, key))
+			p = append(p, op(plain, key))
+		}
+	}
+	b.StopTimer()
+	pp, fp := benchkit.Percentile(p, 50), benchkit.Percentile(f, 50)
+	b.ReportMetric(float64(pp.Nanoseconds()), "plain-p50-ns")
+	b.ReportMetric(float64(fp.Nanoseconds()), "fenced-p50-ns")
+	b.ReportMetric(float64((fp - pp).Nanoseconds()), "extra-p50-ns")
 }
 
 // benchUncontended measures Acquire+Release in a loop, in blocks alternating
@@ -301,20 +357,14 @@ func benchManyKeys(b *testing.B, addrs []string, goroutines int) {
 func benchSetup(b *testing.B, addrs []string, lockOpts ...func(*redis.Options)) (*redlock.Client, *pingfloor.Floor) {
 	b.Helper()
 	lockNodes := make([]redis.UniversalClient, len(addrs))
-	floorNodes := make([]*redis.Client, len(addrs))
-	for i, a := range addrs {
-		o := &redis.Options{Addr: a}
+	for i, c := range testbed.Dial(b, addrs, func(o *redis.Options) {
 		for _, f := range lockOpts {
 			f(o)
 		}
-		lc := redis.NewClient(o)
-		fc := redis.NewClient(&redis.Options{Addr: a})
-		b.Cleanup(func() {
-			_ = lc.Close()
-			_ = fc.Close()
-		})
-		lockNodes[i], floorNodes[i] = lc, fc
+	}) {
+		lockNodes[i] = c
 	}
+	floorNodes := testbed.Dial(b, addrs, nil)
 	rl, err := redlock.New(lockNodes)
 	if err != nil {
 		b.Fatal(err)
@@ -335,18 +385,11 @@ func benchSetup(b *testing.B, addrs []string, lockOpts ...func(*redis.Options)) 
 // benchBare is the bare floor (pingfloor.Bare) over addrs, the nodes that
 // answer, with the quorum of the whole set.
 func benchBare(b *testing.B, addrs []string, quorum int) *pingfloor.Bare {
-	nodes := make([]*redis.Client, len(addrs))
-	for i, a := range addrs {
-		nodes[i] = redis.NewClient(&redis.Options{Addr: a})
-	}
-	b.Cleanup(func() {
-		// The bare floor does not wait for its late PINGs; closing a client
-		// under one makes go-redis log.
-		time.Sleep(50 * time.Millisecond)
-		for _, c := range nodes {
-			_ = c.Close()
-		}
-	})
+	nodes := testbed.Dial(b, addrs, nil)
+	// Registered after the clients' cleanup, so it runs before it: the
+	// bare floor does not wait for its late PINGs, and closing a client
+	// under one makes go-redis log.
+	b.Cleanup(func() { time.Sleep(50 * time.Millisecond) })
 	return pingfloor.NewBare(nodes, quorum)
 }
 
@@ -363,14 +406,6 @@ func benchReportLatency(b *testing.B, lat, floors []time.Duration) {
 		b.ReportMetric(float64(p50)/float64(f), "p50/floor")
 		b.ReportMetric(float64(p99)/float64(f), "p99/floor")
 	}
-}
-
-func benchAddrs(servers []*redistest.Server) []string {
-	addrs := make([]string, len(servers))
-	for i, s := range servers {
-		addrs[i] = s.Addr()
-	}
-	return addrs
 }
 
 func benchKeyRing(prefix string) []string {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/history"
 )
 
 // This file is the checker of the chaos suite (chaos_test.go): a history of
@@ -28,9 +29,9 @@ import (
 // different clients are comparable without any allowance for skew. The
 // nodes' expiry clock is the host's too (containers share the kernel clock).
 
-// history is what the clients of one scenario did and saw. It is safe for
-// concurrent use.
-type history struct {
+// chaosHistory is what the clients of one scenario did and saw. It is safe
+// for concurrent use.
+type chaosHistory struct {
 	mu       sync.Mutex
 	holds    []*hold
 	ops      int            // lock calls: acquire, extend, release
@@ -44,8 +45,8 @@ type history struct {
 	commits  map[string]int           // increments written per key
 }
 
-func newHistory() *history {
-	return &history{
+func newChaosHistory() *chaosHistory {
+	return &chaosHistory{
 		failures: make(map[string]int),
 		counters: make(map[string]*atomic.Int64),
 		commits:  make(map[string]int),
@@ -55,7 +56,7 @@ func newHistory() *history {
 // hold is one successful acquisition: one holder. Two holds are different
 // holders even when the same goroutine made them.
 type hold struct {
-	h        *history
+	h        *chaosHistory
 	lock     *redlock.Lock // nil in synthetic histories
 	Client   string        // who acquired, for reports
 	Key      string
@@ -72,7 +73,7 @@ type hold struct {
 
 // whose describes the holds that had token, for the report of a leaked
 // key: none means the token was a failed acquire's.
-func (h *history) whose(token string) string {
+func (h *chaosHistory) whose(token string) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []string
@@ -90,7 +91,7 @@ func (h *history) whose(token string) string {
 }
 
 // add records a hold (used directly by synthetic histories).
-func (h *history) add(hd *hold) *hold {
+func (h *chaosHistory) add(hd *hold) *hold {
 	hd.h = h
 	h.mu.Lock()
 	h.holds = append(h.holds, hd)
@@ -102,7 +103,7 @@ func (h *history) add(hd *hold) *hold {
 // outcome. Timestamps are taken outside the call: Start no later and Acquired
 // no earlier than the real events, which only shortens the window the
 // checker tests (see window).
-func (h *history) acquire(ctx context.Context, c *redlock.Client, client, key string, ttl time.Duration, try bool) (*hold, error) {
+func (h *chaosHistory) acquire(ctx context.Context, c *redlock.Client, client, key string, ttl time.Duration, try bool) (*hold, error) {
 	start := time.Now()
 	var l *redlock.Lock
 	var err error
@@ -120,7 +121,7 @@ func (h *history) acquire(ctx context.Context, c *redlock.Client, client, key st
 		// A failed acquire must match ErrNotAcquired, and match the caller's
 		// context error only if that context ended: a node's own deadline
 		// is never reported as the caller's.
-		if !errors.Is(err, redlock.ErrNotAcquired) || (ctx.Err() == nil && isContextErr(err)) {
+		if !errors.Is(err, redlock.ErrNotAcquired) || (ctx.Err() == nil && cause(err) == "deadline") {
 			h.unclean = append(h.unclean, err)
 		}
 		return nil, err
@@ -133,7 +134,7 @@ func (h *history) acquire(ctx context.Context, c *redlock.Client, client, key st
 
 // uncleanErrs returns the failed acquires whose error was misleading (see
 // acquire).
-func (h *history) uncleanErrs() []error {
+func (h *chaosHistory) uncleanErrs() []error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.unclean)
@@ -200,12 +201,12 @@ func (hd *hold) Until() time.Time {
 // violation of a few microseconds but never invent one. The windows are
 // half-open, so a successor that acquires exactly when its predecessor's
 // window ends does not count.
-func (hd *hold) window() (from, to time.Time) {
-	to = hd.until
+func (hd *hold) window() history.Interval {
+	to := hd.until
 	if !hd.released.IsZero() && hd.released.Before(to) {
 		to = hd.released
 	}
-	return hd.Acquired, to
+	return history.Interval{From: hd.Acquired, To: to}
 }
 
 // section is one critical section in progress: the counter was read and
@@ -255,7 +256,7 @@ func (s *section) exit() bool {
 // ErrNoReply), which acquire checks.
 func cause(err error) string {
 	switch {
-	case isContextErr(err):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return "deadline"
 	case errors.Is(err, redlock.ErrClosed):
 		return "closed"
@@ -288,10 +289,6 @@ func cause(err error) string {
 	default:
 		return "busy+unreachable"
 	}
-}
-
-func isContextErr(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // fencedStore is the storage a lock protects, with the fencing check: it
@@ -335,38 +332,14 @@ func (s *fencedStore) log() []storeWrite {
 	return slices.Clone(s.writes)
 }
 
-// nodeKey is a key found on a node by the end-of-scenario scan.
-type nodeKey struct {
-	Node       int
-	Key, Value string
-}
-
-func (k nodeKey) String() string { return fmt.Sprintf("node %d: %s=%s", k.Node, k.Key, k.Value) }
-
-// overlap is a pair of holders of one key whose windows intersect.
-type overlap struct{ a, b *hold }
+// overlap is two holders of one key at once.
+type overlap struct{ history.Overlap[*hold] }
 
 func (o overlap) String() string {
-	af, at := o.a.window()
-	bf, bt := o.b.window()
-	return fmt.Sprintf("%q: %s holds [%v, %v), %s holds [%v, %v) (%v overlap)", o.a.Key,
-		o.a.Client, af.Format("15:04:05.000"), at.Format("15:04:05.000"),
-		o.b.Client, bf.Format("15:04:05.000"), bt.Format("15:04:05.000"),
-		earliest(at, bt).Sub(latest(af, bf)).Round(time.Millisecond))
-}
-
-func earliest(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func latest(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+	const clock = "15:04:05.000"
+	return fmt.Sprintf("%q: %s holds [%v, %v), %s holds [%v, %v) (%v overlap)", o.A.Key,
+		o.A.Holder.Client, o.A.From.Format(clock), o.A.To.Format(clock),
+		o.B.Holder.Client, o.B.From.Format(clock), o.B.To.Format(clock), o.Both.Len().Round(time.Millisecond))
 }
 
 // verdict is what the checker concludes from a history.
@@ -377,40 +350,28 @@ type verdict struct {
 	// RightfulRejected counts writes by the newest holder that the store
 	// refused: fencing that hurts liveness. It must stay 0 too.
 	RightfulRejected int
-	LostUpdates      int       // (c) increments written minus increments the counters show
-	Leaked           []nodeKey // (d) keys no live holder accounts for
-	Residue          int       // keys of holders that never confirmed a release
+	LostUpdates      int               // (c) increments written minus increments the counters show
+	Leaked           []history.NodeKey // (d) keys no live holder accounts for
+	Residue          int               // keys of holders that never confirmed a release
 }
 
 // check judges the history, the writes a store saw (nil if none) and the
 // keys found on the nodes at the end (nil if not scanned). Call it once the
 // workload has stopped.
-func (h *history) check(writes []storeWrite, found []nodeKey) verdict {
+func (h *chaosHistory) check(writes []storeWrite, found []history.NodeKey) verdict {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var v verdict
 
-	// (a) Overlaps, per key, between every pair of distinct holders. A sweep
-	// over windows sorted by start finds each intersecting pair once.
+	// (a) Overlaps, per key, between every pair of distinct holders.
 	byKey := make(map[string][]*hold)
-	for _, hd := range h.holds {
+	windows := make([]history.Window[*hold], len(h.holds))
+	for i, hd := range h.holds {
 		byKey[hd.Key] = append(byKey[hd.Key], hd)
+		windows[i] = history.Window[*hold]{Key: hd.Key, Holder: hd, Interval: hd.window()}
 	}
-	for _, key := range slices.Sorted(maps.Keys(byKey)) {
-		hs := byKey[key]
-		sort.Slice(hs, func(i, j int) bool { return hs[i].Acquired.Before(hs[j].Acquired) })
-		for i, a := range hs {
-			_, aEnd := a.window()
-			for _, b := range hs[i+1:] {
-				bStart, bEnd := b.window()
-				if !bStart.Before(aEnd) {
-					break // b and every later start begin after a ends
-				}
-				if bStart.Before(bEnd) { // an empty window holds nothing
-					v.Overlaps = append(v.Overlaps, overlap{a, b})
-				}
-			}
-		}
+	for _, o := range history.Overlaps(windows) {
+		v.Overlaps = append(v.Overlaps, overlap{o})
 	}
 
 	// (b) A write is stale when another holder of the key acquired after the
@@ -463,7 +424,7 @@ func (h *history) check(writes []storeWrite, found []nodeKey) verdict {
 
 // acquiredBetween counts the holds whose Acquire started at or after from
 // and returned at or before to.
-func (h *history) acquiredBetween(from, to time.Time) int {
+func (h *chaosHistory) acquiredBetween(from, to time.Time) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
@@ -487,7 +448,7 @@ type summary struct {
 	Expected    string // the asserted outcome, in words
 }
 
-func (h *history) summary(id, name string, v verdict, leakChecked bool, expected string) summary {
+func (h *chaosHistory) summary(id, name string, v verdict, leakChecked bool, expected string) summary {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return summary{ID: id, Name: name, Ops: h.ops, Acquired: len(h.holds),
@@ -565,7 +526,7 @@ func (t *chaosTable) markdown() string {
 func TestChaosChecker(t *testing.T) {
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	mk := func(h *history, client, key string, fence uint64, acquired, until, released int) *hold {
+	mk := func(h *chaosHistory, client, key string, fence uint64, acquired, until, released int) *hold {
 		hd := h.add(&hold{Client: client, Key: key, Token: client + "-token", Fence: fence,
 			Start: at(acquired - 5), Acquired: at(acquired), until: at(until)})
 		if released >= 0 {
@@ -575,7 +536,7 @@ func TestChaosChecker(t *testing.T) {
 	}
 
 	t.Run("overlaps", func(t *testing.T) {
-		h := newHistory()
+		h := newChaosHistory()
 		mk(h, "A", "k", 0, 0, 1000, 800)    // holds [0, 800)
 		mk(h, "B", "k", 0, 500, 1500, 900)  // starts inside A: a violation
 		mk(h, "C", "k", 0, 900, 2000, 1200) // starts when B's window ends: none
@@ -586,7 +547,7 @@ func TestChaosChecker(t *testing.T) {
 		v := h.check(nil, nil)
 		var got []string
 		for _, o := range v.Overlaps {
-			got = append(got, o.a.Client+o.b.Client)
+			got = append(got, o.A.Holder.Client+o.B.Holder.Client)
 		}
 		if want := []string{"AB", "FG"}; !slices.Equal(got, want) {
 			t.Fatalf("overlaps %v, want %v", got, want)
@@ -595,7 +556,7 @@ func TestChaosChecker(t *testing.T) {
 	})
 
 	t.Run("stale writes", func(t *testing.T) {
-		h := newHistory()
+		h := newChaosHistory()
 		a := mk(h, "A", "k", 7, 0, 100, -1)
 		b := mk(h, "B", "k", 8, 300, 1000, 900)
 		writes := []storeWrite{
@@ -613,7 +574,7 @@ func TestChaosChecker(t *testing.T) {
 	})
 
 	t.Run("stores", func(t *testing.T) {
-		h := newHistory()
+		h := newChaosHistory()
 		a := mk(h, "A", "k", 7, 0, 100, -1)
 		b := mk(h, "B", "k", 8, 300, 1000, 900)
 		guarded, naive := newFencedStore(true), newFencedStore(false)
@@ -639,7 +600,7 @@ func TestChaosChecker(t *testing.T) {
 	})
 
 	t.Run("lost updates", func(t *testing.T) {
-		h := newHistory()
+		h := newChaosHistory()
 		a := mk(h, "A", "k", 0, 0, 60_000, -1)
 		b := mk(h, "B", "k", 0, 0, 60_000, -1)
 		sa, sb := a.enter(), b.enter() // both read 0
@@ -657,16 +618,16 @@ func TestChaosChecker(t *testing.T) {
 	})
 
 	t.Run("leaks", func(t *testing.T) {
-		h := newHistory()
+		h := newChaosHistory()
 		mk(h, "A", "k", 0, 0, 100, 50) // released
 		held := mk(h, "B", "k", 0, 200, 300, -1)
 		failed := mk(h, "C", "k", 0, 400, 500, 450)
 		failed.releaseErr = redlock.ErrNotHeld
-		found := []nodeKey{
-			{0, "k", "A-token"},       // a released lock's key: leaked
-			{1, "k", held.Token},      // never released: residue
-			{2, "k", failed.Token},    // release not confirmed: residue
-			{3, "k", "unknown-token"}, // a failed attempt's key: leaked
+		found := []history.NodeKey{
+			{Node: 0, Key: "k", Value: "A-token"},       // a released lock's key: leaked
+			{Node: 1, Key: "k", Value: held.Token},      // never released: residue
+			{Node: 2, Key: "k", Value: failed.Token},    // release not confirmed: residue
+			{Node: 3, Key: "k", Value: "unknown-token"}, // a failed attempt's key: leaked
 		}
 		v := h.check(nil, found)
 		if len(v.Leaked) != 2 || v.Residue != 2 {
@@ -676,7 +637,7 @@ func TestChaosChecker(t *testing.T) {
 
 	t.Run("table", func(t *testing.T) {
 		var tab chaosTable
-		h := newHistory()
+		h := newChaosHistory()
 		mk(h, "A", "k", 0, 0, 1000, -1)
 		mk(h, "B", "k", 0, 10, 1000, -1)
 		h.failures["busy"] = 3

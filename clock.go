@@ -1,8 +1,122 @@
 package redlock
 
+// Timing rules: every duration and fraction that drives behaviour is named
+// here, once (docs/internals.md). The first block is public: the options'
+// defaults. The second is fixed.
+
 import (
 	"time"
+
+	"github.com/redlock-go/redlock/internal/engine"
 )
+
+// The options' defaults, and the limits on what New and Acquire take.
+const (
+	// DefaultDriftFactor is the fraction of the TTL allowed for clock drift
+	// between this process and the nodes (the Redlock paper's 1%).
+	DefaultDriftFactor = 0.01
+	// DefaultDriftConst is added to the drift for Redis's expiry precision.
+	DefaultDriftConst = 2 * time.Millisecond
+
+	// DefaultNodeTimeoutDivisor derives the per-node deadline from the TTL:
+	// ttl/200, 50ms for a 10s TTL, clamped to
+	// [DefaultNodeTimeoutMin, DefaultNodeTimeoutMax].
+	DefaultNodeTimeoutDivisor = 200
+	// DefaultNodeTimeoutMin is the shortest derived per-node deadline.
+	DefaultNodeTimeoutMin = 10 * time.Millisecond
+	// DefaultNodeTimeoutMax is the longest derived per-node deadline.
+	DefaultNodeTimeoutMax = 50 * time.Millisecond
+
+	// DefaultCleanupTimeout bounds each node's delete (a rollback, a
+	// release), which goes on after the caller has moved on, and how long
+	// Release waits for a quorum of them. It can afford to be generous.
+	DefaultCleanupTimeout = time.Second
+
+	// MaxTTL is the longest TTL a lock takes, and the longest duration any
+	// option takes: every deadline and expiry computed from one stays far
+	// from overflowing. A longer one fails with ErrInvalidArgument.
+	MaxTTL = 365 * 24 * time.Hour
+	// MaxOwnerLen is the longest owner id WithOwner accepts, in bytes.
+	MaxOwnerLen = 512
+
+	// DefaultFenceHorizon is how long a fencing counter is kept after the
+	// last acquire, extend or commit of its key (see WithFenceHorizon).
+	DefaultFenceHorizon = 7 * 24 * time.Hour
+
+	// DefaultUnavailableTimeout is how long Acquire keeps trying while a
+	// quorum of nodes cannot be asked (ErrUnavailable), whatever ctx's
+	// deadline: dead infrastructure fails the call instead of hanging it.
+	DefaultUnavailableTimeout = 5 * time.Second
+
+	// DefaultRetryMin and DefaultRetryMax bound Acquire's jittered exponential
+	// backoff between attempts.
+	DefaultRetryMin = 5 * time.Millisecond
+	DefaultRetryMax = 200 * time.Millisecond
+)
+
+// The fixed timing rules.
+const (
+	// minDuration is the shortest fence horizon and restart guard New takes.
+	minDuration = time.Millisecond
+
+	// tombstoneTTL is the longest a tombstone lives: how long a write of
+	// ours whose reply never came is kept from landing after a delete found
+	// the key absent. A TCP segment retransmitted three times is late by
+	// about 1.4s. A tombstone that refused the write it was left against
+	// lives one more second, for a copy that go-redis sent again.
+	tombstoneTTL = 2 * time.Second
+
+	// inspectTimeout bounds each node's read for Inspect when
+	// WithNodeTimeout does not: nothing is written, so it can afford a cold
+	// connection's dial.
+	inspectTimeout = time.Second
+
+	// holderTTLSlack is how long after the holder's remaining TTL, as a
+	// refusing node reported it, a waiting Acquire tries again at the latest.
+	holderTTLSlack = time.Millisecond
+
+	// A lease renews every ttl/renewEvery (WithRenewInterval: at most
+	// ttl/renewAtMost), never more often than renewMin.
+	renewEvery  = 3
+	renewAtMost = 2
+	renewMin    = time.Millisecond
+	// A lease is given up as lost renewMargin before Until: ttl/renewMarginOf,
+	// within [renewMarginMin, renewMarginMax], for the latency of the timer
+	// and of the cancellation.
+	renewMarginOf  = 20
+	renewMarginMin = time.Millisecond
+	renewMarginMax = 50 * time.Millisecond
+	// A failed renewal is retried after interval/renewBackoffOf, within
+	// [renewBackoffMin, renewBackoffMax], doubling with each failure in a
+	// row up to renewBackoffCap.
+	renewBackoffOf  = 10
+	renewBackoffMin = 5 * time.Millisecond
+	renewBackoffMax = 100 * time.Millisecond
+	renewBackoffCap = time.Second
+	// Renewals fall due up to interval/renewJitterOf early, at random, so
+	// that locks kept alive together do not all renew in one instant.
+	renewJitterOf = 10
+)
+
+// engineTiming is the engine's share of the timing rules.
+var engineTiming = engine.Timing{
+	// Delete retries back off from 20 to 400 ms, so a key left on a node
+	// that was unreachable is gone within about a second of the node
+	// answering again; they end at the key's expiry bound (keyLife).
+	CleanupRetryMin: 20 * time.Millisecond,
+	CleanupRetryMax: 400 * time.Millisecond,
+	// An idle worker waits this long for more work before it exits.
+	WorkerIdle: time.Second,
+	// The first contact with a node (dial, handshake, INFO) is bounded by
+	// IdentifyTimeout; a node that has not answered is asked again at most
+	// every IdentifyRetry.
+	IdentifyTimeout: time.Second,
+	IdentifyRetry:   100 * time.Millisecond,
+	// A node's pub/sub connection that failed waits SubRetryMin before
+	// reading again, doubling up to SubRetryMax.
+	SubRetryMin: 50 * time.Millisecond,
+	SubRetryMax: 2 * time.Second,
+}
 
 // Clock is the single source of time for validity decisions. The default uses
 // time.Now, whose readings carry Go's monotonic clock, so elapsed time is
@@ -30,6 +144,14 @@ type timing struct {
 // ttl×factor plus a constant for the expiry precision of Redis.
 func (c *timing) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*c.driftFactor) + c.driftConst
+}
+
+// keyLife is the longest a key written with ttl may live once written, by
+// our clock: the node's clock may run slow by the drift allowance, counted
+// twice for margin. Delete retries end there: past it nothing is left to
+// remove. With the default drift it is ttl + ttl/50 + 4ms.
+func (c *timing) keyLife(ttl time.Duration) time.Duration {
+	return ttl + 2*c.drift(ttl)
 }
 
 // validUntil is the end of the window in which the lock is held, for keys

@@ -1,12 +1,14 @@
 package redlock
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/redlock-go/redlock/internal/engine"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Errors returned by Client and Lock. Every error this package returns for a
@@ -16,89 +18,80 @@ var (
 	// ErrNotAcquired means Acquire or TryAcquire did not get the lock: too few
 	// nodes agreed, the validity left was not positive, or ctx ended first.
 	ErrNotAcquired = errors.New("redlock: not acquired")
-	// ErrNotHeld means a Release or Extend found that a quorum of nodes no
-	// longer holds this lock's token, or that the lock had already expired
-	// or been released locally.
-	ErrNotHeld = errors.New("redlock: not held")
+	// ErrNotHeld means the lock could not be shown held. From Extend and TTL:
+	// no quorum confirmed it (nodes refused or did not answer, or ctx ended
+	// first), or it had expired or been released; it is lost only when too
+	// few nodes hold its value, which KeepAlive reports as ErrLockLost. From
+	// Release: the lock was held no longer, because too few nodes held its
+	// value or it had expired or been found lost before Release began.
+	ErrNotHeld = script.ErrNotHeld
+	// ErrReleaseUnconfirmed means no quorum confirmed a Release's deletes in
+	// time because nodes did not answer (or answered with errors), while too
+	// few refused to prove the lock not held: the key may still be held on
+	// some nodes until it expires, and the deletes go on in the background
+	// until then. It matches ErrUnavailable too when so many nodes failed
+	// that no quorum could be asked.
+	ErrReleaseUnconfirmed = errors.New("redlock: release not confirmed")
 	// ErrInvalidArgument is matched by every error caused by bad input: an empty
-	// key or one the library keeps its own values under (redlock:boot, a name
-	// containing ":redlock:fence"), a TTL that cannot leave positive validity,
-	// a nil context, a bad option or node list. Nothing is sent to any node in
-	// that case.
-	ErrInvalidArgument = errors.New("redlock: invalid argument")
+	// or reserved key (redlock:boot, a name containing ":redlock:fence"), a TTL
+	// over MaxTTL or leaving no validity, a nil context, a bad option or node
+	// list; nothing is sent then. Two nodes found to be one server make every
+	// operation fail with it.
+	ErrInvalidArgument = engine.ErrInvalidArgument
 	// ErrClosed means the Client was closed before the call. It is also
 	// the cause of a KeepAlive context that Close ended.
-	ErrClosed = errors.New("redlock: client closed")
+	ErrClosed = engine.ErrClosed
 
-	// ErrLockLost is matched by the cause of a KeepAlive context that ended
-	// because the lock could no longer be proven held: so many nodes no
-	// longer have our value that no quorum can confirm it, or no renewal
-	// reached a quorum before Until. The cause says which, and wraps the
-	// failed Extend's error when there is one. Do's error matches it when
-	// the lock was lost while fn ran.
+	// ErrLockLost is matched by the cause of a KeepAlive context, and by Do's
+	// error, when the lock could no longer be proven held: so many nodes lost its
+	// value that no quorum can confirm it, or no renewal reached a quorum before
+	// Until. The cause says which.
 	ErrLockLost = errors.New("redlock: lock lost")
 	// ErrUnavailable means so many nodes could not be asked (a refused
-	// connection, no reply within the node timeout, an error reply such as
-	// NOPERM or READONLY) that those which answered cannot make a quorum:
-	// the lock's state is unknown, which a busy lock never is. The error's
-	// *NodeError entries name each node's cause. Acquire keeps trying while
-	// the nodes are unavailable for at most the unavailability bound
-	// (WithUnavailableTimeout), then returns an error matching both
-	// ErrNotAcquired and ErrUnavailable, even when ctx has no deadline.
+	// connection, no reply in time, an error reply such as NOPERM) that those
+	// which answered cannot make a quorum: the lock's state is unknown, which a
+	// busy lock's never is. Acquire returns it, with ErrNotAcquired, once
+	// WithUnavailableTimeout has passed.
 	ErrUnavailable = errors.New("redlock: a quorum of nodes could not be asked")
 	// ErrReleased is the cause of a KeepAlive context that ended because
 	// Release was called on its lock.
 	ErrReleased = errors.New("redlock: lock released")
-)
 
-// Per-node causes, found in NodeError.Err.
-var (
+	// The per-node causes, found in NodeError.Err.
+
 	// ErrHeldByOther means the node holds the key under another token.
-	ErrHeldByOther = errors.New("redlock: key held by another token")
+	ErrHeldByOther = script.ErrHeldByOther
 	// ErrKeyAbsent means the node does not hold the key at all: it expired,
 	// was never written there, or the node lost it in a restart.
-	ErrKeyAbsent = errors.New("redlock: key absent on node")
+	ErrKeyAbsent = script.ErrKeyAbsent
 	// ErrRestartGuard means the node lost its data, restarted or failed over
 	// less than the restart guard ago (WithRestartGuard) and does not count
 	// toward an acquire's quorum yet. Nothing was written there.
-	ErrRestartGuard = errors.New("redlock: node within its restart guard")
-	// ErrNoReply means the node did not answer within the per-node timeout.
-	// The command may still have run there: the outcome is unknown, which is
-	// why every failed acquire is rolled back on every node. A node's deadline
-	// is never reported as context.DeadlineExceeded: that error in a returned
-	// error's chain means the caller's own context ended.
-	ErrNoReply = errors.New("redlock: no reply within node timeout")
+	ErrRestartGuard = script.ErrRestartGuard
+	// ErrNoReply means the node gave no definite answer in time: no reply
+	// within the per-node timeout (wrapping the node's latest error, such as
+	// a refused connection, when it had one), or a call not sent because an
+	// earlier call of the lock still held the node. What the node holds is
+	// unknown, so a failed acquire is rolled back there too. A node's deadline
+	// is never reported as context.DeadlineExceeded.
+	ErrNoReply = engine.ErrNoReply
 
 	// ErrNotAwaited means the node's reply was not waited for: it was
 	// still on its way when the outcome was decided without it, or when
 	// the call ended. What the node did is unknown, as with ErrNoReply, but
 	// it did not fail.
-	ErrNotAwaited = errors.New("redlock: reply not awaited")
+	ErrNotAwaited = engine.ErrNotAwaited
 
-	// errNotNeeded marks a node whose reply was still on its way when the
-	// outcome was already decided.
-	errNotNeeded = fmt.Errorf("%w, the outcome was decided without it", ErrNotAwaited)
 	// errCallEnded marks a node whose reply was still on its way when the
 	// caller's context ended or the Client was closed.
 	errCallEnded = fmt.Errorf("%w, the call ended first", ErrNotAwaited)
-	// errNotSent marks a write dropped because its round was over before the
-	// node was free (a stalled node still held an earlier call of the lock).
-	errNotSent = fmt.Errorf("%w: not sent, node busy with an earlier call", ErrNoReply)
-	// errSuperseded marks a delete not sent because a later delete of the
-	// same lock, which covers it, was queued behind it on the node.
-	errSuperseded = fmt.Errorf("%w: delete superseded by a later one", ErrNoReply)
-	// errUnidentified marks a confirmation that did not count: the node's
-	// server was not identified yet, and might be another node's too.
-	errUnidentified = errors.New("the node answered, but its server is not identified yet: its reply does not count")
-	// errLaterAttempt marks a rollback that found a later attempt's value of
-	// the same lock, which it must not delete.
-	errLaterAttempt = errors.New("stale call: the key holds a later write of the same lock, or its delete came first")
 )
 
 // NodeError is the outcome of one operation on one node that did not confirm
-// it. Err is ErrHeldByOther, ErrKeyAbsent, ErrRestartGuard, ErrNoReply,
-// ErrNotAwaited, or the error the node's client returned (a refused
-// connection, NOPERM, READONLY).
+// it. Err matches ErrHeldByOther, ErrKeyAbsent, ErrRestartGuard, ErrNoReply,
+// ErrNotAwaited or ErrNotHeld (a fence commit refused), or it is the node
+// client's error (NOPERM, READONLY), a stale call refused, or a reply that
+// did not count because the node's server is not identified yet.
 type NodeError struct {
 	Node int    // index of the node in the slice given to New
 	Addr string // the node's address, when its client exposes one
@@ -119,9 +112,10 @@ func (e *NodeError) Error() string {
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // QuorumError reports a lock operation that did not get a quorum of
-// confirmations. It matches its sentinel (ErrNotAcquired or ErrNotHeld), the
-// context's error when ctx ended first, ErrUnavailable when so many nodes
-// failed that no quorum could be asked, and each per-node NodeError.
+// confirmations. It matches its sentinel (ErrNotAcquired, ErrNotHeld or
+// ErrReleaseUnconfirmed), the context's error when ctx ended first,
+// ErrUnavailable when so many nodes failed that no quorum could be asked,
+// and each per-node NodeError.
 type QuorumError struct {
 	Op     string       // "acquire", "extend", "release" or "ttl"
 	Key    string       // the lock's key
@@ -147,7 +141,7 @@ type QuorumError struct {
 // Error implements error.
 func (e *QuorumError) Error() string {
 	var b strings.Builder
-	if e.Op == "acquire" { // the sentinel says it: "not acquired"
+	if e.Op == "acquire" || e.sentinel == ErrReleaseUnconfirmed { // the sentinel names the operation
 		fmt.Fprintf(&b, "%v: %q: %d of %d needed confirmed", e.sentinel, showKey(e.Key), e.OK, e.Quorum)
 	} else {
 		fmt.Fprintf(&b, "%v: %s of %q: %d of %d needed confirmed", e.sentinel, e.Op, showKey(e.Key), e.OK, e.Quorum)
@@ -205,11 +199,4 @@ func showKey(key string) string {
 		cut--
 	}
 	return fmt.Sprintf("%s…(%d bytes)", key[:cut], len(key))
-}
-
-// isContextErr reports whether err is a context's end, which a node's
-// client reports when our per-node deadline passed: that is the node's
-// timeout, not the caller's context.
-func isContextErr(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }

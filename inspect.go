@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/engine"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // KeyState is what the nodes hold under a lock's key, as Client.Inspect
@@ -33,23 +34,12 @@ type NodeKeyState struct {
 // token).
 const holderPrefix = 8
 
-// inspectTimeout bounds each node's read for Inspect when WithNodeTimeout
-// does not: nothing is written, so it can afford a cold connection's dial.
-const inspectTimeout = time.Second
-
-// Inspect reads key on every node without taking it: who holds it where,
-// for how long, and, with WithFencing, each node's fence counter. Held
-// counts only the nodes whose server has been identified, as every quorum
-// does. It sends
-// one read-only script per node (GET and PTTL of the key, GET of its fence
-// counter) and waits for each at most the WithNodeTimeout deadline, or one
-// second without it, or until ctx ends; a node that did not answer has Err
-// set. A user limited by ACL needs +pttl besides the lock's commands.
-//
-// What Inspect reports was true when each node answered; the key may have
-// changed since. Use it to look, never to decide that a lock is free.
-// The error is for bad input only (matching ErrInvalidArgument), a closed
-// Client (ErrClosed), or two nodes found to be one server.
+// Inspect reads key on every node without taking it: who holds it where, for
+// how long, and each node's fence counter; a node it could not read has Err
+// set. What it reports was true when each node answered: use it to look,
+// never to decide that a lock is free. Its error is for bad input
+// (ErrInvalidArgument), a closed Client, or two nodes found to be one server
+// (docs/operations.md).
 func (c *Client) Inspect(ctx context.Context, key string) (KeyState, error) {
 	if ctx == nil {
 		return KeyState{}, invalid("inspect: nil context")
@@ -57,15 +47,15 @@ func (c *Client) Inspect(ctx context.Context, key string) (KeyState, error) {
 	if key == "" {
 		return KeyState{}, invalid("inspect: empty key")
 	}
-	if err := c.nodes.life.begin(); err != nil {
+	if err := c.nodes.Life.Begin(); err != nil {
 		return KeyState{}, fmt.Errorf("inspect of %q: %w", showKey(key), err)
 	}
-	defer c.nodes.life.end()
+	defer c.nodes.Life.End()
 	timeout := inspectTimeout
 	if c.cfg.nodeTimeoutFixed > 0 {
 		timeout = c.cfg.nodeTimeoutFixed
 	}
-	if err := c.nodes.checkServers(timeout); err != nil {
+	if err := c.nodes.CheckServers(timeout); err != nil {
 		return KeyState{}, fmt.Errorf("inspect of %q: %w", showKey(key), err)
 	}
 	reads := c.readKey(ctx, key, timeout)
@@ -75,25 +65,20 @@ func (c *Client) Inspect(ctx context.Context, key string) (KeyState, error) {
 		st.Nodes[i] = r.state
 		// Only nodes whose server is known count toward Held, as toward
 		// any quorum: two addresses of one server must not hold it twice.
-		if r.state.Held && c.nodes.vote(reply{node: i, status: statusOK}).status == statusOK {
+		if r.state.Held && c.nodes.Vote(engine.Reply{Node: i, Status: engine.OK}).Status == engine.OK {
 			holders[r.token]++
 		}
 	}
 	for _, n := range holders {
-		st.Held = st.Held || n >= c.nodes.quorum
+		st.Held = st.Held || n >= c.nodes.Quorum
 	}
 	return st, nil
 }
 
-// TTL returns the time left on the nodes before the lock expires: the
-// remaining time to live that a quorum of nodes holding our value still
-// reports, less the time the question took. It fails with an error matching
-// ErrNotHeld when fewer than a quorum hold our value (the lock expired or
-// was lost), and at once after Release; that error also matches ctx.Err()
-// when ctx ended first. Each node is given the lock's per-node deadline.
-//
-// TTL is what the nodes say, not what the holder may rely on: Until, which
-// allows for clock drift, is the end of the validity.
+// TTL returns the time left before the lock expires on the nodes: the
+// shortest remaining TTL of a quorum that holds its value, less the time the
+// question took. Its error matches ErrNotHeld when fewer than a quorum hold
+// it, or after Release. The holder relies on Until, which allows for drift.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	c, err := l.prologue("ttl", ctx)
 	if err != nil {
@@ -108,37 +93,37 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), err)
 	}
-	if err := c.nodes.life.begin(); err != nil {
+	if err := c.nodes.Life.Begin(); err != nil {
 		return 0, fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), err)
 	}
-	defer c.nodes.life.end()
+	defer c.nodes.Life.End()
 	start := time.Now()
 	reads := c.readKey(ctx, l.key, c.cfg.nodeTimeout(ttl))
-	var t tally
-	t.init(len(reads), c.nodes.quorum)
+	var t engine.Tally
+	t.Init(len(reads), c.nodes.Quorum)
 	var left []time.Duration
 	for i, r := range reads {
 		switch {
 		case r.state.Err != nil:
-			t.replies[i] = reply{node: i, err: r.state.Err}
+			t.Replies[i] = engine.Reply{Node: i, Err: r.state.Err}
 		case !r.state.Held:
-			t.replies[i] = reply{node: i, status: statusRefused, err: ErrKeyAbsent}
-		case r.token+"." != l.prefix:
-			t.replies[i] = reply{node: i, status: statusRefused, err: ErrHeldByOther}
+			t.Replies[i] = engine.Reply{Node: i, Status: engine.Refused, Err: ErrKeyAbsent}
+		case !l.vals.Mine(r.token):
+			t.Replies[i] = engine.Reply{Node: i, Status: engine.Refused, Err: ErrHeldByOther}
 		default:
-			v := c.nodes.vote(reply{node: i, status: statusOK})
-			t.add(v)
-			if v.status == statusOK {
+			v := c.nodes.Vote(engine.Reply{Node: i, Status: engine.OK})
+			t.Add(v)
+			if v.Status == engine.OK {
 				left = append(left, r.state.TTL)
 			}
 		}
 	}
-	if !t.reached() {
+	if !t.Reached() {
 		return 0, newQuorumError("ttl", l.key, ErrNotHeld, ctx.Err(), &t, c.nodes)
 	}
 	// The quorum's shortest: once it runs out, fewer than a quorum hold.
 	slices.Sort(left)
-	return max(left[len(left)-t.quorum]-time.Since(start), 0), nil
+	return max(left[len(left)-t.Quorum]-time.Since(start), 0), nil
 }
 
 // keyRead is one node's answer to the inspect script.
@@ -150,64 +135,39 @@ type keyRead struct {
 
 // readKey runs the inspect script on every node in parallel and returns
 // each node's answer, in node order, once every node answered or timeout
-// passed (or ctx ended). A call still under way then goes on in the
-// background, counted by the Client's lifecycle, so Close waits for it.
+// passed (or ctx ended); a call still under way goes on in the background
+// (engine.ReadAll).
 func (c *Client) readKey(ctx context.Context, key string, timeout time.Duration) []keyRead {
-	n := len(c.nodes.nodes)
-	out := make([]keyRead, n)
-	answered := make([]bool, n)
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	replies := make(chan keyRead, n)
-	for i, nd := range c.nodes.nodes {
-		c.nodes.life.add(1)
-		go func() {
-			defer c.nodes.life.end()
-			replies <- c.readNode(ctx, i, nd, key)
-		}()
-	}
-wait:
-	for range n {
-		select {
-		case r := <-replies:
-			out[r.node], answered[r.node] = r, true
-		case <-ctx.Done():
-			break wait
-		}
-	}
-	for i, nd := range c.nodes.nodes {
-		if answered[i] {
-			continue
-		}
-		out[i] = keyRead{node: i, state: NodeKeyState{Addr: nd.address(), Err: nd.silence()}}
-		if parent.Err() != nil {
-			out[i].state.Err = errCallEnded
+	out, answered := engine.ReadAll(ctx, c.nodes, timeout, func(ctx context.Context, i int) keyRead {
+		return c.readNode(ctx, i, key)
+	})
+	for i, ok := range answered {
+		if !ok {
+			out[i] = keyRead{node: i, state: NodeKeyState{Addr: c.nodes.Addr(i), Err: c.nodes.Silence(i)}}
+			if ctx.Err() != nil {
+				out[i].state.Err = errCallEnded
+			}
 		}
 	}
 	return out
 }
 
 // readNode runs the inspect script on one node.
-func (c *Client) readNode(ctx context.Context, i int, nd *node, key string) keyRead {
-	r := keyRead{node: i, state: NodeKeyState{Addr: nd.address()}}
-	op := nodeOp{script: inspectScript, keyBuf: [maxKeys]string{key}, nkeys: 1}
+func (c *Client) readNode(ctx context.Context, i int, key string) keyRead {
+	r := keyRead{node: i, state: NodeKeyState{Addr: c.nodes.Addr(i)}}
+	op := engine.Op{Script: inspectScript, Keys: [engine.MaxKeys]string{key}, NKeys: 1}
 	if c.cfg.fencing {
-		op.keyBuf[1], op.nkeys = fenceKeyFor(key), 2
+		op.Keys[1], op.NKeys = script.CounterKey(key), 2
 	}
-	op.read = func(cmd *redis.Cmd) reply {
+	op.Read = func(cmd *redis.Cmd) engine.Reply {
 		if err := parseInspect(cmd, &r); err != nil {
-			return reply{err: err}
+			return engine.Reply{Err: err}
 		}
-		return reply{status: statusOK}
+		return engine.Reply{Status: engine.OK}
 	}
-	args := []any{"evalsha", inspectScript.Hash(), op.nkeys}
-	for _, k := range op.keyBuf[:op.nkeys] {
-		args = append(args, k)
-	}
-	if rep := nd.call(ctx, &op, args, nil); rep.status != statusOK {
-		r = keyRead{node: i, state: NodeKeyState{Addr: nd.address(), Err: rep.err}}
-		if rep.err == nil || isContextErr(rep.err) {
+	if rep := c.nodes.Call(ctx, i, &op); rep.Status != engine.OK {
+		r = keyRead{node: i, state: NodeKeyState{Addr: c.nodes.Addr(i), Err: rep.Err}}
+		if rep.Err == nil || engine.IsContextErr(rep.Err) {
 			r.state.Err = ErrNoReply
 		}
 	}
@@ -221,20 +181,14 @@ func parseInspect(cmd *redis.Cmd, r *keyRead) error {
 		return err
 	}
 	if len(v) != 3 {
-		return errUnexpected(v)
+		return script.Unexpected(v)
 	}
 	pttl, ok := v[1].(int64)
 	if !ok {
-		return errUnexpected(v)
+		return script.Unexpected(v)
 	}
-	// A tombstone (scripts/lib.lua) is an absent key to every lock.
-	if s, ok := v[0].(string); ok && !strings.HasPrefix(s, "!") {
-		// What an owner's pending takeover replaced follows a "|" (take.lua);
-		// the generation follows the last dot before it.
-		token, _, _ := strings.Cut(s, "|")
-		if dot := strings.LastIndexByte(token, '.'); dot >= 0 {
-			token = token[:dot]
-		}
+	s, _ := v[0].(string)
+	if token, ok := script.HolderToken(s); ok && s != "" {
 		r.token = token
 		r.state.Held = true
 		r.state.Holder = token[:min(len(token), holderPrefix)]
@@ -244,7 +198,7 @@ func parseInspect(cmd *redis.Cmd, r *keyRead) error {
 		}
 	}
 	if s, ok := v[2].(string); ok {
-		f, err := parseReplyInt(s)
+		f, err := script.ParseInt(s)
 		if err != nil {
 			return err
 		}

@@ -10,40 +10,13 @@ import (
 	"time"
 )
 
-// KeepAlive renews l in the background until l is released, lost, or ctx
-// ends, and returns a context derived from ctx that is cancelled when l is
-// released (cause: ErrReleased), its Client closed (ErrClosed), or l can no
-// longer be proven held (cause matches ErrLockLost) — never later than
-// l.Until() at that moment. Read the reason with context.Cause.
-//
-// Each renewal is l.Extend with the lock's current TTL, every third of the
-// TTL (see WithRenewInterval); its deadline is the end of the validity the
-// lock has left, so a stalled renewal cannot hold the lock past Until. A
-// failed renewal is tried again after a short backoff while validity is
-// left (WithRenewErrorHandler sees each failure). The lock is lost, and the
-// context cancelled, when enough nodes refused a renewal (our value is gone
-// from them) that no quorum can confirm it again, or when Until draws near
-// without a renewal having reached a quorum: the context then ends a small
-// margin before Until (a twentieth of the TTL, 1 to 50 ms) so that the
-// latency of its timer does not carry it past Until (a process starved of
-// CPU for longer than that can still see it end late).
-//
-// KeepAlive does not make the holder safe against its own pauses: a process
-// stalled by a GC pause or SIGSTOP can run past Until before it sees the
-// context end. Use fencing (WithFencing, Lock.Fence) where a late write
-// would do harm.
-//
-// When ctx ends, the renewal stops and the lock stays held until its TTL
-// runs out: the caller must still Release it. Client.Do does all of this.
-//
-// Calls on one Lock share one renewal, which runs while any of their
-// contexts is live; each call gets its own context. Between renewals a kept
-// lock costs one timer and no goroutine; a Client runs at most 64 renewals
-// at once, the others wait their turn. KeepAlive never panics: on a nil
-// Lock or with a nil ctx it returns a context already cancelled with a cause
-// matching ErrInvalidArgument, on a released Lock one cancelled with
-// ErrReleased, and on a lost or expired Lock one cancelled with a cause
-// matching ErrLockLost.
+// KeepAlive renews l in the background and returns a context derived from
+// ctx that ends when l is released (cause ErrReleased), its Client closed
+// (ErrClosed), or l can no longer be proven held (a cause matching
+// ErrLockLost), never later than l.Until() at that moment. When ctx ends,
+// renewal stops and l stays held until its TTL: release it all the same.
+// The context's end is a signal, not a barrier: see docs/lease.md, and
+// fencing for writes that must not come late.
 func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 	if ctx == nil {
 		out, cancel := context.WithCancelCause(context.Background())
@@ -76,7 +49,7 @@ func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 	id := ls.lastID
 	ls.contexts = append(ls.contexts, keepAliveCtx{id: id, cancel: cancel})
 	if len(ls.contexts) == 1 {
-		if !l.client.nodes.life.addLease(ls) {
+		if !l.client.nodes.Life.AddLease(ls) {
 			ls.endLocked(ErrClosed) // cancels out
 			return out
 		}
@@ -87,25 +60,12 @@ func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 	return out
 }
 
-// Do acquires key as Acquire does, runs fn with the Lock under KeepAlive's
-// context, and releases the lock when fn returns or panics (re-panicking
-// after the release). fn gets the Lock for what the holder needs of it: its
-// Fence (with WithFencing) for the writes it protects, Until, TTL. It must
-// not Release the Lock itself. Do returns nil only when fn returned nil and
-// the lock was held throughout; otherwise fn's error joined with the loss's
-// cause or the release error.
-//
-// fn must stop when its context ends: the lock is then lost, released, or
-// ctx has ended, or Close has begun (cause ErrClosed: Close waits for Do to
-// return and release, and Do's error then matches ErrClosed unless fn
-// returned nil). When the lock is lost, Do's error matches ErrLockLost (the
-// context's cause, which says why) and not the release's failure; the cause
-// is stated once, also when fn returns it (context.Cause(ctx)) or wraps it.
-// The release runs under a context of its own, bounded by the cleanup
-// timeout (WithCleanupTimeout), so it frees the lock even when ctx has
-// ended. When the acquire fails, fn is not called and Do returns that error,
-// which matches ErrNotAcquired; a nil fn is an error matching
-// ErrInvalidArgument.
+// Do acquires key as Acquire does, runs fn with the Lock under its KeepAlive
+// context, and releases the lock when fn returns or panics. fn must stop when
+// its context ends, and must not Release the Lock. Do returns nil only when fn
+// returned nil and the lock was held throughout; its error matches
+// ErrLockLost when the lock was lost, and ErrNotAcquired, fn not called, when
+// the acquire failed (docs/lease.md).
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lock) error, opts ...AcquireOption) error {
 	if fn == nil {
 		return invalid("do on %q: nil function", showKey(key))
@@ -114,12 +74,12 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if err != nil {
 		return err
 	}
-	if err := c.nodes.life.begin(); err != nil {
+	if err := c.nodes.Life.Begin(); err != nil {
 		// Close began as the lock was acquired: fn does not run.
 		closed := fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 		return errors.Join(closed, c.releaseAfterDo(ctx, l))
 	}
-	defer c.nodes.life.end() // last: Close waits for Do until it returns
+	defer c.nodes.Life.End() // last: Close waits for Do until it returns
 	// Do's own KeepAlive context ends with Do: a reentrant Do (WithOwner)
 	// whose Release sends nothing must not keep renewing for its caller.
 	dctx, stop := context.WithCancel(ctx)
@@ -221,8 +181,9 @@ func (l *Lock) stopLease(cause error) {
 // closeLeases ends the leases that were renewing when Close began, for
 // good, with ErrClosed; a KeepAlive that starts one later finds the Client
 // closed.
-func closeLeases(leases []*lease) {
-	for _, ls := range leases {
+func closeLeases(leases []any) {
+	for _, x := range leases {
+		ls := x.(*lease)
 		ls.mu.Lock()
 		ls.endLocked(ErrClosed)
 		ls.mu.Unlock()
@@ -264,17 +225,17 @@ func (ls *lease) window() (until time.Time, ttl time.Duration) {
 // of the cancellation.
 func (ls *lease) deadline() time.Time {
 	until, ttl := ls.window()
-	return until.Add(-min(max(ttl/20, time.Millisecond), 50*time.Millisecond))
+	return until.Add(-min(max(ttl/renewMarginOf, renewMarginMin), renewMarginMax))
 }
 
 // interval is the time between successful renewals.
 func (ls *lease) interval() time.Duration {
 	_, ttl := ls.window()
-	d := ttl / 3
+	d := ttl / renewEvery
 	if fixed := ls.l.client.cfg.renewInterval; fixed > 0 {
-		d = min(fixed, ttl/2)
+		d = min(fixed, ttl/renewAtMost)
 	}
-	return max(d, time.Millisecond)
+	return max(d, renewMin)
 }
 
 // backoff is the wait before retrying a failed renewal: a tenth of the
@@ -282,8 +243,8 @@ func (ls *lease) interval() time.Duration {
 // would fall after the deadline do not happen: the timer fires at the
 // deadline first.
 func (ls *lease) backoff() time.Duration {
-	d := min(max(ls.interval()/10, 5*time.Millisecond), 100*time.Millisecond)
-	for i := 1; i < ls.failed && d < time.Second; i++ {
+	d := min(max(ls.interval()/renewBackoffOf, renewBackoffMin), renewBackoffMax)
+	for i := 1; i < ls.failed && d < renewBackoffCap; i++ {
 		d *= 2
 	}
 	return d
@@ -305,7 +266,7 @@ func (ls *lease) scheduleLocked(now time.Time) {
 	// Up to a tenth earlier, at random: locks kept alive together (a
 	// service starting up) do not all fall due in the same instant, each
 	// timer starting a goroutine when it fires.
-	ls.next = now.Add(interval - rand.N(interval/10+1))
+	ls.next = now.Add(interval - rand.N(interval/renewJitterOf+1))
 	if latest := ls.deadline().Add(-interval); latest.Before(ls.next) {
 		ls.next = latest
 	}
@@ -351,7 +312,7 @@ func (ls *lease) fire() {
 	ls.running = true
 	ls.armLocked(now) // to the deadline while the renewal waits and runs
 	ls.mu.Unlock()
-	ls.l.client.renewals.renewOrQueue(ls)
+	ls.l.client.renewals.Do(ls)
 }
 
 // renew runs one renewal that fire found due, and schedules what comes
@@ -418,44 +379,9 @@ func (ls *lease) settle(err error) bool {
 }
 
 // maxConcurrentRenewals bounds the KeepAlive renewals of one Client that
-// run at once; the others wait their turn in order. Thousands of locks
-// renewed by one Client then cost a bounded number of goroutines and
-// connections when their renewals fall due together, and a lock whose
-// renewal waits too long is still declared lost at its deadline.
+// run at once (engine.Bounded); a lock whose renewal waits too long is
+// still declared lost at its deadline.
 const maxConcurrentRenewals = 64
-
-// renewalQueue runs a Client's renewals, at most maxConcurrentRenewals at
-// once, on the goroutines of the timers that found them due: a goroutine
-// whose renewal is done takes the next one waiting, or ends.
-type renewalQueue struct {
-	mu      sync.Mutex // lock order: a leaf (docs/internals.md)
-	running int
-	waiting []*lease
-}
-
-func (q *renewalQueue) renewOrQueue(ls *lease) {
-	q.mu.Lock()
-	if q.running >= maxConcurrentRenewals {
-		q.waiting = append(q.waiting, ls)
-		q.mu.Unlock()
-		return
-	}
-	q.running++
-	q.mu.Unlock()
-	for ls != nil {
-		ls.renew()
-		q.mu.Lock()
-		ls = nil
-		if len(q.waiting) > 0 {
-			ls = q.waiting[0]
-			q.waiting[0] = nil
-			q.waiting = q.waiting[1:]
-		} else {
-			q.running--
-		}
-		q.mu.Unlock()
-	}
-}
 
 // releasing reports whether Release has started: it marks the lock, then
 // ends the lease, and a renewal can fail and settle in between. Its
@@ -474,7 +400,7 @@ func (ls *lease) lostBy(err error) error {
 		return fmt.Errorf("%w: %q: %w", ErrLockLost, showKey(ls.l.key), err)
 	}
 	var qe *QuorumError
-	if nodes := len(ls.l.client.nodes.nodes); errors.As(err, &qe) && qe.refusedQuorum(nodes) {
+	if nodes := ls.l.client.nodes.Len(); errors.As(err, &qe) && qe.refusedQuorum(nodes) {
 		return fmt.Errorf("%w: %q: %d of %d nodes no longer hold our value: %w", ErrLockLost, showKey(ls.l.key), qe.refused(), nodes, err)
 	}
 	return nil
@@ -511,7 +437,7 @@ func (ls *lease) haltLocked() {
 	if ls.stopRun != nil {
 		ls.stopRun()
 	}
-	ls.l.client.nodes.life.dropLease(ls) // lease.mu, then lifecycle.mu
+	ls.l.client.nodes.Life.DropLease(ls) // lease.mu, then Life.mu
 }
 
 // leave drops the KeepAlive context id, whose context ended; renewal stops

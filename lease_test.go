@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/history"
+	"github.com/redlock-go/redlock/internal/nodetest"
 )
 
 // endOf records when ctx ends, as close to the moment as a test can see it.
@@ -389,7 +390,7 @@ func TestDo(t *testing.T) {
 			// Acquire returns at a quorum: node 0's write may land just after.
 			var holder string
 			require.Eventually(t, func() bool {
-				holder = holderOf(rawKey(t, ctx, e.direct[0], key))
+				holder = holderOf(nodetest.Get(t, ctx, e.direct[0], key))
 				return holder != ""
 			}, 5*time.Second, time.Millisecond)
 			e.awaitHolders(key, holder)
@@ -511,12 +512,12 @@ func TestKeepAliveCost(t *testing.T) {
 	// Each renewal's Extend, from the Renewal hook: an interval within the
 	// time the renewal held its place among those run at once.
 	var mu sync.Mutex
-	var renewals []interval
+	var renewals []history.Interval
 	c := e.client(redlock.WithRenewInterval(2*time.Second), redlock.WithHooks(redlock.Hooks{
-		Renewal: func(r redlock.RenewalInfo) {
+		Renewal: func(r redlock.Event) {
 			end := time.Now()
 			mu.Lock()
-			renewals = append(renewals, interval{end.Add(-r.Elapsed), end})
+			renewals = append(renewals, history.Interval{From: end.Add(-r.Elapsed), To: end})
 			mu.Unlock()
 		},
 	}))
@@ -592,7 +593,7 @@ func TestKeepAliveCost(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	most := mostAtOnce(renewals)
+	most := history.MostAtOnce(renewals)
 	hooked := len(renewals)
 	mu.Unlock()
 	t.Logf("%d of %d locks renewed within %v, %d lost; at most %d renewals at once (%d seen by the hook); at most %d goroutines more than before KeepAlive",
@@ -613,29 +614,4 @@ func TestKeepAliveCost(t *testing.T) {
 		}
 	}
 	wg.Wait()
-}
-
-// mostAtOnce returns the largest number of the intervals that share an
-// instant; intervals that only touch do not.
-func mostAtOnce(ivs []interval) int {
-	type edge struct {
-		at time.Time
-		d  int
-	}
-	edges := make([]edge, 0, 2*len(ivs))
-	for _, iv := range ivs {
-		edges = append(edges, edge{iv.From, +1}, edge{iv.To, -1})
-	}
-	slices.SortFunc(edges, func(a, b edge) int {
-		if c := a.at.Compare(b.at); c != 0 {
-			return c
-		}
-		return a.d - b.d // an end before a start at the same instant
-	})
-	most, n := 0, 0
-	for _, e := range edges {
-		n += e.d
-		most = max(most, n)
-	}
-	return most
 }

@@ -18,13 +18,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock"
-	"github.com/redlock-go/redlock/internal/faultproxy"
+	"github.com/redlock-go/redlock/internal/history"
+	"github.com/redlock-go/redlock/internal/nodetest"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/testbed"
 )
 
 // The nemesis: clients running a random mix of every feature on a few keys
 // while a seeded random source injects faults within the documented
-// assumptions; the checker (nemesis_checker_test.go) then reads the whole
+// assumptions; the checker (internal/history.Check) then reads the whole
 // history. A run ends with one line (go test -v shows it):
 //
 //	nemesis: seed 42, 5 nodes, 6 clients, 61,204 ops, 1,873 faults, 0 violations (exclusion 0, ...)
@@ -66,11 +68,11 @@ func TestNemesis(t *testing.T) {
 		kinds := []string{"blackhole", "delay", "drop-replies", "hold", "pause", "crash", "restart-empty", "flushall"}
 		run := newNemRun(t, seed, true, kinds)
 		run.owners = *nemOwners
-		run.enough = func(r *nemRecord, v *nemVerdict) bool { return len(run.shortfall(r, v, *nemDuration)) == 0 }
+		run.enough = func(r *history.Record, v *history.Verdict) bool { return len(run.shortfall(r, v, *nemDuration)) == 0 }
 		v, r := run.run(t, *nemDuration, nil)
-		if len(v.found) > 0 {
+		if len(v.Found) > 0 {
 			t.Errorf("seed %d: %d violations (replay: -run TestNemesis/guarded -nemesis.seed=%d):\n%s",
-				seed, len(v.found), seed, v.describe(30))
+				seed, len(v.Found), seed, v.Describe(30))
 		}
 		run.requireActivity(t, r, v, *nemDuration)
 	})
@@ -83,9 +85,9 @@ func TestNemesis(t *testing.T) {
 		run.gap = [2]time.Duration{10 * time.Millisecond, 80 * time.Millisecond}
 		run.down = [2]time.Duration{0, 50 * time.Millisecond}
 		const bound = 60 * time.Second
-		v, _ := run.run(t, bound, func(v *nemVerdict) bool { return v.count("exclusion") > 0 })
-		require.Positive(t, v.count("exclusion"), "seed %d: no two holders within %v of restarts without the guard", seed, bound)
-		t.Logf("first finding: %s", v.found[0].Detail)
+		v, _ := run.run(t, bound, func(v *history.Verdict) bool { return v.Count("exclusion") > 0 })
+		require.Positive(t, v.Count("exclusion"), "seed %d: no two holders within %v of restarts without the guard", seed, bound)
+		t.Logf("first finding: %s", v.Found[0].Detail)
 	})
 }
 
@@ -99,17 +101,15 @@ type nemRun struct {
 	keys    []string
 	owners  bool // a third of the acquires WithOwner
 
-	servers []*redistest.Server
-	proxies []*faultproxy.Proxy
-	direct  []*redis.Client
-	slots   []*nemSlot
-	rec     *nemRecorder
-	faults  atomic.Int64
-	byKind  map[string]*atomic.Int64 // faults injected, by kind
+	bed    *testbed.Bed
+	slots  []*nemSlot
+	rec    *nemRecorder
+	faults atomic.Int64
+	byKind map[string]*atomic.Int64 // faults injected, by kind
 	// enough, if set, says whether the history so far shows the activity a
 	// run must: a run goes on past its duration, up to three times it,
 	// until it does.
-	enough  func(*nemRecord, *nemVerdict) bool
+	enough  func(*history.Record, *history.Verdict) bool
 	closing sync.WaitGroup // Closes of Clients replaced mid-run
 }
 
@@ -138,17 +138,8 @@ func newNemRun(t *testing.T, seed uint64, guarded bool, kinds []string) *nemRun 
 	}
 	// Persistence that keeps every acknowledged write: a crash is then
 	// within the assumptions; a restart empty is made by flushing.
-	run.servers = redistest.StartT(t, n, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
-	for _, s := range run.servers {
-		p, err := faultproxy.New(s.Addr())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = p.Close() })
-		run.proxies = append(run.proxies, p)
-		d := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = d.Close() })
-		run.direct = append(run.direct, d)
-		loadScripts(t, s.Addr())
-	}
+	run.bed = testbed.Start(t, n, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
+	run.bed.LoadScripts()
 
 	r := rand.New(rand.NewPCG(seed, 7))
 	for i := range nemSlotCount(*nemClients) {
@@ -164,12 +155,7 @@ func newNemRun(t *testing.T, seed uint64, guarded bool, kinds []string) *nemRun 
 		}
 		slot := &nemSlot{name: fmt.Sprintf("C%d", i), fenced: fenced}
 		slot.make = func() *redlock.Client {
-			nodes := make([]redis.UniversalClient, n)
-			for j, p := range run.proxies {
-				rc := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: timeouts})
-				t.Cleanup(func() { _ = rc.Close() })
-				nodes[j] = rc
-			}
+			nodes := run.bed.Clients(func(o *redis.Options) { o.ContextTimeoutEnabled = timeouts })
 			var opts []redlock.Option
 			if fenced {
 				opts = append(opts, redlock.WithFencing())
@@ -252,7 +238,7 @@ func (run *nemRun) closeAll(t *testing.T) {
 // run runs the workers and the nemesis for d (or until done says so, checked
 // every second on the history so far), heals, checks for lockout and
 // leftovers, and reports. It returns the verdict and the record judged.
-func (run *nemRun) run(t *testing.T, d time.Duration, done func(*nemVerdict) bool) (*nemVerdict, *nemRecord) {
+func (run *nemRun) run(t *testing.T, d time.Duration, done func(*history.Verdict) bool) (*history.Verdict, *history.Record) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range *nemClients {
@@ -267,13 +253,13 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*nemVerdict) boo
 	deadline := begun.Add(d)
 	for time.Now().Before(deadline) {
 		time.Sleep(min(time.Second, time.Until(deadline)))
-		if done != nil && done(checkNemesis(run.rec.record())) {
+		if done != nil && done(history.Check(run.rec.record())) {
 			break
 		}
 	}
 	if run.enough != nil {
 		for bound := begun.Add(3 * d); time.Now().Before(bound); time.Sleep(time.Second) {
-			if r := run.rec.record(); run.enough(r, checkNemesis(r)) {
+			if r := run.rec.record(); run.enough(r, history.Check(r)) {
 				break
 			}
 		}
@@ -297,15 +283,15 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*nemVerdict) boo
 		run.closeAll(t)
 		r.Leftovers = run.leftovers(t)
 	}
-	v := checkNemesis(r)
+	v := history.Check(r)
 	causes := make(map[string]int)
-	for _, f := range v.found {
+	for _, f := range v.Found {
 		causes[f.Kind+": "+ownerHint(r, f, true)]++
 	}
 	if len(causes) > 0 {
 		t.Logf("findings by owner involvement: %v", causes)
 	}
-	for i, f := range v.found {
+	for i, f := range v.Found {
 		if i == 5 || f.At.IsZero() || done != nil { // a run made to find something: no timelines
 			break
 		}
@@ -313,8 +299,8 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*nemVerdict) boo
 			run.rec.timeline(f.Key, f.At, 3*time.Second, 500*time.Millisecond, 150))
 	}
 	line := fmt.Sprintf("nemesis: seed %d, %d nodes, %d clients, %s ops, %s faults, %s violations (%s)",
-		run.seed, len(run.servers), *nemClients, commas(run.rec.opCount()), commas(int(run.faults.Load())),
-		commas(len(v.found)), v.counts())
+		run.seed, len(run.bed.Servers), *nemClients, commas(run.rec.opCount()), commas(int(run.faults.Load())),
+		commas(len(v.Found)), v.Counts())
 	t.Log(line)
 	t.Logf("outcomes: %s; healed to probes %v", run.rec.outcomes(), time.Since(healed).Round(time.Millisecond))
 	return v, r
@@ -346,10 +332,10 @@ var nemMinRates = []struct {
 // KeepAlive contexts seen live, the Locks of fenced Clients, the fenced
 // writes accepted and the stale ones refused, and the faults injected, in
 // all and by kind.
-func (run *nemRun) activity(r *nemRecord, v *nemVerdict) map[string]int {
+func (run *nemRun) activity(r *history.Record, v *history.Verdict) map[string]int {
 	a := map[string]int{
 		"extends":              run.rec.result("extend", nil),
-		"stale writes refused": v.staleRefused,
+		"stale writes refused": v.StaleRefused,
 		"faults":               int(run.faults.Load()),
 	}
 	for _, l := range r.Locks {
@@ -382,7 +368,7 @@ func (run *nemRun) activity(r *nemRecord, v *nemVerdict) map[string]int {
 // shortfall lists what the run did less of than it must for its duration
 // d: the minimum of each activity (nemMinRates), and every kind of fault at
 // least once per round of kinds that its faults allowed.
-func (run *nemRun) shortfall(r *nemRecord, v *nemVerdict, d time.Duration) []string {
+func (run *nemRun) shortfall(r *history.Record, v *history.Verdict, d time.Duration) []string {
 	a := run.activity(r, v)
 	var out []string
 	for _, m := range nemMinRates {
@@ -402,7 +388,7 @@ func (run *nemRun) shortfall(r *nemRecord, v *nemVerdict, d time.Duration) []str
 // requireActivity logs what the run did and fails t if it did less than
 // it must for its duration d (shortfall): then it checked too little for
 // its "0 violations" to mean anything.
-func (run *nemRun) requireActivity(t *testing.T, r *nemRecord, v *nemVerdict, d time.Duration) {
+func (run *nemRun) requireActivity(t *testing.T, r *history.Record, v *history.Verdict, d time.Duration) {
 	t.Helper()
 	a := run.activity(r, v)
 	var parts []string
@@ -423,7 +409,7 @@ func (run *nemRun) requireActivity(t *testing.T, r *nemRecord, v *nemVerdict, d 
 // Client or another) released, or whose first Acquire ran at the same time
 // as another Lock's of the same owner in the same Client.
 // With short, it names the kind of involvement only.
-func ownerHint(r *nemRecord, f violation, short bool) string {
+func ownerHint(r *history.Record, f history.Violation, short bool) string {
 	var hints []string
 	for _, a := range f.Holds {
 		if a.Owner == "" || len(a.Acquires) == 0 {
@@ -475,9 +461,9 @@ func waitOrFail(t *testing.T, wg *sync.WaitGroup, within time.Duration, msg stri
 }
 
 // probes acquires every key at once, once healed and the workers stopped.
-func (run *nemRun) probes(bound time.Duration) []probe {
+func (run *nemRun) probes(bound time.Duration) []history.Probe {
 	c := run.slots[0].c.Load()
-	out := make([]probe, len(run.keys))
+	out := make([]history.Probe, len(run.keys))
 	var wg sync.WaitGroup
 	for i, key := range run.keys {
 		wg.Go(func() {
@@ -485,7 +471,7 @@ func (run *nemRun) probes(bound time.Duration) []probe {
 			defer cancel()
 			start := time.Now()
 			l, err := c.Acquire(ctx, key, time.Second)
-			out[i] = probe{Key: key, Took: time.Since(start), Err: err}
+			out[i] = history.Probe{Key: key, Took: time.Since(start), Err: err}
 			if err == nil {
 				_ = l.Release(ctx)
 			}
@@ -497,11 +483,11 @@ func (run *nemRun) probes(bound time.Duration) []probe {
 
 // leftovers lists the lock keys of this run that a node still holds, fence
 // counters and tombstones aside.
-func (run *nemRun) leftovers(t *testing.T) []nodeKey {
+func (run *nemRun) leftovers(t *testing.T) []history.NodeKey {
 	t.Helper()
-	var out []nodeKey
+	var out []history.NodeKey
 	prefix := fmt.Sprintf("nem:%d:", run.seed)
-	for i, d := range run.direct {
+	for i, d := range run.bed.Direct {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		keys, err := d.Keys(ctx, prefix+"*").Result()
 		require.NoError(t, err)
@@ -509,7 +495,7 @@ func (run *nemRun) leftovers(t *testing.T) []nodeKey {
 			if strings.Contains(k, ":redlock:fence") || strings.HasSuffix(k, ":warm") {
 				continue
 			}
-			v := rawKey(t, ctx, d, k) // GET expires a key that is due
+			v := nodetest.Get(t, ctx, d, k) // GET expires a key that is due
 			if v == "" {
 				continue
 			}
@@ -522,7 +508,7 @@ func (run *nemRun) leftovers(t *testing.T) []nodeKey {
 					continue
 				}
 			}
-			out = append(out, nodeKey{Node: i, Key: k, Value: v})
+			out = append(out, history.NodeKey{Node: i, Key: k, Value: v})
 		}
 		cancel()
 	}
@@ -532,7 +518,7 @@ func (run *nemRun) leftovers(t *testing.T) []nodeKey {
 // nemesis injects faults until stop, then heals every one.
 func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) {
 	r := rand.New(rand.NewPCG(run.seed, 1))
-	n := len(run.servers)
+	n := len(run.bed.Servers)
 	limit := (n - 1) / 2
 	if *nemMajority {
 		limit = n
@@ -606,7 +592,7 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 
 // inject starts a fault on node i and reports whether it lasts until heal.
 func (run *nemRun) inject(t *testing.T, r *rand.Rand, i int, kind string) bool {
-	p, s := run.proxies[i], run.servers[i]
+	p, s := run.bed.Proxies[i], run.bed.Servers[i]
 	switch kind {
 	case "blackhole":
 		p.SetBlackhole(true)
@@ -629,7 +615,7 @@ func (run *nemRun) inject(t *testing.T, r *rand.Rand, i int, kind string) bool {
 	case "flushall":
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := run.direct[i].FlushAll(ctx).Err(); err != nil {
+		if err := run.bed.Direct[i].FlushAll(ctx).Err(); err != nil {
 			t.Errorf("flushall node %d: %v", i, err)
 		}
 		return false
@@ -644,7 +630,7 @@ func (run *nemRun) inject(t *testing.T, r *rand.Rand, i int, kind string) bool {
 // proxy lets clients in again.
 func (run *nemRun) heal(t *testing.T, i int, kind string) {
 	defer run.rec.event(time.Now(), "", "healed: %s on node %d", kind, i)
-	p, s := run.proxies[i], run.servers[i]
+	p, s := run.bed.Proxies[i], run.bed.Servers[i]
 	switch kind {
 	case "blackhole":
 		p.SetBlackhole(false)
@@ -665,12 +651,12 @@ func (run *nemRun) heal(t *testing.T, i int, kind string) {
 		}
 		if kind == "restart-empty" {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := run.direct[i].FlushAll(ctx).Err(); err != nil {
+			if err := run.bed.Direct[i].FlushAll(ctx).Err(); err != nil {
 				t.Errorf("flushall node %d: %v", i, err)
 			}
 			cancel()
 		}
-		loadScripts(t, s.Addr())
+		nodetest.LoadScripts(t, s.Addr())
 		p.SetRefuse(false)
 	}
 }
@@ -688,25 +674,4 @@ func commas(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
-}
-
-func (v *nemVerdict) counts() string {
-	parts := make([]string, len(nemKinds))
-	for i, k := range nemKinds {
-		parts[i] = fmt.Sprintf("%s %d", k, v.count(k))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// describe lists the first max findings.
-func (v *nemVerdict) describe(max int) string {
-	var b strings.Builder
-	for i, f := range v.found {
-		if i == max {
-			fmt.Fprintf(&b, "... and %d more\n", len(v.found)-max)
-			break
-		}
-		fmt.Fprintf(&b, "%s: %s\n", f.Kind, f.Detail)
-	}
-	return b.String()
 }

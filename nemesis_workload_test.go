@@ -12,19 +12,20 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/history"
 )
 
 // This file is the nemesis's workload: workers that run a random mix of
 // every feature on a few keys, and the recorder of what they did and saw,
-// in the shape nemesis_checker_test.go reads.
+// in the shape internal/history.Check reads.
 
 // nemRecorder records a run. It is safe for concurrent use.
 type nemRecorder struct {
 	mu      sync.Mutex
-	locks   map[*redlock.Lock]*nemLock
-	all     []*nemLock
-	writes  []fenceWrite
-	leases  []leaseObs
+	locks   map[*redlock.Lock]*history.Lock
+	all     []*history.Lock
+	writes  []history.FenceWrite
+	leases  []history.LeaseObs
 	highest map[string]uint64 // the fenced store: highest fence accepted per key
 	ops     int
 	results map[string]int // "op: outcome" counts, for the log
@@ -66,7 +67,7 @@ func (rec *nemRecorder) timeline(key string, at time.Time, before, after time.Du
 }
 
 func newNemRecorder() *nemRecorder {
-	return &nemRecorder{locks: make(map[*redlock.Lock]*nemLock), highest: make(map[string]uint64),
+	return &nemRecorder{locks: make(map[*redlock.Lock]*history.Lock), highest: make(map[string]uint64),
 		results: make(map[string]int)}
 }
 
@@ -83,7 +84,7 @@ func outcome(err error) string {
 		return "ok"
 	}
 	for _, s := range []error{redlock.ErrClosed, redlock.ErrInvalidArgument, redlock.ErrLockLost, redlock.ErrUnavailable,
-		redlock.ErrReleased, redlock.ErrNotHeld, redlock.ErrNotAcquired} {
+		redlock.ErrReleased, redlock.ErrReleaseUnconfirmed, redlock.ErrNotHeld, redlock.ErrNotAcquired} {
 		if strings.Contains(err.Error(), s.Error()) {
 			return s.Error()
 		}
@@ -117,51 +118,51 @@ func (rec *nemRecorder) outcomes() string {
 // acquired records that an Acquire in s returned l: a new Lock, or one
 // more hold of a Lock its owner re-entered. fenced says that l's Client
 // fences.
-func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, fenced bool, s span) *nemLock {
+func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, fenced bool, s history.Span) *history.Lock {
 	at := time.Now()
 	u := l.Until()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	nl := rec.locks[l]
 	if nl == nil {
-		nl = &nemLock{ID: len(rec.all) + 1, Client: worker, Key: l.Key(), Owner: owner, Fenced: fenced, Fence: l.Fence()}
+		nl = &history.Lock{ID: len(rec.all) + 1, Client: worker, Key: l.Key(), Owner: owner, Fenced: fenced, Fence: l.Fence()}
 		rec.locks[l] = nl
 		rec.all = append(rec.all, nl)
 	}
 	nl.Acquires = append(nl.Acquires, s)
-	nl.Proofs = append(nl.Proofs, proof{at, u})
+	nl.Proofs = append(nl.Proofs, history.Proof{From: at, Until: u})
 	return nl
 }
 
 // prove records the validity l claims now. Until is read after the
 // moment: an Extend that ended in between only ever lowered it, or raised
 // it from a start before the moment, when the old claim still stood.
-func (rec *nemRecorder) prove(nl *nemLock, l *redlock.Lock) {
+func (rec *nemRecorder) prove(nl *history.Lock, l *redlock.Lock) {
 	at := time.Now()
 	u := l.Until()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	nl.Proofs = append(nl.Proofs, proof{at, u})
+	nl.Proofs = append(nl.Proofs, history.Proof{From: at, Until: u})
 }
 
 // capAt records an Extend of nl for ttl starting at start: from then on the
 // lock is valid at most until the TTL less the drift (the default) from
 // there, whatever the Extend's outcome.
-func (rec *nemRecorder) capAt(nl *nemLock, start time.Time, ttl time.Duration) {
+func (rec *nemRecorder) capAt(nl *history.Lock, start time.Time, ttl time.Duration) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	nl.Caps = append(nl.Caps, proof{start, start.Add(ttl - ttl/100 - 2*time.Millisecond)})
+	nl.Caps = append(nl.Caps, history.Proof{From: start, Until: start.Add(ttl - ttl/100 - 2*time.Millisecond)})
 }
 
 // releasing records the start of a Release of nl, before it is called.
-func (rec *nemRecorder) releasing(nl *nemLock) int {
+func (rec *nemRecorder) releasing(nl *history.Lock) int {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	nl.Releases = append(nl.Releases, span{Start: time.Now()})
+	nl.Releases = append(nl.Releases, history.Span{Start: time.Now()})
 	return len(nl.Releases) - 1
 }
 
-func (rec *nemRecorder) released(nl *nemLock, i int, err error) {
+func (rec *nemRecorder) released(nl *history.Lock, i int, err error) {
 	end := time.Now()
 	rec.mu.Lock()
 	nl.Releases[i].End = end
@@ -172,7 +173,7 @@ func (rec *nemRecorder) released(nl *nemLock, i int, err error) {
 // write is a write to the fenced store on behalf of nl, a Lock of a fenced
 // Client (whatever its fence): the store refuses a fence lower than the
 // highest it accepted for the key. The check and the write are one step.
-func (rec *nemRecorder) write(nl *nemLock) {
+func (rec *nemRecorder) write(nl *history.Lock) {
 	if !nl.Fenced {
 		return
 	}
@@ -182,25 +183,25 @@ func (rec *nemRecorder) write(nl *nemLock) {
 	if ok {
 		rec.highest[nl.Key] = nl.Fence
 	}
-	rec.writes = append(rec.writes, fenceWrite{Seq: len(rec.writes), LockID: nl.ID, Key: nl.Key,
+	rec.writes = append(rec.writes, history.FenceWrite{Seq: len(rec.writes), LockID: nl.ID, Key: nl.Key,
 		Fence: nl.Fence, At: time.Now(), Accepted: ok})
 }
 
 // look records one look at a KeepAlive context of l and reports whether it
 // was live.
-func (rec *nemRecorder) look(nl *nemLock, l *redlock.Lock, kctx context.Context) bool {
+func (rec *nemRecorder) look(nl *history.Lock, l *redlock.Lock, kctx context.Context) bool {
 	before := l.Until()
 	at := time.Now()
 	live := kctx.Err() == nil
 	after := l.Until()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	rec.leases = append(rec.leases, leaseObs{LockID: nl.ID, Key: nl.Key, At: at, Live: live, Before: before, After: after})
+	rec.leases = append(rec.leases, history.LeaseObs{LockID: nl.ID, Key: nl.Key, At: at, Live: live, Before: before, After: after})
 	return live
 }
 
 // do records a Do call whose function ran.
-func (rec *nemRecorder) do(d *nemLock) {
+func (rec *nemRecorder) do(d *history.Lock) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	d.ID = len(rec.all) + 1
@@ -208,10 +209,10 @@ func (rec *nemRecorder) do(d *nemLock) {
 }
 
 // record returns a copy of the history for the checker.
-func (rec *nemRecorder) record() *nemRecord {
+func (rec *nemRecorder) record() *history.Record {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	r := &nemRecord{Writes: slices.Clone(rec.writes), Leases: slices.Clone(rec.leases)}
+	r := &history.Record{Writes: slices.Clone(rec.writes), Leases: slices.Clone(rec.leases)}
 	for _, l := range rec.all {
 		cp := *l
 		cp.Acquires, cp.Releases, cp.Proofs, cp.Caps = slices.Clone(l.Acquires), slices.Clone(l.Releases), slices.Clone(l.Proofs), slices.Clone(l.Caps)
@@ -263,7 +264,7 @@ func sleepUpTo(r *rand.Rand, d time.Duration) { time.Sleep(randDur(r, 0, d)) }
 // acquire makes an Acquire or a TryAcquire with a random deadline (some end
 // mid-round), under an owner of a small pool a third of the time, so that
 // re-entry and takeover from another Client happen.
-func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration) (*redlock.Lock, *nemLock) {
+func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration) (*redlock.Lock, *history.Lock) {
 	var opts []redlock.AcquireOption
 	owner := ""
 	if r.IntN(3) == 0 && run.owners {
@@ -288,7 +289,7 @@ func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name,
 		run.rec.event(end, key, "%s %s(owner %q, ttl %v) from %s: %v", name, op, owner, ttl, start.Format("15:04:05.000000"), err)
 		return nil, nil
 	}
-	nl := run.rec.acquired(l, name, owner, slot.fenced, span{start, end})
+	nl := run.rec.acquired(l, name, owner, slot.fenced, history.Span{Start: start, End: end})
 	run.rec.event(end, key, "%s %s(owner %q, ttl %v) from %s: lock #%d (token %s, fence %d, until %s)", name, op, owner, ttl,
 		start.Format("15:04:05.000000"), nl.ID, l.Token(), l.Fence(), l.Until().Format("15:04:05.000000"))
 	return l, nl
@@ -374,7 +375,7 @@ func (run *nemRun) pausedRun(r *rand.Rand, name, key string, ttl time.Duration) 
 	run.release(a, na)
 }
 
-func (run *nemRun) extend(r *rand.Rand, l *redlock.Lock, nl *nemLock) {
+func (run *nemRun) extend(r *rand.Rand, l *redlock.Lock, nl *history.Lock) {
 	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, time.Second))
 	defer cancel()
 	ttl := logDur(r, nemMinTTL, nemMaxTTL)
@@ -389,7 +390,7 @@ func (run *nemRun) extend(r *rand.Rand, l *redlock.Lock, nl *nemLock) {
 	}
 }
 
-func (run *nemRun) release(l *redlock.Lock, nl *nemLock) {
+func (run *nemRun) release(l *redlock.Lock, nl *history.Lock) {
 	i := run.rec.releasing(nl)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -438,7 +439,7 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 		steps = append(steps, s)
 		total += s
 	}
-	d := &nemLock{Client: name, Key: key, Do: true}
+	d := &history.Lock{Client: name, Key: key, Do: true}
 	start := time.Now()
 	err := c.Do(ctx, key, ttl, func(kctx context.Context, _ *redlock.Lock) error {
 		d.FnStart = time.Now()
@@ -452,7 +453,7 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 			time.Sleep(s)
 		}
 		d.FnEnd = time.Now()
-		d.Proofs = []proof{{d.FnStart, live}}
+		d.Proofs = []history.Proof{{From: d.FnStart, Until: live}}
 		return nil
 	})
 	end := time.Now()
@@ -460,8 +461,8 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 	if d.FnStart.IsZero() {
 		return
 	}
-	d.Acquires = []span{{start, d.FnStart}}
-	d.Releases = []span{{d.FnEnd, end}}
+	d.Acquires = []history.Span{{Start: start, End: d.FnStart}}
+	d.Releases = []history.Span{{Start: d.FnEnd, End: end}}
 	d.DoNil = err == nil
 	run.rec.do(d)
 	run.rec.event(end, key, "%s do(ttl %v) from %s: lock #%d, fn %s..%s, live until %s: %v", name, ttl, start.Format("15:04:05.000000"),

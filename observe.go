@@ -9,82 +9,49 @@ import (
 
 // Hooks let a service see what the library does, for metrics and tracing,
 // without the library depending on any metrics or tracing package (the
-// otel module adapts them to OpenTelemetry). Every field may be nil. Hooks
-// are called synchronously on the goroutine doing the work: they must
-// return quickly and must not call back into the Client. No hook sees a
-// token or a value.
+// otel module adapts them to OpenTelemetry). Every field may be nil, and
+// each says which Event fields it fills. Hooks are called synchronously on
+// the goroutine doing the work: they must return quickly and must not call
+// back into the Client.
 type Hooks struct {
-	// Attempt follows each attempt of Acquire or TryAcquire.
-	Attempt func(AttemptInfo)
-	// Done follows each Acquire, TryAcquire, Extend and Release call.
-	Done func(OpInfo)
-	// NodeError follows each node reply that is not a confirmation: a
-	// refusal, an error, or no reply in time.
-	NodeError func(NodeInfo)
-	// Rollback follows the launch of a failed attempt's deletes.
-	Rollback func(RollbackInfo)
-	// CleanupRetry follows each delete parked to be tried again.
-	CleanupRetry func(CleanupInfo)
-	// Renewal follows each renewal of a lock kept alive by KeepAlive.
-	Renewal func(RenewalInfo)
-	// LockLost follows a kept-alive lock that can no longer be proven held.
-	LockLost func(LostInfo)
+	// Attempt follows each attempt of Acquire or TryAcquire: Key, Attempt,
+	// Elapsed, and Err, nil when the attempt acquired the lock.
+	Attempt func(Event)
+	// Done follows each Acquire, TryAcquire, Extend and Release call: Op
+	// ("acquire", "try-acquire", "extend" or "release"), Key, Elapsed, Err.
+	Done func(Event)
+	// NodeError follows each node reply that is not a confirmation: Op
+	// ("acquire", "commit", "extend", "restore", "delete" or "handover"),
+	// Key, Node, Addr, and Err: ErrHeldByOther, ErrKeyAbsent,
+	// ErrRestartGuard, the client's error, or ErrNoReply when the node did
+	// not reply in time, so that the outcome is unknown.
+	NodeError func(Event)
+	// Rollback follows the launch of a failed attempt's deletes: Key, and
+	// Nodes, where the attempt may have written.
+	Rollback func(Event)
+	// CleanupRetry follows each delete parked to be tried again: Key, Node,
+	// Addr, Attempt (the try that failed, 1 for the first) and Wait.
+	CleanupRetry func(Event)
+	// Renewal follows each renewal of a lock kept alive by KeepAlive: Key,
+	// Elapsed, and Err, nil when the renewal succeeded.
+	Renewal func(Event)
+	// LockLost follows a kept-alive lock that can no longer be proven held:
+	// Key, and Err, which matches ErrLockLost.
+	LockLost func(Event)
 }
 
-// AttemptInfo describes one attempt of Acquire or TryAcquire.
-type AttemptInfo struct {
-	Key      string
-	Attempt  int // 1 for the first
-	Elapsed  time.Duration
-	Acquired bool
-	Err      error // why it failed; nil when Acquired
-}
-
-// OpInfo describes one public call.
-type OpInfo struct {
-	Op      string // "acquire", "try-acquire", "extend" or "release"
-	Key     string
-	Elapsed time.Duration
-	Err     error
-}
-
-// NodeInfo describes one node's reply that was not a confirmation.
-type NodeInfo struct {
-	Op      string // "acquire", "commit", "extend", "restore", "delete" or "handover"
-	Key     string
-	Node    int
-	Addr    string
-	Err     error // ErrHeldByOther, ErrKeyAbsent, ErrRestartGuard, ErrNoReply, or the client's error
-	Timeout bool  // no reply in time: the outcome is unknown
-}
-
-// RollbackInfo describes the deletes launched after a failed attempt.
-type RollbackInfo struct {
-	Key   string
-	Nodes int // the nodes where the attempt may have written
-}
-
-// CleanupInfo describes a delete that had no definite answer and will be
-// tried again.
-type CleanupInfo struct {
-	Key  string
-	Node int
-	Addr string
-	Try  int // the try that failed, 1 for the first
-	Wait time.Duration
-}
-
-// RenewalInfo describes one renewal of a kept-alive lock.
-type RenewalInfo struct {
-	Key     string
-	Elapsed time.Duration
-	Err     error // nil when the renewal succeeded
-}
-
-// LostInfo describes a kept-alive lock that can no longer be proven held.
-type LostInfo struct {
-	Key   string
-	Cause error // matches ErrLockLost
+// Event is what a hook is told: each field of Hooks says which fields it
+// fills, and the others are zero. No event holds a token or a value.
+type Event struct {
+	Op      string        // the call, or the node's operation
+	Key     string        // the lock's key, in every event
+	Node    int           // the node's index in the slice given to New
+	Addr    string        // the node's address, when its client exposes one
+	Attempt int           // 1 for the first attempt, or try of a delete
+	Nodes   int           // how many nodes a rollback deletes on
+	Elapsed time.Duration // since the attempt, call or renewal began
+	Wait    time.Duration // until the delete is tried again
+	Err     error         // why it failed; nil when it did not
 }
 
 // WithHooks sets the hooks called as the Client works (see Hooks).
@@ -121,7 +88,7 @@ func newObserver(h Hooks, log *slog.Logger) observer {
 
 func (o *observer) attempt(key string, n int, start time.Time, err error) {
 	if o.h.Attempt != nil {
-		o.h.Attempt(AttemptInfo{Key: key, Attempt: n, Elapsed: time.Since(start), Acquired: err == nil, Err: err})
+		o.h.Attempt(Event{Key: key, Attempt: n, Elapsed: time.Since(start), Err: err})
 	}
 	if o.log != nil {
 		o.log.LogAttrs(context.Background(), slog.LevelDebug, "redlock: attempt",
@@ -132,7 +99,7 @@ func (o *observer) attempt(key string, n int, start time.Time, err error) {
 
 func (o *observer) done(op, key string, start time.Time, err error) {
 	if o.h.Done != nil {
-		o.h.Done(OpInfo{Op: op, Key: key, Elapsed: time.Since(start), Err: err})
+		o.h.Done(Event{Op: op, Key: key, Elapsed: time.Since(start), Err: err})
 	}
 	if o.log != nil {
 		o.log.LogAttrs(context.Background(), slog.LevelDebug, "redlock: "+op,
@@ -141,20 +108,19 @@ func (o *observer) done(op, key string, start time.Time, err error) {
 }
 
 func (o *observer) nodeError(op, key string, node int, addr string, err error) {
-	timeout := errors.Is(err, ErrNoReply)
 	if o.h.NodeError != nil {
-		o.h.NodeError(NodeInfo{Op: op, Key: key, Node: node, Addr: addr, Err: err, Timeout: timeout})
+		o.h.NodeError(Event{Op: op, Key: key, Node: node, Addr: addr, Err: err})
 	}
 	if o.log != nil {
 		o.log.LogAttrs(context.Background(), slog.LevelDebug, "redlock: node did not confirm",
 			slog.String("op", op), slog.String("key", key), slog.Int("node", node), slog.String("addr", addr),
-			slog.Bool("timeout", timeout), errAttr(err))
+			slog.Bool("timeout", errors.Is(err, ErrNoReply)), errAttr(err))
 	}
 }
 
 func (o *observer) rollback(key string, nodes int) {
 	if o.h.Rollback != nil {
-		o.h.Rollback(RollbackInfo{Key: key, Nodes: nodes})
+		o.h.Rollback(Event{Key: key, Nodes: nodes})
 	}
 	if o.log != nil {
 		o.log.LogAttrs(context.Background(), slog.LevelDebug, "redlock: rollback",
@@ -164,7 +130,7 @@ func (o *observer) rollback(key string, nodes int) {
 
 func (o *observer) cleanupRetry(key string, node int, addr string, try int, wait time.Duration) {
 	if o.h.CleanupRetry != nil {
-		o.h.CleanupRetry(CleanupInfo{Key: key, Node: node, Addr: addr, Try: try, Wait: wait})
+		o.h.CleanupRetry(Event{Key: key, Node: node, Addr: addr, Attempt: try, Wait: wait})
 	}
 	if o.log != nil {
 		o.log.LogAttrs(context.Background(), slog.LevelInfo, "redlock: delete to be tried again",
@@ -175,7 +141,7 @@ func (o *observer) cleanupRetry(key string, node int, addr string, try int, wait
 
 func (o *observer) renewal(key string, start time.Time, err error) {
 	if o.h.Renewal != nil {
-		o.h.Renewal(RenewalInfo{Key: key, Elapsed: time.Since(start), Err: err})
+		o.h.Renewal(Event{Key: key, Elapsed: time.Since(start), Err: err})
 	}
 	if o.log != nil {
 		o.log.LogAttrs(context.Background(), slog.LevelDebug, "redlock: renewal",
@@ -185,7 +151,7 @@ func (o *observer) renewal(key string, start time.Time, err error) {
 
 func (o *observer) lost(key string, cause error) {
 	if o.h.LockLost != nil {
-		o.h.LockLost(LostInfo{Key: key, Cause: cause})
+		o.h.LockLost(Event{Key: key, Err: cause})
 	}
 	if o.log != nil {
 		o.log.LogAttrs(context.Background(), slog.LevelWarn, "redlock: lock lost",

@@ -46,22 +46,22 @@ func TestObserve(t *testing.T) {
 	c := e.client(
 		redlock.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
 		redlock.WithHooks(redlock.Hooks{
-			Attempt: func(a redlock.AttemptInfo) {
+			Attempt: func(a redlock.Event) {
 				hook("attempt")
 				assert.Positive(t, a.Attempt)
 			},
-			Done: func(o redlock.OpInfo) {
+			Done: func(o redlock.Event) {
 				mu.Lock()
 				ops = append(ops, o.Op)
 				mu.Unlock()
 			},
-			NodeError: func(n redlock.NodeInfo) {
+			NodeError: func(n redlock.Event) {
 				assert.Error(t, n.Err)
 				if errors.Is(n.Err, redlock.ErrHeldByOther) { // the refused TryAcquire
 					hook("node")
 				}
 			},
-			Rollback: func(r redlock.RollbackInfo) { hook("rollback") },
+			Rollback: func(redlock.Event) { hook("rollback") },
 		}))
 	other := e.client()
 	ctx := t.Context()
@@ -101,12 +101,12 @@ func TestObserveLease(t *testing.T) {
 	var mu sync.Mutex
 	renewals, lost := 0, 0
 	c := e.client(redlock.WithHooks(redlock.Hooks{
-		Renewal: func(r redlock.RenewalInfo) { mu.Lock(); renewals++; mu.Unlock() },
-		LockLost: func(l redlock.LostInfo) {
+		Renewal: func(r redlock.Event) { mu.Lock(); renewals++; mu.Unlock() },
+		LockLost: func(l redlock.Event) {
 			mu.Lock()
 			lost++
 			mu.Unlock()
-			assert.ErrorIs(t, l.Cause, redlock.ErrLockLost)
+			assert.ErrorIs(t, l.Err, redlock.ErrLockLost)
 		},
 	}))
 	ctx := t.Context()
@@ -136,7 +136,7 @@ func TestObserveCleanupRetry(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
 	var retries atomic.Int32
 	c := e.client(redlock.WithCleanupTimeout(100*time.Millisecond), redlock.WithNodeTimeout(100*time.Millisecond),
-		redlock.WithHooks(redlock.Hooks{CleanupRetry: func(ci redlock.CleanupInfo) {
+		redlock.WithHooks(redlock.Hooks{CleanupRetry: func(ci redlock.Event) {
 			retries.Add(1)
 			assert.Equal(t, 2, ci.Node)
 			assert.Positive(t, ci.Wait)

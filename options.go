@@ -3,49 +3,8 @@ package redlock
 import (
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"time"
-)
-
-// Defaults used when no Option overrides them.
-const (
-	// DefaultDriftFactor is the fraction of the TTL allowed for clock drift
-	// between this process and the nodes (the Redlock paper's 1%).
-	DefaultDriftFactor = 0.01
-	// DefaultDriftConst is added to the drift for Redis's expiry precision.
-	DefaultDriftConst = 2 * time.Millisecond
-
-	// DefaultNodeTimeoutDivisor derives the per-node deadline from the TTL:
-	// ttl/200, 50ms for a 10s TTL, clamped to
-	// [DefaultNodeTimeoutMin, DefaultNodeTimeoutMax].
-	DefaultNodeTimeoutDivisor = 200
-	// DefaultNodeTimeoutMin is the shortest derived per-node deadline.
-	DefaultNodeTimeoutMin = 10 * time.Millisecond
-	// DefaultNodeTimeoutMax is the longest derived per-node deadline.
-	DefaultNodeTimeoutMax = 50 * time.Millisecond
-
-	// DefaultCleanupTimeout bounds each node's part of work that runs after the
-	// caller has moved on: the rollback of a failed acquire and the tail of a
-	// release. Nobody waits for it, so it can afford to be generous.
-	DefaultCleanupTimeout = time.Second
-
-	// MaxTTL is the longest TTL a lock takes, and the longest duration any
-	// option takes: every deadline and expiry computed from one stays far
-	// from overflowing. A longer one fails with ErrInvalidArgument.
-	MaxTTL = 365 * 24 * time.Hour
-
-	// DefaultFenceHorizon is how long a fencing counter is kept after the
-	// last acquire, extend or commit of its key (see WithFenceHorizon).
-	DefaultFenceHorizon = 7 * 24 * time.Hour
-
-	// DefaultUnavailableTimeout is how long Acquire keeps trying while a
-	// quorum of nodes cannot be asked (ErrUnavailable), whatever ctx's
-	// deadline: dead infrastructure fails the call instead of hanging it.
-	DefaultUnavailableTimeout = 5 * time.Second
-
-	// DefaultRetryMin and DefaultRetryMax bound Acquire's jittered exponential
-	// backoff between attempts.
-	DefaultRetryMin = 5 * time.Millisecond
-	DefaultRetryMax = 200 * time.Millisecond
 )
 
 // Option configures a Client. Options are applied in order by New and
@@ -115,7 +74,7 @@ func (c *config) validate() error {
 		return invalid("WithDrift: factor %v is outside [0, 1)", c.driftFactor)
 	case c.driftConst < 0:
 		return invalid("WithDrift: negative constant %v", c.driftConst)
-	case c.fenceHorizon < time.Millisecond:
+	case c.fenceHorizon < minDuration:
 		return invalid("WithFenceHorizon: horizon %v is under a millisecond", c.fenceHorizon)
 	case c.unavailable <= 0:
 		return invalid("WithUnavailableTimeout: timeout %v is not positive", c.unavailable)
@@ -131,7 +90,7 @@ func (c *config) validate() error {
 			return invalid("%s: %v is over MaxTTL (%v)", d.name, d.v, MaxTTL)
 		}
 	}
-	if c.restartGuard < 0 || (c.restartGuard > 0 && c.restartGuard < time.Millisecond) {
+	if c.restartGuard < 0 || (c.restartGuard > 0 && c.restartGuard < minDuration) {
 		return invalid("WithRestartGuard: guard %v is negative or under a millisecond", c.restartGuard)
 	}
 	c.horizonArg = c.fenceHorizon.Milliseconds()
@@ -140,57 +99,29 @@ func (c *config) validate() error {
 }
 
 // WithFencing makes every acquisition also issue a fencing token (Lock.Fence)
-// that strictly increases across successive holders of a key. Each fence is
-// above the fencing counters and the clocks that the acquiring quorum read,
-// and is committed to the counters of a quorum before it is handed out. It
-// survives the loss of any minority's counters (a restart without
-// persistence, FLUSHALL, eviction, failover to a replica that lacked them),
-// and of all counters once the horizon has passed, as long as the nodes'
-// clocks do not step back by more than the time since: docs/fencing.md
-// states the argument, the limits and their counterexamples. It costs a
-// second round trip per acquisition, and one counter key per lock key that
-// lives until the horizon (WithFenceHorizon) after the key's last use.
+// that strictly increases across successive holders of a key, also when a
+// minority of nodes lost its counters, while the nodes' clocks agree
+// (docs/fencing.md). It costs a second round trip per acquisition, and one
+// counter key per lock key, kept for the fence horizon after its last use.
 func WithFencing() Option {
 	return optionFunc(func(c *config) { c.fencing = true })
 }
 
 // WithFenceHorizon sets how long a fencing counter is kept after the last
 // acquire, extend or commit of its key; the default is DefaultFenceHorizon.
-// Past the horizon the counter expires, and the next fence comes from the
-// nodes' clocks, which by then are above every fence issued before. It must
-// be far longer than the nodes' clocks may disagree or step back; a
-// horizon under a millisecond is refused.
+// Past it the next fence comes from the nodes' clocks, so it must be far
+// longer than they may disagree or step back. Under a millisecond is refused.
 func WithFenceHorizon(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.fenceHorizon = d })
 }
 
-// WithRestartGuard keeps a node that may have lost lock keys out of every
-// acquire's quorum for d: the Redlock spec's delayed restart, enforced by the
-// clients instead of the operator. Set d to at least the longest TTL any
-// client of the nodes uses; then a lock held when the node lost its data has
-// expired everywhere before the node votes again.
-//
-// The loss is detected in the acquire itself, atomically with it: each node
-// keeps a boot marker (the key redlock:boot) with its server's run_id and
-// the moment, on the node's own clock, it was first seen with its current
-// data; no Client locks that key, and a value under it that is not a marker
-// is never written over (the node stays within its guard while it is
-// there). A marker that is missing (FLUSHALL, a restart without persistence,
-// a failover to a replica that lacks it) or names another run_id (any
-// restart or failover) starts the guard from that acquire; until it has
-// passed, the node refuses with ErrRestartGuard and writes nothing. Every
-// client reads the same marker, so they agree on when the node is back.
-//
-// What it costs: a node the guard has never seen is new too, so after
-// deployment (and after every restart, FLUSHALL or failover) each node
-// counts only d after the first guarded acquire that reached it; an
-// acquire needs a quorum of nodes outside their guard. A restart of a
-// node with appendfsync always is treated like any other. The acquire
-// script also reads TIME and INFO server: a user limited by ACL needs +time,
-// +info and the key pattern ~redlock:boot. Nodes that are Redis Cluster
-// clients are refused (the marker would need one key per slot).
-//
-// A zero d is refused: leave the option out for no guard.
+// WithRestartGuard keeps a node that may have lost lock keys (it restarted,
+// failed over or lost its data) out of every acquire's quorum for d, timed on
+// the node's own clock: the Redlock spec's delayed restart, enforced by the
+// clients. Set d to at least the longest TTL in use. It costs availability:
+// each node counts only d after the first guarded acquire reached it, at
+// deployment too (docs/algorithm.md). Redis Cluster clients and a zero d are
+// refused.
 func WithRestartGuard(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		c.restartGuard = d
@@ -217,23 +148,18 @@ func WithNodeTimeout(d time.Duration) Option {
 }
 
 // WithUnavailableTimeout sets how long Acquire keeps trying while its
-// attempts fail with ErrUnavailable (so many nodes refuse connections, time
-// out or answer with errors that no quorum can be asked) before it returns
-// that error; the default is DefaultUnavailableTimeout. The time counts from
-// the first of the Client's attempts that failed that way in a row, whichever
-// call made it, and applies whatever ctx's deadline: once the nodes have
-// been unavailable for that long, each Acquire makes one attempt and
-// returns. It
-// never shortens the wait for a key another holder keeps: that wait ends
-// only with ctx or the RetryStrategy.
+// attempts fail with ErrUnavailable, from the first of the Client's attempts
+// that failed that way in a row, whatever ctx's deadline; the default is
+// DefaultUnavailableTimeout. It never shortens the wait for a key another
+// holder keeps (docs/operations.md).
 func WithUnavailableTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.unavailable = d })
 }
 
-// WithCleanupTimeout sets the per-node deadline of deletes: the rollback of a
-// failed acquire, and each node's part of a release (Release itself waits only
-// for the node timeout; the delete goes on in the background until this
-// deadline, so that it still frees a slow node).
+// WithCleanupTimeout sets the per-node deadline of deletes (the rollback of
+// a failed acquire, each node's part of a release), and how long Release
+// waits for a quorum of them when the nodes do not answer within the node
+// timeout; the default is DefaultCleanupTimeout.
 func WithCleanupTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.cleanupTimeout = d })
 }
@@ -300,4 +226,86 @@ func (ac *acquireConfig) validate() error {
 		return invalid("WithOwner: id must be 1 to %d bytes, got %d", MaxOwnerLen, len(ac.owner))
 	}
 	return nil
+}
+
+// RetryStrategy decides how long Acquire waits before its next attempt.
+// Implementations must be safe for concurrent use; they keep no per-call state.
+type RetryStrategy interface {
+	// Backoff returns the wait after the given number of failed attempts
+	// (1 after the first), or false to give up.
+	Backoff(failed int) (time.Duration, bool)
+}
+
+type expBackoff struct{ min, max time.Duration }
+
+// ExponentialBackoff waits min·2^(failed-1), capped at max, with full jitter
+// in its upper half, so contenders that collided once spread out. min must
+// be positive and max at least min: New refuses it otherwise.
+func ExponentialBackoff(min, max time.Duration) RetryStrategy {
+	return expBackoff{min: min, max: max}
+}
+
+func (e expBackoff) Backoff(failed int) (time.Duration, bool) {
+	d := e.min
+	for i := 1; i < failed && d < e.max; i++ {
+		if d > e.max/2 {
+			d = e.max // doubling would pass max, or overflow
+			break
+		}
+		d *= 2
+	}
+	d = min(d, e.max)
+	if d <= 0 {
+		return 0, true
+	}
+	return d/2 + rand.N(d/2+1), true
+}
+
+type limitRetry struct {
+	s   RetryStrategy
+	max int
+}
+
+// LimitRetry gives up after attempts attempts in all; New refuses fewer than
+// one.
+func LimitRetry(s RetryStrategy, attempts int) RetryStrategy {
+	return limitRetry{s: s, max: attempts}
+}
+
+func (l limitRetry) Backoff(failed int) (time.Duration, bool) {
+	if failed >= l.max {
+		return 0, false
+	}
+	return l.s.Backoff(failed)
+}
+
+type noRetry struct{}
+
+// NoRetry makes Acquire give up after one attempt on the nodes, as
+// TryAcquire does, though it still waits its turn behind this Client's
+// earlier Acquire calls for the key.
+func NoRetry() RetryStrategy { return noRetry{} }
+
+func (noRetry) Backoff(int) (time.Duration, bool) { return 0, false }
+
+func isNilLimit(s RetryStrategy) bool {
+	l, ok := s.(limitRetry)
+	return ok && l.s == nil
+}
+
+// badLimit catches a LimitRetry of no attempts, which reads as "never try"
+// while Acquire always makes its first.
+func badLimit(s RetryStrategy) bool {
+	l, ok := s.(limitRetry)
+	return ok && l.max < 1
+}
+
+// badBackoff catches an ExponentialBackoff that would retry with no wait, a
+// busy loop against the nodes.
+func badBackoff(s RetryStrategy) bool {
+	if l, ok := s.(limitRetry); ok {
+		s = l.s
+	}
+	e, ok := s.(expBackoff)
+	return ok && (e.min <= 0 || e.max < e.min)
 }

@@ -2,61 +2,21 @@ package redlock
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base32"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 )
 
-// MaxOwnerLen is the longest owner id WithOwner accepts, in bytes.
-const MaxOwnerLen = 512
-
 // WithOwner makes the lock belong to the request id rather than to the call:
-// its token is derived from id, so any Acquire with the same id and key,
-// from this process or another, is the same holder for taking the key. Such
-// an Acquire takes over a lock the id holds instead of waiting for it (a
-// retried request does not lock itself out for the TTL), and a different id
-// is refused as usual.
-//
-// Within one Client, acquiring a key the id already holds returns the same
-// *Lock with its hold count raised, after one round that extends it on the
-// nodes (so a Lock taken over elsewhere, or lost, is never handed out
-// again); the key is released on the nodes only when Release has been called
-// once per hold. Concurrent Acquires of one id and key in one Client wait
-// for each other and end as one Lock. Across Clients (and processes) there
-// is no shared count: the same id is the same holder for taking the key, so
-// the later Acquire takes the key over on the nodes at once, whatever the
-// processes' clocks say. It is not the same holder for releasing: each
-// Lock deletes and extends only the values it wrote itself. A Lock whose key
-// another Lock of the id took over is no longer held: its Extend fails with
-// ErrNotHeld, its KeepAlive context ends with ErrLockLost, and its Release
-// deletes nothing (a stale handle never frees its successor's key).
-//
-// Within one Client, a Lock of the id is never taken over while it is valid
-// and not known to be lost. Across processes, a takeover keeps, on each node,
-// the value it replaced and at least that value's expiry; if it fails (no
-// quorum), its rollback puts them back instead of deleting, so an earlier
-// Lock that is still valid keeps every node it counted on. A takeover that
-// succeeds ends the earlier Lock, which may still be running its work: retry
-// a request from another process only once its earlier attempt is known to
-// have stopped (or crashed), or protect the resource with fencing.
-//
-// Go has no goroutine identity, so the id is the caller's responsibility:
-// use one per request or job that may retry, never a constant shared by
-// unrelated work (every holder of a shared id would run at once). An empty
-// id, or one longer than MaxOwnerLen, fails with ErrInvalidArgument.
+// an Acquire of key with the same id in another Client or process takes the
+// key over at once instead of waiting for it, and one in the same Client
+// re-enters the id's Lock (one more hold, freed by as many Releases). Each
+// Lock still deletes and extends only the values it wrote. Use one id per
+// request that may retry, never one shared by unrelated work (docs/owners.md).
+// An empty id, or one longer than MaxOwnerLen, fails with ErrInvalidArgument.
 func WithOwner(id string) AcquireOption {
 	return acquireOptionFunc(func(c *acquireConfig) { c.owner, c.ownerSet = id, true })
-}
-
-// ownerToken derives an owner's token: 130 bits of a hash of the id, in the
-// same alphabet as random tokens but starting with a lower-case "o", which a
-// random token never contains.
-func ownerToken(id string) string {
-	sum := sha256.Sum256([]byte("redlock owner\x00" + id))
-	return "o" + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:17])[:25]
 }
 
 type ownerKey struct{ key, owner string }
@@ -118,7 +78,7 @@ func (c *Client) enterOwner(ctx context.Context, l *Lock, ttl time.Duration, ret
 		held := s.l
 		o.mu.Unlock()
 		if held == nil {
-			if err := c.await(ctx, s.running, nil); err != nil {
+			if err := c.waitFor(ctx, s.running, nil); err != nil {
 				return nil, nil, fmt.Errorf("%w: %q: waiting for another Acquire of the owner: %w", ErrNotAcquired, showKey(l.key), err)
 			}
 			continue
@@ -137,7 +97,7 @@ func (c *Client) enterOwner(ctx context.Context, l *Lock, ttl time.Duration, ret
 			return nil, nil, fmt.Errorf("%w: %q: the owner's Lock on the key could not be proven held: %w", ErrNotAcquired, showKey(l.key), err)
 		}
 		timer := time.NewTimer(wait)
-		werr := c.await(ctx, nil, timer.C)
+		werr := c.waitFor(ctx, nil, timer.C)
 		timer.Stop()
 		if werr != nil {
 			return nil, nil, fmt.Errorf("%w: %q: the owner's Lock on the key could not be proven held: %w", ErrNotAcquired, showKey(l.key), errors.Join(err, werr))

@@ -3,561 +3,141 @@ package redlock
 import (
 	"context"
 	"errors"
-	"slices"
-	"sync"
-	"sync/atomic"
+	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/engine"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
-// status is what one node's reply tells us about our key.
-type status uint8
+// The Redlock round, as the algorithm reads: an attempt writes the key on
+// every node in parallel (the engine's SendAndCount, each node under its
+// own deadline), counts the votes against the validity left, and decides;
+// without a quorum and validity it rolls back, on every node that did not
+// refuse, in the background. docs/algorithm.md states the algorithm.
 
-const (
-	// statusUnknown: no reply yet, no reply in time, or an error. The command
-	// may or may not have run; it never counts as success.
-	statusUnknown status = iota
-	statusOK             // the node confirmed the operation
-	statusRefused        // the node definitely did not do it (see err)
-)
-
-// reply is one node's answer to one operation.
-type reply struct {
-	node   int
-	status status
-	// chained: an acquire's value on the node keeps what it took over
-	// (take.lua), which the Lock settles once it holds.
-	chained bool
-	val     int64 // operation-specific: a fencing counter
-	err     error // why it is not OK: a per-node sentinel or the client's error
-}
-
-func (r reply) transportErr() error {
-	if r.status == statusUnknown {
-		return r.err
+// attempt is one attempt of the Redlock algorithm: write the key on every
+// node in parallel (and with fencing commit the fence, a second round), count
+// the confirmations, and keep the lock only with a quorum and validity left.
+// Otherwise delete what we may have written, everywhere.
+// Each attempt writes its own generation, so the rollback of a failed attempt
+// can never delete what a later attempt wrote.
+func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg any, n int) (err error) {
+	if c.obs.on {
+		start := time.Now()
+		defer func() { c.obs.attempt(l.key, n, start, err) }()
 	}
-	return nil
+	timeout := c.cfg.nodeTimeout(ttl)
+	if err := c.nodes.CheckServers(timeout); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
+	}
+	start := c.cfg.clock.Now()
+	until := c.cfg.validUntil(start, ttl)
+	v := l.nextValue()
+
+	op := acquireOp(l.key, v, ttlArg)
+	if c.cfg.fencing {
+		op = acquireFencedOp(l.key, l.fenceKey, v, ttlArg, c.cfg.horizonArg)
+	}
+	if c.cfg.restartGuard > 0 {
+		op = guarded(op, c.cfg.guardArg)
+	}
+	spec := engine.WriteRound(op, timeout, ttl)
+	spec.HearAll = l.vals.TakesOver()
+	t, err := c.nodes.SendAndCount(ctx, l.seq, spec)
+	acq := t
+	var fence uint64
+	if err == nil && t.Reached() && c.cfg.fencing {
+		fence, t, err = c.commitFence(ctx, l, v, t, timeout, ttl)
+	}
+	quorum := err == nil && t.Reached()
+	now := c.cfg.clock.Now()
+	if quorum && now.Before(until) {
+		l.mu.Lock()
+		l.until, l.ttl, l.fence = until, ttl, fence
+		l.mu.Unlock()
+		c.dropChains(l, v, ttl, acq)
+		return nil
+	}
+	c.rollback(l, v, ttl, t)
+	qe := newQuorumError("acquire", l.key, ErrNotAcquired, err, t, c.nodes)
+	if quorum {
+		qe.Elapsed = now.Sub(start)
+	}
+	return qe
 }
 
-// roundSpec says what a round sends and how long each side waits.
-type roundSpec struct {
-	kind opKind
-	op   nodeOp
-	// wait is how long the caller waits for replies. A write's call has the
-	// same deadline: it is not sent after it.
-	wait time.Duration
-	// callTimeout is a delete's own deadline, from when it is sent; it may
-	// outlast wait, since the delete goes on after the caller has moved on.
-	callTimeout time.Duration
-	ttl         time.Duration // writes: the expiry they set
-	only        []bool        // the nodes to send to; nil for all
-	// cancellable lets the caller's context end the wait early. Release
-	// waits regardless: it must report what the nodes did.
-	cancellable bool
-	note        func(reply) // sees every reply, retries included; may be nil
-	// tomb, for a delete, is the generation up to which the lock's writes
-	// are kept from landing after it, on a node where one of them may
-	// still be in the network and the key is found absent: a tombstone
-	// that lives tombMs (scripts/release.lua). 0 leaves none.
-	tomb   uint64
-	tombMs int64
-	// hearChains keeps the caller waiting past the quorum, up to wait, for
-	// every node's reply once a node's acquire kept a chain (take.lua), so
-	// that the Lock settles the chains of all the nodes that kept one.
-	hearChains bool
-}
-
-// writeRound is a round of writes that set the key for ttl: the caller waits
-// up to timeout, and no write is sent after it.
-func writeRound(op nodeOp, timeout, ttl time.Duration) roundSpec {
-	return roundSpec{kind: opWrite, op: op, wait: timeout, ttl: ttl, cancellable: true}
-}
-
-// round is one operation sent to the nodes: the jobs, the channel their
-// replies arrive on, and the deadline of its writes. One allocation serves
-// the whole round, its context, its jobs and its command line included, for
-// up to maxInline nodes; its channels are the only others.
-type round struct {
-	spec     roundSpec
-	ctx      roundCtx // ends at the round's deadline (a delete's: callTimeout), or when every first try is done
-	base     context.Context
-	deadline time.Time // when the caller stops waiting; a write is not sent after it
-	users    atomic.Int32
-	// out carries the index in jobs of each job whose first try has
-	// reported (its reply is in the job's first), and -1 once the caller's
-	// wait for a delete round is over (waitUp). Its elements hold no
-	// pointers, so the channel is a single allocation.
-	out    chan int32
-	waitUp timed // a delete round's end of wait, scheduled while its caller blocks
-	seq    *sequencer
-	p      *nodeSet
-	jobs   []job
-	args   []any // the command line every call of the round sends (evalArgs)
-	jobBuf [maxInline]job
-	argBuf [inlineArgs]any
-	tally  tally
-	// cmd0 is the go-redis command of the first try of jobs[0] (job.cmd):
-	// one allocation less per round.
-	cmd0 redis.Cmd
-}
-
-// maxInline is the most nodes whose jobs a round holds in its own
-// allocation.
-const maxInline = 7
-
-// inlineArgs is the longest command line a round holds in its own
-// allocation: "evalsha", the hash and the number of keys, then two keys
-// and four arguments, enough for the rounds of a lock without fencing or
-// restart guard. A longer line (up to 3 + maxKeys + maxArgs) takes an
-// allocation of its own.
-const inlineArgs = 3 + 2 + 4
-
-func (r *round) leave() {
-	if r.users.Add(-1) == 0 {
-		r.ctx.end(context.Canceled) // every first try returned: nobody to give up on
+// rollback deletes, in the background, what l's failed write of v for ttl
+// may have left: on every node that did not refuse it, only v's generation
+// or an earlier one.
+func (c *Client) rollback(l *Lock, v script.Value, ttl time.Duration, t *engine.Tally) {
+	only := t.Unrefused()
+	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Kind: engine.Delete, Op: deleteOp(l.key, v, v.Gen),
+		Wait: c.cfg.cleanupTimeout, CallTimeout: c.cfg.cleanupTimeout, Only: only,
+		Tomb: v.Gen, TombMs: tombLifeMs(ttl)})
+	if c.obs.on {
+		c.obs.rollback(l.key, engine.Count(only))
 	}
 }
 
-// expired runs once the round's context reached its deadline: the first
-// tries of a delete that started at once share it, and those still held by
-// go-redis are given up on (the lane parks a fresh try).
-func (r *round) expired() {
-	if r.spec.kind != opDelete {
+// dropChains drops, in the background, the chain that l's held write of v
+// keeps on the nodes where it took over another Lock of its owner
+// (take.lua): the Lock holds, so its takeover is final and nothing will be
+// put back. An extension of the same generation does it, and changes
+// nothing where a later call of l got there first.
+// The acquire heard every node once one kept a chain (HearAll); a node
+// that did not answer in time keeps its chain until the Lock's next
+// extension or its Release.
+func (c *Client) dropChains(l *Lock, v script.Value, ttl time.Duration, acq *engine.Tally) {
+	if acq.Chained == 0 {
 		return
 	}
-	for i := range r.jobs {
-		r.seq.giveUpOn(r.p, &r.jobs[i], true, 0)
-	}
+	only := acq.Where(func(r engine.Reply) bool { return r.Chained })
+	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Kind: engine.Write, Op: extendOp(l.key, v, ttl.Milliseconds()),
+		Wait: c.cfg.nodeTimeout(ttl), TTL: ttl, Only: only})
 }
 
-// roundWait is a round seen as the end of its caller's wait.
-type roundWait round
-
-// fire tells the waiting caller that its wait is over. out has room for it:
-// one slot per job and one for this, which fires at most once.
-func (w *roundWait) fire() { w.out <- -1 }
-
-// roundCtx is a round's context: the caller's values, the round's deadline,
-// and a Done channel closed at that deadline or once every first try has
-// returned. It stands in for context.WithDeadline, which costs five
-// allocations per round; this one costs its channel, its deadline being an
-// entry in the Client's deadlines. It runs context.AfterFunc callbacks
-// itself (the afterFuncer interface of package context), so they need no
-// goroutine of their own either.
-type roundCtx struct {
-	base     context.Context
-	deadline time.Time
-	done     chan struct{}
-	at       timed // the deadline's entry in sched
-	sched    *deadlines
-	r        *round // the round whose context this is; nil for a try's own
-	expiredF func() // a try's own: run once at the deadline, before the callbacks; may be nil
-
-	mu    sync.Mutex // lock order: last, after sequencer.mu (docs/internals.md)
-	err   error
-	funcs []*afterFunc
-	// stuck are the round's writes that later jobs wait behind in their
-	// lanes (sequencer.enqueue): when the context ends, each lane moves on
-	// (sequencer.unstick). A list rather than AfterFunc callbacks, which
-	// cost five allocations each.
-	stuck    []*job
-	stuckBuf [maxInline]*job
-}
-
-type afterFunc struct{ f func() }
-
-func (c *roundCtx) Deadline() (time.Time, bool) { return c.deadline, true }
-func (c *roundCtx) Done() <-chan struct{}       { return c.done }
-func (c *roundCtx) Value(key any) any {
-	// The base's values, but not its cancellation: context.Cause and the
-	// like find no cancelCtx of the caller's behind a round (as with
-	// context.WithoutCancel, which costs an allocation here only when a
-	// value is asked for; go-redis asks for none).
-	return context.WithoutCancel(c.base).Value(key)
-}
-
-func (c *roundCtx) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
-
-// AfterFunc arranges for f to run once the context is done, and returns a
-// function that cancels that if it has not happened yet.
-func (c *roundCtx) AfterFunc(f func()) func() bool {
-	c.mu.Lock()
-	if c.err != nil {
-		c.mu.Unlock()
-		go f()
-		return func() bool { return false }
+// withCause adds a context's error to a failed attempt's error, unless the
+// attempt already carries one.
+func withCause(err, cause error) error {
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		return fmt.Errorf("%w: %w", err, cause)
 	}
-	a := &afterFunc{f: f}
-	c.funcs = append(c.funcs, a)
-	c.mu.Unlock()
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if i := slices.Index(c.funcs, a); i >= 0 {
-			c.funcs = slices.Delete(c.funcs, i, i+1)
-			return true
-		}
-		return false
+	if qe.cause != nil {
+		return err
 	}
-}
-
-// start arms the deadline. base only lends its values (see Value): its
-// cancellation never reaches the calls.
-func (c *roundCtx) start(sched *deadlines, base context.Context, deadline time.Time) {
-	c.base = base
-	c.deadline = deadline
-	c.done = make(chan struct{})
-	c.sched = sched
-	c.at = timed{at: deadline, f: c}
-	sched.add(&c.at)
-}
-
-// unstickOnEnd has w's lane move on once the context ends: at once if it has.
-// w is a write of this context's round.
-func (c *roundCtx) unstickOnEnd(w *job) {
-	c.mu.Lock()
-	if c.err != nil {
-		c.mu.Unlock()
-		go w.r.seq.unstick(w.r.p, w.node, w)
-		return
-	}
-	if c.stuck == nil {
-		c.stuck = c.stuckBuf[:0]
-	}
-	c.stuck = append(c.stuck, w)
-	c.mu.Unlock()
-}
-
-// fire ends the context at its deadline.
-func (c *roundCtx) fire() { c.end(context.DeadlineExceeded) }
-
-// end closes the context with err unless it is closed already, runs the
-// callbacks, and reports whether this call closed it.
-func (c *roundCtx) end(err error) bool {
-	c.mu.Lock()
-	if c.err != nil {
-		c.mu.Unlock()
-		return false
-	}
-	c.err = err
-	funcs, stuck := c.funcs, c.stuck
-	c.funcs, c.stuck = nil, nil
-	close(c.done)
-	c.mu.Unlock()
-	if err != context.DeadlineExceeded {
-		c.sched.remove(&c.at)
-	} else if c.r != nil {
-		c.r.expired()
-	} else if c.expiredF != nil {
-		c.expiredF()
-	}
-	for _, a := range funcs {
-		a.f()
-	}
-	for _, w := range stuck {
-		go w.r.seq.unstick(w.r.p, w.node, w)
-	}
-	return true
-}
-
-// launch queues a round on the nodes, behind the lock's earlier calls there,
-// and returns it: its replies arrive on a buffered channel that nobody has
-// to read. Calls run under context.WithoutCancel(ctx): work already sent is
-// never abandoned because the caller went away, and a reply that comes late
-// is simply not counted. launch returns nil when there is no node to send
-// to. It must be called between begin and end of the nodes' lifecycle.
-func (p *nodeSet) launch(ctx context.Context, seq *sequencer, spec roundSpec) *round {
-	r, _ := p.start(ctx, seq, spec, -1, false)
-	return r
-}
-
-// start is launch, except that the job on node here (-1: none), if its lane
-// is free, is returned instead of being handed to a worker: the caller runs
-// it (sequencer.runHere). waited says that the caller waits for the replies
-// (sendAndCount).
-func (p *nodeSet) start(ctx context.Context, seq *sequencer, spec roundSpec, here int, waited bool) (*round, *job) {
-	n := len(p.nodes)
-	if spec.only != nil {
-		n = count(spec.only)
-		if n == 0 {
-			return nil, nil
-		}
-	}
-	r := &round{spec: spec, base: ctx, seq: seq, p: p}
-	r.ctx.r = r
-	// Replies come on out only to a caller that waits for them; with one
-	// node, whose reply is in when every first try is, the end of a write
-	// round's context says when to look (a delete's too when the caller
-	// runs the call itself), and no channel is needed.
-	if waited && (n > 1 || spec.kind == opDelete && here < 0) {
-		r.out = make(chan int32, n+1)
-	}
-	r.jobs = r.jobBuf[:0]
-	if n > len(r.jobBuf) {
-		r.jobs = make([]job, 0, n)
-	}
-	r.args = p.evalArgs(seq, &r.spec.op, r.argBuf[:0])
-	r.deadline = time.Now().Add(spec.wait)
-	for i := range p.nodes {
-		if spec.only == nil || spec.only[i] {
-			r.jobs = append(r.jobs, job{r: r, node: i, slot: int32(len(r.jobs))})
-		}
-	}
-	switch {
-	case spec.kind == opWrite:
-		r.ctx.start(&p.sched, ctx, r.deadline)
-	case here >= 0:
-		// The caller runs the delete's only first try itself (inline), on
-		// a client that bounds the call: it ends when the caller stops
-		// waiting. Should the lane be busy, the job waits there and gets
-		// a deadline of its own when it starts.
-		r.ctx.start(&p.sched, ctx, r.deadline)
-	default:
-		// The first try of each delete that starts at once shares this
-		// deadline, and it gives up on those still held by go-redis when it
-		// passes (round.expired); a delete that waited in its lane, and
-		// every retry, gets a deadline of its own (job.delete).
-		r.ctx.start(&p.sched, ctx, time.Now().Add(spec.callTimeout))
-	}
-	r.users.Store(int32(n))
-	p.life.add(n)
-	var mine *job
-	for i := range r.jobs {
-		if j := &r.jobs[i]; j.node == here {
-			mine = seq.pushHere(p, j)
-		} else {
-			seq.push(p, j)
-		}
-	}
-	return r, mine
-}
-
-// sendAndCount sends spec to every node and returns as soon as the outcome is
-// decided: a quorum confirmed, or so many refused or failed that a quorum is
-// out of reach, or the wait is over (the silent nodes count as unknown). It
-// returns early with ctx.Err() if ctx ends first and spec is cancellable;
-// the calls go on in the background either way. One node's call, if
-// nodeSet.inline picks one, runs on the caller's goroutine: the caller then
-// notices its ctx ending only once that call returned, by the node deadline.
-func (p *nodeSet) sendAndCount(ctx context.Context, seq *sequencer, spec roundSpec) (*tally, error) {
-	spec.only = nil
-	r, mine := p.start(ctx, seq, spec, p.inline(), true)
-	if mine != nil {
-		seq.runHere(p, mine)
-	}
-	t := &r.tally
-	t.init(len(p.nodes), p.quorum)
-	if r.out == nil {
-		return t, p.awaitOne(ctx, r, mine != nil)
-	}
-	// A write round's context ends at the caller's deadline; a delete
-	// round's lasts longer, so the end of the caller's wait comes on out,
-	// scheduled only if the caller has to block.
-	var over <-chan struct{}
-	if spec.kind == opWrite {
-		over = r.ctx.Done()
-	}
-	var done <-chan struct{}
-	if spec.cancellable {
-		done = ctx.Done()
-	}
-	waiting := false
-	for pending := len(p.nodes); pending > 0 && !t.enough(spec.hearChains) && t.ok+pending >= t.quorum; {
-		select {
-		case k := <-r.out:
-			pending = t.take(r, k, pending)
-			continue
-		default:
-		}
-		if !waiting && spec.kind == opDelete {
-			waiting = true
-			r.waitUp = timed{at: r.deadline, f: (*roundWait)(r)}
-			p.sched.add(&r.waitUp)
-		}
-		select {
-		case k := <-r.out:
-			pending = t.take(r, k, pending)
-		case <-over:
-			t.takeArrived(r, pending)
-			pending = 0
-		case <-done:
-			p.unwait(r, waiting)
-			return t, ctx.Err()
-		}
-	}
-	p.unwait(r, waiting)
-	return t, nil
-}
-
-// awaitOne waits for the only node of a round without out: its first try
-// has reported once every first try has (users is 0), and the round's
-// context ends then or at the caller's deadline, whichever comes first.
-func (p *nodeSet) awaitOne(ctx context.Context, r *round, ran bool) error {
-	t := &r.tally
-	if !ran {
-		var done <-chan struct{}
-		if r.spec.cancellable {
-			done = ctx.Done()
-		}
-		select {
-		case <-r.ctx.Done():
-		case <-done:
-			return ctx.Err()
-		}
-	}
-	if r.users.Load() == 0 {
-		t.add(p.vote(r.jobs[0].first))
-	} else {
-		t.silent()
-	}
-	return nil
-}
-
-// unwait removes the end of the caller's wait, if it was scheduled.
-func (p *nodeSet) unwait(r *round, waiting bool) {
-	if waiting {
-		p.sched.remove(&r.waitUp)
-	}
-}
-
-// tally is the state of one round of replies.
-type tally struct {
-	replies []reply // by node index; unanswered nodes hold statusUnknown and errNotNeeded or ErrNoReply
-	ok      int
-	chained int // confirmations whose value keeps a chain (reply.chained)
-	quorum  int
-	buf     [maxInline]reply // replies for up to maxInline nodes, in the round's allocation
-}
-
-func (t *tally) init(n, quorum int) {
-	t.quorum = quorum
-	if n <= len(t.buf) {
-		t.replies = t.buf[:n]
-	} else {
-		t.replies = make([]reply, n)
-	}
-	for i := range t.replies {
-		t.replies[i] = reply{node: i, err: errNotNeeded}
-	}
-}
-
-// reached reports whether a quorum confirmed.
-func (t *tally) reached() bool { return t.ok >= t.quorum }
-
-// enough reports whether the caller may stop waiting: a quorum confirmed,
-// and, when hearChains asks for it, no node kept a chain.
-func (t *tally) enough(hearChains bool) bool {
-	return t.reached() && (!hearChains || t.chained == 0)
-}
-
-func (t *tally) add(r reply) {
-	t.replies[r.node] = r
-	if r.status == statusOK {
-		t.ok++
-		if r.chained {
-			t.chained++
-		}
-	}
-}
-
-// take counts k, a report from r.out, and returns how many nodes are still
-// pending: k is the index of a job whose first try has reported, or -1 when
-// the caller's wait is over (then none is: the silent did not answer in
-// time).
-func (t *tally) take(r *round, k int32, pending int) int {
-	if k < 0 {
-		t.takeArrived(r, pending)
-		return 0
-	}
-	t.add(r.p.vote(r.jobs[k].first))
-	return pending - 1
-}
-
-// takeArrived takes, of the pending nodes' replies, those that have arrived
-// when the wait is over; the nodes still silent did not answer in time. A
-// write round's context also ends when its last job is done, so what has
-// arrived may be everything.
-func (t *tally) takeArrived(r *round, pending int) {
-	for pending > 0 {
-		select {
-		case k := <-r.out:
-			if k >= 0 {
-				t.add(r.p.vote(r.jobs[k].first))
-				pending--
-			}
-		default:
-			t.silent()
-			return
-		}
-	}
-}
-
-// silent marks the nodes that have not answered as not answering in time.
-func (t *tally) silent() {
-	for i := range t.replies {
-		if t.replies[i].err == errNotNeeded {
-			t.replies[i].err = ErrNoReply
-		}
-	}
-}
-
-// where marks the nodes whose reply satisfies keep.
-func (t *tally) where(keep func(reply) bool) []bool {
-	only := make([]bool, len(t.replies))
-	for i, r := range t.replies {
-		only[i] = keep(r)
-	}
-	return only
-}
-
-// unrefused marks the nodes that did not refuse: where a write of ours may
-// have landed, and so where a rollback must go.
-func (t *tally) unrefused() []bool {
-	return t.where(func(r reply) bool { return r.status != statusRefused })
-}
-
-// count is how many of b are set: nodes that did or may do something.
-func count(b []bool) int {
-	n := 0
-	for _, x := range b {
-		if x {
-			n++
-		}
-	}
-	return n
+	cp := *qe
+	cp.cause = cause
+	return &cp
 }
 
 // newQuorumError describes a round that did not reach its goal.
-func newQuorumError(op, key string, sentinel, cause error, t *tally, p *nodeSet) *QuorumError {
-	qe := &QuorumError{Op: op, Key: key, sentinel: sentinel, cause: cause, OK: t.ok, Quorum: t.quorum, holderTTL: -1}
+func newQuorumError(op, key string, sentinel, cause error, t *engine.Tally, p *engine.Set) *QuorumError {
+	qe := &QuorumError{Op: op, Key: key, sentinel: sentinel, cause: cause, OK: t.Confirmed, Quorum: t.Quorum, holderTTL: -1}
 	failed := 0
-	for i, r := range t.replies {
-		if op == "acquire" && r.status == statusRefused && errors.Is(r.err, ErrHeldByOther) && r.val >= 0 {
-			qe.holderTTL = max(qe.holderTTL, time.Duration(r.val)*time.Millisecond)
+	for i, r := range t.Replies {
+		if op == "acquire" && r.Status == engine.Refused && errors.Is(r.Err, ErrHeldByOther) && r.Val >= 0 {
+			qe.holderTTL = max(qe.holderTTL, time.Duration(r.Val)*time.Millisecond)
 		}
-		if r.status == statusOK {
+		if r.Status == engine.OK {
 			continue
 		}
-		err := r.err
+		err := r.Err
 		switch {
-		case err == errNotNeeded && cause != nil:
+		case err == engine.ErrNotNeeded && cause != nil:
 			err = errCallEnded
 		case err == ErrNoReply:
-			err = p.nodes[i].silence()
+			err = p.Silence(i)
 		}
 		// A reply that came but does not count yet (its server is still
 		// being identified) is no sign of a node down.
-		if r.status == statusUnknown && !errors.Is(err, ErrNotAwaited) && err != errUnidentified {
+		if r.Status == engine.Unknown && !errors.Is(err, ErrNotAwaited) && err != engine.ErrUnidentified {
 			failed++
 		}
-		qe.Nodes = append(qe.Nodes, &NodeError{Node: i, Addr: p.nodes[i].address(), Err: err})
+		qe.Nodes = append(qe.Nodes, &NodeError{Node: i, Addr: p.Addr(i), Err: err})
 	}
-	qe.unavailable = failed > len(t.replies)-t.quorum
+	qe.unavailable = failed > len(t.Replies)-t.Quorum
 	return qe
 }
 

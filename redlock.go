@@ -2,12 +2,15 @@ package redlock
 
 import (
 	"context"
-	"strconv"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/engine"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Client takes locks on a fixed set of independent Redis masters. It is safe
@@ -15,12 +18,12 @@ import (
 // them stays the caller's job, after Close.
 type Client struct {
 	cfg    config
-	nodes  *nodeSet
+	nodes  *engine.Set
 	owners owners  // locks held under WithOwner, for reentrancy
 	waits  waiters // Acquire calls waiting for busy keys
 	obs    observer
 
-	renewals renewalQueue // KeepAlive's renewals (lease.go)
+	renewals engine.Bounded[*lease] // KeepAlive's renewals (lease.go)
 
 	// downSince is when this Client's attempts began to fail in a row
 	// with ErrUnavailable (Unix nanoseconds), 0 while they do not: shared
@@ -29,21 +32,13 @@ type Client struct {
 	downSince atomic.Int64
 }
 
-// New returns a Client over nodes, one go-redis client per independent
-// master (a *redis.Client, a Sentinel failover client, or a *redis.ClusterClient
-// standing for one cluster). A lock needs len(nodes)/2+1 of them. An odd
-// number, 3 or 5, makes the most of each node.
-//
-// New sends nothing. It fails with an error matching ErrInvalidArgument when
-// nodes is empty, holds a nil client, holds the same client (or two clients
-// of the same address and database) twice, or an option is invalid. Two
-// nodes that turn out to be one server under two addresses (or two clients
-// of one cluster, or of one Sentinel master) are found once both answered:
-// from then on every operation fails with an error matching
-// ErrInvalidArgument that names both nodes. Until a node's server is known
-// its replies do not count toward a quorum, so such nodes never vote twice;
-// the first operation waits up to its per-node deadline for the servers to
-// be identified (Warm does it ahead of time).
+// New returns a Client over nodes, one go-redis client per independent master
+// (a *redis.Client, a Sentinel failover client, or a *redis.ClusterClient
+// standing for one cluster); a lock needs len(nodes)/2+1 of them, and 3 or 5
+// make the most of each. New sends nothing. It fails with ErrInvalidArgument
+// when nodes is empty, holds a nil client or the same one twice, or an option
+// is invalid; two nodes found later to be one server fail every operation
+// (docs/operations.md).
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -55,10 +50,6 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	set, err := newNodeSet(nodes)
-	if err != nil {
-		return nil, err
-	}
 	if cfg.restartGuard > 0 {
 		for i, n := range nodes {
 			if _, ok := n.(*redis.ClusterClient); ok {
@@ -66,73 +57,74 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			}
 		}
 	}
-	c := &Client{cfg: cfg, nodes: set, obs: newObserver(cfg.hooks, cfg.logger)}
+	c := &Client{cfg: cfg, obs: newObserver(cfg.hooks, cfg.logger)}
+	c.renewals = engine.Bounded[*lease]{Max: maxConcurrentRenewals, Run: (*lease).renew}
+	ec := engine.Config{Scripts: allScripts, KeyLife: c.cfg.keyLife, Timing: engineTiming}
+	if c.obs.on {
+		ec.Observer = nodeObserver{&c.obs}
+	}
+	set, err := engine.NewSet(nodes, ec)
+	if err != nil {
+		return nil, err
+	}
+	c.nodes = set
 	c.waits.c = c
-	set.obs = &c.obs
 	return c, nil
 }
 
 // Quorum is the number of nodes that must agree for a lock to be held.
-func (c *Client) Quorum() int { return c.nodes.quorum }
+func (c *Client) Quorum() int { return c.nodes.Quorum }
 
-// Nodes reports each node's health as this Client has seen it.
-func (c *Client) Nodes() []NodeStatus { return c.nodes.status() }
-
-// Warm opens a connection to every node, loads the scripts there and
-// identifies the servers behind the nodes, so that the first lock operation
-// pays no dial or handshake inside its per-node deadline. Call it once at
-// start-up when the nodes use TLS, or when the first TryAcquire must not
-// fail on a cold connection; without it the first operation identifies the
-// servers itself, waiting at most its per-node deadline. It returns the nodes it
-// could not reach (as *NodeError), or an error matching ErrInvalidArgument
-// when two nodes are one server.
+// Warm connects to every node, loads the scripts and identifies the servers,
+// so that the first lock operation pays no dial or handshake inside its
+// per-node deadline (call it at start-up with TLS). It returns the nodes it
+// could not reach as *NodeError, or an error matching ErrInvalidArgument when
+// two nodes are one server.
 func (c *Client) Warm(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
-	if err := c.nodes.life.begin(); err != nil {
+	if err := c.nodes.Life.Begin(); err != nil {
 		return err
 	}
-	defer c.nodes.life.end()
-	return c.nodes.warm(ctx)
+	defer c.nodes.Life.End()
+	return c.nodes.Warm(ctx, func(i int, addr string, err error) error {
+		return &NodeError{Node: i, Addr: addr, Err: err}
+	})
 }
 
 // Close makes later calls fail with ErrClosed, ends every KeepAlive context
-// (cause ErrClosed, a Do's included), and waits for the calls in progress —
-// a Do until its function has returned and its lock is released — and for
-// the background work; when ctx ends first it returns ctx.Err(). It does not
-// take a Lock from its holder: Release it, during Close or after, or it
-// expires with its TTL (docs/lease.md).
+// (cause ErrClosed), and waits for the calls in progress (a Do until its lock
+// is released) and the background work, or returns ctx.Err() if ctx ends
+// first. It takes no Lock from its holder: Release it, or it expires with its
+// TTL (docs/lease.md).
 func (c *Client) Close(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
-	closeLeases(c.nodes.life.shut())
+	closeLeases(c.nodes.Life.Shut())
 	select {
-	case <-c.nodes.life.idleChan():
+	case <-c.nodes.Life.Idle():
 		return nil
 	case <-ctx.Done():
-		c.nodes.life.giveUp()
+		c.nodes.Life.GiveUp()
 		return ctx.Err()
 	}
 }
 
 // Lock is a held lock: a handle with its own state, safe for concurrent use.
 type Lock struct {
-	client    *Client
-	key       string
-	token     string
-	owner     string // the WithOwner id, if any
-	prefix    string // the values we write are prefix + generation (scripts.go)
-	prefixArg any    // prefix, boxed once for every script call
-	holderArg any    // the holder's prefix, boxed: an owner's part of prefix
-	fenceKey  string // the fence counter's key, with WithFencing
-	seq       *sequencer
+	client   *Client
+	key      string
+	owner    string          // the WithOwner id, if any
+	vals     script.Prefixes // the token and the prefixes of the values the Lock writes
+	fenceKey string          // the fence counter's key, with WithFencing
+	seq      *engine.Lanes
 	// extending admits one Extend at a time, so that Until always belongs
 	// to the latest extension that reached the nodes.
 	extending chan struct{}
 
-	mu        sync.Mutex // lock order: after lease.mu and owners.mu, before sequencer.mu (docs/internals.md)
+	mu        sync.Mutex // lock order: after lease.mu and owners.mu, before Lanes.mu (docs/internals.md)
 	holds     int        // Acquires of this Lock (reentered by its owner) not yet released
 	gen       uint64     // the generation of the latest value written
 	ttl       time.Duration
@@ -147,20 +139,21 @@ type Lock struct {
 	releaseErr  error
 	deleted     []bool        // nodes that confirmed our key's deletion, after Release
 	deletedSig  chan struct{} // signalled when deleted changes, once Release waits for it
+	rel         releaseRound  // the first Release's round (release.go)
 
 	lease *lease // KeepAlive's renewal (lease.go), made by its first call
 }
 
 // anyValue stands for every value of the lock, for a delete of any of its
 // generations: only its prefix is read.
-func (l *Lock) anyValue() value { return value{prefixArg: l.prefixArg, holderArg: l.holderArg} }
+func (l *Lock) anyValue() script.Value { return l.vals.Any() }
 
 // nextValue returns the value of the lock's next write.
-func (l *Lock) nextValue() value {
+func (l *Lock) nextValue() script.Value {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.gen++
-	return value{prefixArg: l.prefixArg, holderArg: l.holderArg, gen: l.gen, s: l.prefix + strconv.FormatUint(l.gen, 10)}
+	return l.vals.At(l.gen)
 }
 
 // Key returns the locked key, or "" for a nil Lock.
@@ -171,33 +164,22 @@ func (l *Lock) Key() string {
 	return l.key
 }
 
-// Token returns this holder's token, 130 bits from crypto/rand, unique to
-// the Acquire call and stable for the lock's life (with WithOwner, 130 bits
-// of a hash of the owner's id instead, the same for every Acquire of that
-// id). The nodes store it under the key, followed by a dot and a generation
-// that grows with each attempt and extension; a Lock of an owner puts a
-// tilde and an id of the Lock's own between the token and the dot. It
-// returns "" for a nil Lock.
+// Token returns this holder's token, or "" for a nil Lock: 130 random bits (26
+// base32 characters from crypto/rand) unique to the Acquire call, or with
+// WithOwner an "o" and 125 bits of a hash of the owner's id. The nodes store
+// it before a generation (docs/algorithm.md).
 func (l *Lock) Token() string {
 	if l == nil {
 		return ""
 	}
-	return l.token
+	return l.vals.Token
 }
 
 // Fence returns the fencing token issued with the lock, or 0 without
-// WithFencing (or for a nil Lock). Pass it to the storage the lock protects
-// and have the storage reject a write whose fence is lower than the highest
-// it has seen (an equal one is the same holder's next write).
-//
-// A fence is above both the fencing counters and the clocks (in
-// microseconds since the Unix epoch) that the acquiring quorum read: about
-// 1.8e15 today, growing by about 3.2e13 a year, so it fits a signed 64-bit
-// column. Fences strictly increase across successive holders of a key while
-// the counters of the previous holder's quorum survive, and also when a
-// minority of nodes lost them, or all nodes after the fence horizon, as long
-// as the nodes' clocks do not step back by more than the time since.
-// docs/fencing.md states the argument and its limits.
+// WithFencing (or for a nil Lock). Pass it with every write the lock guards,
+// and have the storage refuse a fence lower than the highest it has seen (an
+// equal one is the same holder's next write). Fences fit a signed 64-bit
+// column and increase across holders within the limits of docs/fencing.md.
 func (l *Lock) Fence() uint64 {
 	if l == nil {
 		return 0
@@ -219,4 +201,15 @@ func (l *Lock) Until() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.until
+}
+
+// keep returns l, which Acquire got after err, unless Close began
+// meanwhile: then l is released again (given back, for an owner's Lock
+// re-entered) and the Acquire fails with ErrClosed, as later calls do.
+func (c *Client) keep(l *Lock, err error) (*Lock, error) {
+	if err != nil || !c.nodes.Life.IsClosed() {
+		return l, err
+	}
+	closed := fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), ErrClosed)
+	return nil, errors.Join(closed, l.Release(context.Background()))
 }

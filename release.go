@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/engine"
 )
 
 // prologue is the common start of Extend and Release: the lock and the
@@ -19,20 +21,11 @@ func (l *Lock) prologue(op string, ctx context.Context) (*Client, error) {
 	return l.client, nil
 }
 
-// Extend resets the lock's expiry to ttl from now on every node that still
-// holds our value. It never creates the key where it is absent, unless a
-// quorum of other nodes confirmed our value in the same Extend (then it puts
-// the key back on the nodes that lost it, never taking it from another
-// holder), and never once Release has started. It succeeds only with a
-// quorum and validity left, and then moves Until to start + ttl - drift.
-// Extensions of one Lock run one at a time.
-//
-// A failed Extend may still have reached some nodes with the new TTL: it
-// moves Until to the earlier of its old value and what the new TTL allows,
-// so Until is never later than any expiry our calls may have set. It fails
-// with an error matching ErrNotHeld when the lock was released, has expired,
-// or a quorum did not confirm our value; that error also matches ctx.Err()
-// when ctx ended first.
+// Extend resets the lock's expiry to ttl from now on the nodes that still
+// hold its value and, with a quorum and validity left, moves Until to start +
+// ttl - drift. Otherwise its error matches ErrNotHeld (and ctx.Err() when ctx
+// ended first), and Until can only move earlier. It never takes the key from
+// another holder, and fails once Release has started (docs/algorithm.md).
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil || l.client == nil || !l.client.obs.on {
 		return l.extend(ctx, ttl)
@@ -62,10 +55,10 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), ctx.Err())
 	}
 	defer l.untilMoved() // lease.go: KeepAlive's loss timer follows Until
-	if err := c.nodes.life.begin(); err != nil {
+	if err := c.nodes.Life.Begin(); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), err)
 	}
-	defer c.nodes.life.end()
+	defer c.nodes.Life.End()
 
 	start := c.cfg.clock.Now()
 	if err := l.extendable(start); err != nil {
@@ -103,8 +96,8 @@ func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, tt
 	if c.cfg.fencing {
 		op = extendFencedOp(l.key, l.fenceKey, v, ttl.Milliseconds(), l.Fence(), c.cfg.horizonArg)
 	}
-	t, err := c.nodes.sendAndCount(ctx, l.seq, writeRound(op, timeout, ttl))
-	ok := err == nil && t.reached() && c.cfg.clock.Now().Before(newUntil)
+	t, err := c.nodes.SendAndCount(ctx, l.seq, engine.WriteRound(op, timeout, ttl))
+	ok := err == nil && t.Reached() && c.cfg.clock.Now().Before(newUntil)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -114,9 +107,9 @@ func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, tt
 		// deletes: on each node the restore runs first and is deleted.
 		// Only nodes that said the key is absent: a node not waited for is
 		// restored by a later Extend that reads its answer.
-		absent := t.where(func(r reply) bool { return errors.Is(r.err, ErrKeyAbsent) })
-		c.nodes.launch(ctx, l.seq, roundSpec{kind: opWrite, op: restoreOp(l.key, v, ttl.Milliseconds()),
-			wait: timeout, ttl: ttl, only: absent})
+		absent := t.Where(func(r engine.Reply) bool { return errors.Is(r.Err, ErrKeyAbsent) })
+		c.nodes.Launch(ctx, l.seq, engine.Spec{Kind: engine.Write, Op: restoreOp(l.key, v, ttl.Milliseconds()),
+			Wait: timeout, TTL: ttl, Only: absent})
 		return nil
 	}
 	if newUntil.Before(l.until) {
@@ -126,37 +119,20 @@ func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, tt
 		return fmt.Errorf("%w: %q: released during the extension", ErrNotHeld, showKey(l.key))
 	}
 	qe := newQuorumError("extend", l.key, ErrNotHeld, err, t, c.nodes)
-	if qe.refusedQuorum(len(c.nodes.nodes)) {
+	if qe.refusedQuorum(c.nodes.Len()) {
 		l.lost = true
 	}
 	return qe
 }
 
-// Release deletes the key on every node where it still holds a value this
-// Lock wrote, and never where another holder's value is (nor another Lock's
-// of the same owner). It returns once a quorum has confirmed; the other
-// nodes are cleaned up in the background, and a node that gives no definite
-// answer is asked again, with backoff, until it does or the key would have
-// expired. Release ignores the cancellation of ctx (a deferred Release after
-// a timeout must still free the lock): it waits for the nodes that did not
-// answer within the per-node deadline, as they are asked again, until a
-// quorum confirmed, or at most the cleanup timeout (WithCleanupTimeout,
-// DefaultCleanupTimeout) from its start, or until ctx's deadline if ctx
-// is still live and its deadline is earlier.
-//
-// Release returns nil when a quorum confirmed the delete. Otherwise the error
-// matches ErrNotHeld, and its *NodeError entries tell per node whether the
-// key had expired (ErrKeyAbsent), belonged to another holder
-// (ErrHeldByOther), or did not answer (ErrNoReply). Release stops the lock
-// for good: no Extend succeeds after it, and only the first call sends;
-// later (and concurrent) calls wait for it and return nil once a quorum has
-// confirmed the delete, by then or in the background since, and the first
-// call's error otherwise. With a nil ctx the lock is released all the same
-// and the error matches ErrInvalidArgument. A Lock its owner acquired more
-// than once through this Client (WithOwner) is released on the nodes by the
-// last of its Releases; the earlier ones send nothing and return nil. The
-// Release that sends ends the lock's KeepAlive contexts (cause ErrReleased)
-// before it sends anything.
+// Release deletes the key on every node where it holds a value this Lock
+// wrote, never another holder's, and returns nil once a quorum confirmed; the
+// other nodes are cleaned up in the background. It ignores ctx's
+// cancellation, so that a deferred Release still frees the lock, and waits at
+// most the cleanup timeout (or ctx's deadline). Its error matches ErrNotHeld
+// when the lock was no longer held, ErrReleaseUnconfirmed when nodes did not
+// answer in time. It ends the Lock's KeepAlive contexts first. Only the first
+// call sends; later ones return its outcome (docs/algorithm.md).
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil || l.client == nil || !l.client.obs.on {
 		return l.releaseCall(ctx)
@@ -188,13 +164,14 @@ func (l *Lock) releaseCall(ctx context.Context) error {
 	}
 	l.releaseDone = make(chan struct{})
 	l.releasing = true
-	l.deleted = make([]bool, len(c.nodes.nodes))
+	l.deleted = make([]bool, c.nodes.Len())
 	ttl := l.ttl
+	held := !l.lost && c.cfg.clock.Now().Before(l.until)
 	l.mu.Unlock()
 	l.stopLease(ErrReleased) // lease.go: no renewal is scheduled from now on
 	c.owners.forget(l)
 
-	outcome := l.release(ctx, c, ttl)
+	outcome := l.release(ctx, c, ttl, held)
 	l.mu.Lock()
 	l.releaseErr = outcome
 	l.mu.Unlock()
@@ -202,77 +179,171 @@ func (l *Lock) releaseCall(ctx context.Context) error {
 	return errors.Join(err, outcome)
 }
 
-func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration) error {
-	c.nodes.life.beginRelease()
-	defer c.nodes.life.end()
+// release is the first Release's round and its outcome; held says whether
+// the lock was still held, as far as this Lock knows, when Release began.
+func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration, held bool) error {
+	c.nodes.Life.BeginRelease()
+	defer c.nodes.Life.End()
 	// The next waiter of this Client, if it offers, is handed the key in
-	// the same round (handover.go).
+	// the same round (waiters.go, the handover).
 	var gone []bool
 	if c.handsOver() {
-		if off, subscribed, streak := c.waits.takeOffer(l.key); off != nil {
-			if gone = c.handOver(ctx, l, off, subscribed, streak); count(gone) >= c.nodes.quorum {
+		if off, subscribed, streak := c.waits.claimOffer(l.key); off != nil {
+			if gone = c.handOver(ctx, l, off, subscribed, streak); engine.Count(gone) >= c.nodes.Quorum {
 				return nil
 			}
 		}
 	}
 	start := time.Now()
+	rr := &l.rel // in the Lock's own allocation: only the first Release runs
+	rr.l, rr.gone = l, gone
 	spec := l.deleteAll(c.cfg.nodeTimeout(ttl), c.cfg.cleanupTimeout)
-	spec.note = l.noteDeleted
-	t, _ := c.nodes.sendAndCount(ctx, l.seq, spec)
-	if !l.confirmed(t, gone) {
+	spec.Note = rr.note
+	rr.t, _ = c.nodes.SendAndCount(ctx, l.seq, spec)
+	if !rr.decided() {
 		// The nodes that did not answer in time are asked again in the
-		// background; their confirmations count until the bound.
+		// background; their answers count until the bound.
 		bound := start.Add(c.cfg.cleanupTimeout)
 		if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil && dl.Before(bound) {
 			bound = dl
 		}
-		l.mu.Lock()
-		sig := make(chan struct{}, 1)
-		l.deletedSig = sig
-		l.mu.Unlock()
-		timer := time.NewTimer(time.Until(bound))
-	wait:
-		for !l.confirmed(t, gone) {
-			select {
-			case <-sig:
-			case <-timer.C:
-				l.confirmed(t, gone)
-				break wait
-			}
-		}
-		timer.Stop()
+		rr.await(bound)
 	}
-	if t.reached() {
+	if rr.t.Reached() {
 		c.waits.released(l.key)
 		return nil
 	}
-	return newQuorumError("release", l.key, ErrNotHeld, nil, t, c.nodes)
+	return releaseError(c, l.key, rr.t, held)
 }
 
-// confirmed counts into t the nodes where l's value is gone, as the round's
-// replies, the handover round (gone) and the confirmations of its deletes
-// that came since tell, and reports whether they are a quorum.
-func (l *Lock) confirmed(t *tally, gone []bool) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for i := range t.replies {
-		if t.replies[i].status != statusOK && (l.deleted[i] || i < len(gone) && gone[i]) {
-			t.replies[i] = reply{node: i, status: statusOK}
-			t.ok++
-		}
+// releaseError is the outcome of a Release that no quorum confirmed in
+// time. The lock was not held when its validity had ended (or it was found
+// lost) before Release began, or when so many nodes refused that no quorum
+// could confirm it; otherwise nodes that did not answer leave it
+// unconfirmed, and it may still be held on them until it expires.
+func releaseError(c *Client, key string, t *engine.Tally, held bool) error {
+	qe := newQuorumError("release", key, ErrReleaseUnconfirmed, nil, t, c.nodes)
+	if !held || qe.refusedQuorum(c.nodes.Len()) {
+		qe.sentinel = ErrNotHeld
 	}
-	return t.reached()
+	return qe
 }
 
-// noteDeleted records a node's confirmed delete, whenever it comes.
-func (l *Lock) noteDeleted(r reply) {
-	if l.client.nodes.vote(r).status != statusOK {
+// releaseRound is a Release's delete round and the answers that came after
+// it returned. The round stops waiting once a quorum of confirmations is out
+// of reach, counting as refusals the nodes where a handover has just put the
+// waiter's value; once those count as confirmations, the answers the round
+// did not wait for decide the outcome.
+type releaseRound struct {
+	l    *Lock
+	t    *engine.Tally // the round's replies, read and changed by Release alone
+	gone []bool        // nodes where the handover took l's value away
+	// first holds each node's first reply that was not a confirmation, Node
+	// -1 until one comes; sig is signalled by a refusal. Both under l.mu.
+	// Within Release's wait a node's first reply is its first try's: a try
+	// is given up on and sent again only after the cleanup timeout.
+	first []engine.Reply
+	sig   chan struct{}
+}
+
+// note takes in a reply of the round, of the first try or a retry,
+// whenever it comes.
+func (rr *releaseRound) note(r engine.Reply) {
+	l := rr.l
+	if r.Status == engine.OK {
+		l.noteDeleted(r)
 		return
 	}
 	l.mu.Lock()
-	l.deleted[r.node] = true
+	if rr.first == nil {
+		rr.first = make([]engine.Reply, len(l.deleted))
+		for i := range rr.first {
+			rr.first[i].Node = -1
+		}
+	}
+	if rr.first[r.Node].Node < 0 {
+		rr.first[r.Node] = r
+	}
+	sig := rr.sig
+	l.mu.Unlock()
+	if r.Status == engine.Refused {
+		wake(sig)
+	}
+}
+
+// decided counts into the round's tally what came since it returned: the
+// nodes where l's value is gone (deleted since, or by the handover)
+// confirm, and a node the round did not wait for, or that answered too late,
+// counts its first reply. It reports whether the outcome is decided: a
+// quorum confirmed, or so many refused that none can.
+func (rr *releaseRound) decided() bool {
+	l, t := rr.l, rr.t
+	l.mu.Lock()
+	for i, r := range t.Replies {
+		switch {
+		case r.Status == engine.OK:
+		case l.deleted[i] || i < len(rr.gone) && rr.gone[i]:
+			t.Replies[i] = engine.Reply{Node: i, Status: engine.OK}
+			t.Confirmed++
+		case r.Status == engine.Unknown && rr.first != nil && rr.first[i].Node >= 0 &&
+			(r.Err == engine.ErrNotNeeded || rr.first[i].Status == engine.Refused):
+			t.Replies[i] = rr.first[i]
+		}
+	}
+	l.mu.Unlock()
+	if t.Reached() {
+		return true
+	}
+	qe := newQuorumError("release", l.key, ErrNotHeld, nil, t, l.client.nodes)
+	return qe.refusedQuorum(l.client.nodes.Len())
+}
+
+// await waits until the outcome is decided or bound passes; the nodes still
+// silent then did not answer in time.
+func (rr *releaseRound) await(bound time.Time) {
+	l := rr.l
+	l.mu.Lock()
+	sig := make(chan struct{}, 1)
+	l.deletedSig, rr.sig = sig, sig
+	l.mu.Unlock()
+	timer := time.NewTimer(time.Until(bound))
+	defer timer.Stop()
+	for !rr.decided() {
+		select {
+		case <-sig:
+		case <-timer.C:
+			if !rr.decided() {
+				rr.silent()
+			}
+			return
+		}
+	}
+}
+
+// silent marks the nodes the round did not wait for, and that have not
+// answered since, as not answering in time: Release did wait for them.
+func (rr *releaseRound) silent() {
+	for i, r := range rr.t.Replies {
+		if r.Status == engine.Unknown && r.Err == engine.ErrNotNeeded {
+			rr.t.Replies[i].Err = ErrNoReply
+		}
+	}
+}
+
+// noteDeleted records a node's confirmed delete, whenever it comes.
+func (l *Lock) noteDeleted(r engine.Reply) {
+	if l.client.nodes.Vote(r).Status != engine.OK {
+		return
+	}
+	l.mu.Lock()
+	l.deleted[r.Node] = true
 	sig := l.deletedSig
 	l.mu.Unlock()
+	wake(sig)
+}
+
+// wake signals sig, if there is one, without waiting.
+func wake(sig chan struct{}) {
 	if sig != nil {
 		select {
 		case sig <- struct{}{}:
@@ -288,7 +359,7 @@ func (l *Lock) releaseOutcome() error {
 	if l.releaseErr == nil {
 		return nil
 	}
-	if count(l.deleted) >= l.client.nodes.quorum {
+	if engine.Count(l.deleted) >= l.client.nodes.Quorum {
 		return nil
 	}
 	return l.releaseErr
@@ -298,23 +369,23 @@ func (l *Lock) releaseOutcome() error {
 // nodes in only, with a Release's retries and bookkeeping.
 func (c *Client) deleteOn(l *Lock, only []bool) {
 	spec := l.deleteAll(c.cfg.cleanupTimeout, c.cfg.cleanupTimeout)
-	spec.only, spec.note = only, l.noteDeleted
-	c.nodes.launch(context.Background(), l.seq, spec)
+	spec.Only, spec.Note = only, l.noteDeleted
+	c.nodes.Launch(context.Background(), l.seq, spec)
 }
 
 // deleteAll is a round that deletes l's key, any generation of it, and
-// keeps every write l has sent from landing after it (roundSpec.tomb). l
+// keeps every write l has sent from landing after it (Spec.tomb). l
 // writes nothing more: its release has started.
-func (l *Lock) deleteAll(wait, callTimeout time.Duration) roundSpec {
+func (l *Lock) deleteAll(wait, CallTimeout time.Duration) engine.Spec {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return roundSpec{kind: opDelete, op: deleteOp(l.key, l.anyValue(), 0), wait: wait, callTimeout: callTimeout,
-		tomb: l.gen, tombMs: tombMs(l.ttl)}
+	return engine.Spec{Kind: engine.Delete, Op: deleteOp(l.key, l.anyValue(), 0), Wait: wait, CallTimeout: CallTimeout,
+		Tomb: l.gen, TombMs: tombLifeMs(l.ttl)}
 }
 
-// tombMs is how long a tombstone left against writes of ttl lives, in
+// tombLifeMs is how long a tombstone left against writes of ttl lives, in
 // milliseconds: a write that lands later still leaves the key for at most
 // its ttl, so a longer tombstone would serve nothing.
-func tombMs(ttl time.Duration) int64 {
+func tombLifeMs(ttl time.Duration) int64 {
 	return max(min(ttl, tombstoneTTL).Milliseconds(), 1)
 }

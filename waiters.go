@@ -2,32 +2,19 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/engine"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
-// Waiting for a busy lock. Within one Client, the Acquire calls for one key
-// queue in FIFO order and only the head contends on the nodes; the others
-// wait for their turn. An Acquire joins the queue after its first attempt
-// failed, or before it when others already wait, so an uncontended Acquire
-// never touches it. The head, after its first failed attempt, subscribes
-// to the key's release channel on every node (one pub/sub connection per
-// node per Client, shared by all keys) and attempts again at once, so a
-// release between its attempt and its subscription is not missed. From then
-// on it attempts again when a quorum of nodes has announced a release of the
-// key since its last attempt, when a Lock of this Client released the key,
-// or when its fallback timer fires: the refusing nodes' remaining TTL,
-// capped by the RetryStrategy's wait. A lost message thus costs at most one
-// capped wait, and nodes that refuse pub/sub (an ACL without channel rights)
-// leave the fallback, TTL-bounded polling, which never fails the Acquire.
-// A waiter that gets its turn from a head that took the lock waits for that
-// lock's release (or its first backoff) before its first attempt, which
-// would only be refused; only a Release publishes, not a rollback, so the
-// heads of several processes are not all woken to split the next vote.
-// While it waits, the head offers to be handed the lock by a Release of this
-// Client in the release's own round (handover.go).
+// Waiting for a busy key (docs/waiting.md): one Client's Acquire calls for a
+// key queue here in FIFO order, the head subscribes to the key's release
+// channel on every node, and hints wake it. Only a Release publishes, not a
+// rollback, so that the heads of several processes are not all woken to
+// split the next vote.
 
 // releaseChannelPrefix names a key's release channel: a key's channel is
 // the prefix and the key. This is its one definition in Go; the scripts
@@ -39,9 +26,9 @@ const releaseChannelPrefix = "redlock:released:"
 // waiters is one Client's queues and subscriptions.
 type waiters struct {
 	c      *Client
-	mu     sync.Mutex           // lock order: before nodeSub.mu and lifecycle.mu only (docs/internals.md)
+	mu     sync.Mutex           // lock order: before Subscriber.mu and Life.mu only (docs/internals.md)
 	queues map[string]*keyQueue // by key
-	subs   []*nodeSub           // by node; nil until a key is first subscribed to
+	subs   []*engine.Subscriber // by node; nil until a key is first subscribed to
 }
 
 // keyQueue is the Acquire calls of one Client waiting for one key.
@@ -56,7 +43,7 @@ type keyQueue struct {
 	confirmed  []bool
 	ready      chan struct{} // closed when a quorum confirmed the subscription
 	// streak counts the handovers in a row made while other clients
-	// waited (handover.go).
+	// waited (waiters.go, the handover).
 	streak int
 }
 
@@ -67,7 +54,7 @@ type waiter struct {
 	// afterHolder is set, before turn is closed, when the head before it
 	// left holding the lock: an attempt at once would only be refused.
 	afterHolder bool
-	offer       *handOffer // while it waits to be handed the lock (handover.go)
+	offer       *handOffer // while it waits to be handed the lock (waiters.go, the handover)
 }
 
 func (w *waiters) queue(key string) *keyQueue {
@@ -129,7 +116,7 @@ func (w *waiters) leave(key string, wt *waiter, acquired bool) {
 	if len(q.waiters) == 0 {
 		delete(w.queues, key)
 		if q.subscribed {
-			w.send(subOp{channel: releaseChannelPrefix + key, unsubscribe: true})
+			w.send(releaseChannelPrefix+key, true)
 		}
 	}
 }
@@ -158,11 +145,11 @@ func (w *waiters) subscribe(key string) <-chan struct{} {
 	if q == nil || q.subscribed {
 		return nil
 	}
-	n := len(w.c.nodes.nodes)
+	n := w.c.nodes.Len()
 	q.subscribed = true
 	q.heard, q.confirmed = make([]bool, n), make([]bool, n)
 	q.ready = make(chan struct{})
-	w.send(subOp{channel: releaseChannelPrefix + key})
+	w.send(releaseChannelPrefix+key, false)
 	return q.ready
 }
 
@@ -176,8 +163,8 @@ func (w *waiters) hint(node int, key string) {
 		return
 	}
 	q.heard[node] = true
-	if count(q.heard) >= w.c.nodes.quorum {
-		notify(q.waiters[0].wake)
+	if engine.Count(q.heard) >= w.c.nodes.Quorum {
+		wake(q.waiters[0].wake)
 	}
 }
 
@@ -187,7 +174,7 @@ func (w *waiters) released(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if q := w.queues[key]; q != nil && len(q.waiters) > 0 {
-		notify(q.waiters[0].wake)
+		wake(q.waiters[0].wake)
 	}
 }
 
@@ -200,12 +187,13 @@ func (w *waiters) confirm(node int, channel string) {
 		return
 	}
 	q.confirmed[node] = true
-	if count(q.confirmed) == w.c.nodes.quorum {
+	if engine.Count(q.confirmed) == w.c.nodes.Quorum {
 		close(q.ready)
 	}
 }
 
-// postOffer posts wt's postOffer to be handed the lock while it waits.
+// postOffer sets off as wt's standing offer, which a Release of the key
+// may take (claimOffer) until wt withdraws it.
 func (w *waiters) postOffer(wt *waiter, off *handOffer) {
 	w.mu.Lock()
 	wt.offer = off
@@ -225,10 +213,10 @@ func (w *waiters) withdraw(wt *waiter) *handOffer {
 	return nil
 }
 
-// takeOffer takes the offer of key's head waiter, if it posted one, and reports
+// claimOffer takes the offer of key's head waiter, if it posted one, and reports
 // whether this Client subscribes to the key's release channel and whether it may
 // hand over although other clients wait.
-func (w *waiters) takeOffer(key string) (off *handOffer, subscribed, streak bool) {
+func (w *waiters) claimOffer(key string) (off *handOffer, subscribed, streak bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[key]
@@ -257,121 +245,213 @@ func (w *waiters) handedOver(key string, inStreak bool) {
 	}
 }
 
-func notify(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
-// subOp is a change to the subscriptions, applied to every node in order.
-type subOp struct {
-	channel     string
-	unsubscribe bool
-}
-
-// send queues op on every node's subscriber, starting them on first use.
-// Called with w.mu held, from within a public call (so the lifecycle can
-// count the goroutines it starts).
-func (w *waiters) send(op subOp) {
+// send changes the subscription to channel on every node, in order,
+// starting the nodes' subscribers on first use. Called with w.mu held, from
+// within a public call (so the lifecycle can count the goroutines it
+// starts).
+func (w *waiters) send(channel string, unsubscribe bool) {
 	if w.subs == nil {
-		w.subs = make([]*nodeSub, len(w.c.nodes.nodes))
-		for i, n := range w.c.nodes.nodes {
-			w.subs[i] = newNodeSub(w, i, n.client)
+		w.subs = make([]*engine.Subscriber, w.c.nodes.Len())
+		for i := range w.subs {
+			w.subs[i] = w.c.nodes.Subscribe(i, w.c.cfg.cleanupTimeout,
+				func(ch string) {
+					if len(ch) > len(releaseChannelPrefix) {
+						w.confirm(i, ch)
+					}
+				},
+				func(ch string) {
+					if len(ch) > len(releaseChannelPrefix) {
+						w.hint(i, ch[len(releaseChannelPrefix):])
+					}
+				})
 		}
 	}
 	for _, s := range w.subs {
-		s.push(op)
+		s.Change(channel, unsubscribe)
 	}
 }
 
-// nodeSub is one node's pub/sub connection: a goroutine applies the
-// subscription changes in order, another reads the messages. Both end when
-// the Client closes.
-type nodeSub struct {
-	w    *waiters
-	node int
-	ps   *redis.PubSub
+// Handover (docs/waiting.md): a Release hands the key to the next waiting
+// Acquire of the same Client in one round (scripts/handover.lua), which
+// counts as the waiter's own attempt. The waiter posts an offer while it
+// waits at the head of its queue; a Release takes the offer, runs the round,
+// and settles it: the waiter's Lock is held, or it attempts again at once.
 
-	mu      sync.Mutex // lock order: a leaf (docs/internals.md)
-	pending []subOp
-	kick    chan struct{} // capacity 1: pending has work
+// handOffer is a waiting Acquire's standing offer to be handed the lock.
+type handOffer struct {
+	l      *Lock
+	ttl    time.Duration
+	ttlArg any
+
+	// done is made when a Release takes the offer (under waiters.mu) and
+	// closed by that Release once the offer is settled.
+	done chan struct{}
+	got  bool // the waiter's Lock is held; set before done closes
 }
 
-func newNodeSub(w *waiters, node int, rc redis.UniversalClient) *nodeSub {
-	s := &nodeSub{w: w, node: node, ps: rc.Subscribe(context.Background()), kick: make(chan struct{}, 1)}
-	life := &w.c.nodes.life
-	life.add(2)
-	go s.apply()
-	go s.receive()
-	return s
+// handsOver reports whether this Client's locks may be handed over: the
+// handover script neither fences nor guards against restarts.
+func (c *Client) handsOver() bool {
+	return !c.cfg.fencing && c.cfg.restartGuard == 0
 }
 
-func (s *nodeSub) push(op subOp) {
-	s.mu.Lock()
-	s.pending = append(s.pending, op)
-	s.mu.Unlock()
-	notify(s.kick)
+// newOffer makes the offer a waiting Acquire of l for ttl posts, so that a
+// Release of this Client may hand it the key; nil when this Client does not
+// hand over (fencing or the restart guard is on).
+func (c *Client) newOffer(l *Lock, ttl time.Duration, ttlArg any) *handOffer {
+	if !c.handsOver() {
+		return nil
+	}
+	return &handOffer{l: l, ttl: ttl, ttlArg: ttlArg}
 }
 
-// apply sends the subscription changes, each with a deadline. A change that
-// fails is not retried here: go-redis keeps the channel list and
-// resubscribes when it reconnects, and the waiters fall back to polling.
-func (s *nodeSub) apply() {
-	life := &s.w.c.nodes.life
-	defer life.end()
-	timeout := s.w.c.cfg.cleanupTimeout
-	for {
+// maxStreak is how many handovers in a row a Client makes while other
+// clients wait for the key; then its Release announces the key to all of
+// them. A streak buys throughput (a handover is one round, a contest of
+// several processes' waiters two or more, with split votes) for a bounded
+// unfairness: another process's waiter waits at most that many more turns
+// for each contest, and every process's winner gets the same streak.
+const maxStreak = 3
+
+// waitHandover is await with an offer to be handed the lock meanwhile (none
+// when off is nil). It reports whether a Release handed it over. Once a
+// Release took the offer it waits for the outcome, even when ctx ends:
+// the round is bounded by the node deadline, and a Lock handed over to an
+// Acquire that has since given up is released again.
+func (c *Client) waitHandover(ctx context.Context, wt *waiter, off *handOffer, ch <-chan struct{}, timeUp <-chan time.Time) (bool, error) {
+	if off == nil {
+		return false, c.waitFor(ctx, ch, timeUp)
+	}
+	c.waits.postOffer(wt, off)
+	err := c.waitFor(ctx, ch, timeUp)
+	taken := c.waits.withdraw(wt)
+	if taken == nil {
+		return false, err
+	}
+	<-taken.done
+	if !taken.got {
+		return false, err
+	}
+	if err != nil {
+		off.l.discard(c)
+		return false, err
+	}
+	return true, nil
+}
+
+// discard deletes a Lock handed over to an Acquire that gave up meanwhile
+// (its context ended, or Close began), which will not return it. It runs
+// within that Acquire's lifecycle, so also while the Client closes; a
+// delete without a definite answer is retried as a Release's is.
+func (l *Lock) discard(c *Client) {
+	l.mu.Lock()
+	l.releasing = true
+	ttl := l.ttl
+	l.mu.Unlock()
+	t, _ := c.nodes.SendAndCount(context.Background(), l.seq, l.deleteAll(c.cfg.nodeTimeout(ttl), c.cfg.cleanupTimeout))
+	if t.Reached() {
+		c.waits.released(l.key)
+	}
+}
+
+// handOver releases l by handing its key to the waiter that posted off, in
+// one round on the waiter's lanes, and settles the offer. It returns the
+// nodes where l's value is gone, as far as the replies in time tell: taken
+// over by the waiter or deleted. Where a node's outcome is unknown, l's
+// value may still be there, and l's delete goes there in the background,
+// with its usual retries. Unless l's value is gone from a quorum, the caller
+// then releases l as usual.
+func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, subscribed, streak bool) []bool {
+	w := off.l
+	n := c.nodes.Len()
+	// Each node's reply, whenever it comes: where l's value is gone, and
+	// where it may not be (no answer, or an error), l's delete follows, with
+	// its retries, as a Release's would. The replies also go to seen, for
+	// l's own outcome: the round returns at the waiter's, which can come
+	// before enough nodes said that l's value is gone.
+	seen := make(chan engine.Reply, n)
+	note := func(r engine.Reply) {
+		switch {
+		case script.HandedAway(r):
+			l.noteDeleted(engine.Reply{Node: r.Node, Status: engine.OK})
+		case r.Status == engine.Unknown:
+			only := make([]bool, n)
+			only[r.Node] = true
+			c.deleteOn(l, only)
+		}
+		seen <- r
+	}
+	start := c.cfg.clock.Now()
+	until := c.cfg.validUntil(start, off.ttl)
+	deadline := time.Now().Add(c.cfg.nodeTimeout(off.ttl))
+	v := w.nextValue()
+	t, _ := c.nodes.SendAndCount(ctx, w.seq, engine.Spec{Kind: engine.Write, Op: handoverOp(l.key, v, off.ttlArg, l.vals.Own(), subscribed, streak),
+		Wait: time.Until(deadline), TTL: off.ttl, Note: note})
+	// Where a call of l may still land (an acquire or restore that has not
+	// returned, which could write l's value where the key is absent), l's
+	// delete goes too, behind it in l's lane, so that no late write of ours
+	// outlives the handover; it leaves the waiter's value alone. A call
+	// that has returned by now ran before the waiter could release, so it
+	// found the key taken. This runs before the waiter learns the outcome.
+	if late := l.seq.Unsettled(); late != nil {
+		c.deleteOn(l, late)
+	}
+	c.settleHandover(l.key, off, v, t, until)
+	return l.collectGone(seen, deadline)
+}
+
+// settleHandover settles off, whose handover round of the waiter's value v
+// for key ended with t: the waiter's Lock is held until until, or the
+// round is rolled back. Then it wakes the waiter.
+func (c *Client) settleHandover(key string, off *handOffer, v script.Value, t *engine.Tally, until time.Time) {
+	w := off.l
+	got := t.Reached() && c.cfg.clock.Now().Before(until)
+	if got {
+		w.mu.Lock()
+		w.until, w.ttl = until, off.ttl
+		w.mu.Unlock()
+	} else {
+		c.rollback(w, v, off.ttl, t)
+	}
+	// The streak goes on while the waiter got the key with others waiting,
+	// and ends with a handover nobody else waited for, or a release.
+	inStreak := got && slices.ContainsFunc(t.Replies, func(r engine.Reply) bool { return r.Val == script.HandedInStreak })
+	c.waits.handedOver(key, inStreak)
+	off.got = got
+	close(off.done)
+	// Wake the waiter. Where the nodes released and announced the key to
+	// other clients' waiters, it is woken by the same announcements as
+	// they are, so that it does not always win the contest that follows.
+	if got || !slices.ContainsFunc(t.Replies, func(r engine.Reply) bool { return r.Val == script.ReleasedHandover }) {
+		c.waits.released(key)
+	}
+}
+
+// collectGone reads the handover round's replies from seen until deadline,
+// and returns the nodes where l's value is gone: handed away, or deleted.
+func (l *Lock) collectGone(seen <-chan engine.Reply, deadline time.Time) []bool {
+	p := l.client.nodes
+	n := p.Len()
+	gone := make([]bool, n)
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for replied := 0; replied < n && engine.Count(gone) < p.Quorum; replied++ {
 		select {
-		case <-s.kick:
-		case <-life.closing:
-			_ = s.ps.Close() // ends receive
-			return
-		}
-		s.mu.Lock()
-		ops := s.pending
-		s.pending = nil
-		s.mu.Unlock()
-		for _, op := range ops {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			if op.unsubscribe {
-				_ = s.ps.Unsubscribe(ctx, op.channel)
-			} else {
-				_ = s.ps.Subscribe(ctx, op.channel)
-			}
-			cancel()
+		case r := <-seen:
+			gone[r.Node] = script.HandedAway(r)
+		case <-timer.C:
+			return l.orDeleted(gone)
 		}
 	}
+	return l.orDeleted(gone)
 }
 
-// receive dispatches the node's messages. On an error (the node is down, the
-// connection broke, pub/sub is refused) it waits before reading again, so a
-// dead node costs no busy loop; go-redis reconnects and resubscribes.
-func (s *nodeSub) receive() {
-	life := &s.w.c.nodes.life
-	defer life.end()
-	backoff := 50 * time.Millisecond
-	for {
-		msg, err := s.ps.Receive(context.Background())
-		if err != nil {
-			select {
-			case <-life.closing:
-				return
-			case <-time.After(backoff):
-				backoff = min(2*backoff, 2*time.Second)
-			}
-			continue
-		}
-		backoff = 50 * time.Millisecond
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" && len(m.Channel) > len(releaseChannelPrefix) {
-				s.w.confirm(s.node, m.Channel)
-			}
-		case *redis.Message:
-			if len(m.Channel) > len(releaseChannelPrefix) {
-				s.w.hint(s.node, m.Channel[len(releaseChannelPrefix):])
-			}
-		}
+// orDeleted adds to gone the nodes where l's delete was confirmed.
+func (l *Lock) orDeleted(gone []bool) []bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, d := range l.deleted {
+		gone[i] = gone[i] || d
 	}
+	return gone
 }

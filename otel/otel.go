@@ -53,11 +53,11 @@
 //
 // A failed operation's span has status Error, the error recorded as an
 // exception event, and error.type set to its outcome: "not_acquired",
-// "not_held", "canceled", "deadline_exceeded", "invalid_argument",
-// "closed" or "error". A TryAcquire refused because another holder has the
-// key is an Error too, since it did not do what it was asked to, though
-// under contention that is the expected answer: filter on error.type to
-// tell contention from trouble.
+// "not_held", "release_unconfirmed", "canceled", "deadline_exceeded",
+// "invalid_argument", "closed" or "error". A TryAcquire refused because
+// another holder has the key is an Error too, since it did not do what it
+// was asked to, though under contention that is the expected answer:
+// filter on error.type to tell contention from trouble.
 //
 // A span has redlock.op, redlock.outcome, redlock.key and, for acquires,
 // redlock.attempts; its events are:
@@ -271,7 +271,7 @@ func (a *adapter) instruments(m metric.Meter) {
 }
 
 // Outcomes of an operation or a renewal, from its error. The context's
-// errors come first: they are joined with ErrNotAcquired or ErrNotHeld.
+// errors come first: they are joined with the operation's sentinel.
 func outcome(err error) string {
 	switch {
 	case err == nil:
@@ -288,6 +288,8 @@ func outcome(err error) string {
 		return "not_acquired"
 	case errors.Is(err, redlock.ErrNotHeld):
 		return "not_held"
+	case errors.Is(err, redlock.ErrReleaseUnconfirmed):
+		return "release_unconfirmed"
 	}
 	return "error"
 }
@@ -331,66 +333,68 @@ func (a *adapter) metricAttrs(key string, attrs ...attribute.KeyValue) metric.Me
 	return o.(metric.MeasurementOption)
 }
 
-func (a *adapter) attempt(i redlock.AttemptInfo) {
-	a.attempts.Add(context.Background(), 1, a.metricAttrs(i.Key, keyAcquired.Bool(i.Acquired)))
+func (a *adapter) attempt(ev redlock.Event) {
+	acquired := ev.Err == nil
+	a.attempts.Add(context.Background(), 1, a.metricAttrs(ev.Key, keyAcquired.Bool(acquired)))
 	attrs := []attribute.KeyValue{
-		keyAttempt.Int(i.Attempt),
-		keyAcquired.Bool(i.Acquired),
-		keyElapsed.Float64(i.Elapsed.Seconds()),
+		keyAttempt.Int(ev.Attempt),
+		keyAcquired.Bool(acquired),
+		keyElapsed.Float64(ev.Elapsed.Seconds()),
 	}
-	if i.Err != nil {
-		attrs = append(attrs, keyErrorType.String(outcome(i.Err)))
+	if ev.Err != nil {
+		attrs = append(attrs, keyErrorType.String(outcome(ev.Err)))
 	}
-	a.pending.add(i.Key, event{name: "redlock.attempt", at: time.Now(), attrs: attrs})
+	a.pending.add(ev.Key, event{name: "redlock.attempt", at: time.Now(), attrs: attrs})
 }
 
-func (a *adapter) nodeError(i redlock.NodeInfo) {
-	reason := nodeReason(i.Err)
-	a.nodeErrors.Add(context.Background(), 1, a.metricAttrs(i.Key,
-		keyNodeOp.String(i.Op), keyNodeAddr.String(i.Addr), keyNodeReason.String(reason), keyTimeout.Bool(i.Timeout)))
+func (a *adapter) nodeError(ev redlock.Event) {
+	reason := nodeReason(ev.Err)
+	timeout := errors.Is(ev.Err, redlock.ErrNoReply)
+	a.nodeErrors.Add(context.Background(), 1, a.metricAttrs(ev.Key,
+		keyNodeOp.String(ev.Op), keyNodeAddr.String(ev.Addr), keyNodeReason.String(reason), keyTimeout.Bool(timeout)))
 	attrs := []attribute.KeyValue{
-		keyNodeOp.String(i.Op),
-		keyNode.Int(i.Node),
-		keyNodeAddr.String(i.Addr),
+		keyNodeOp.String(ev.Op),
+		keyNode.Int(ev.Node),
+		keyNodeAddr.String(ev.Addr),
 		keyNodeReason.String(reason),
-		keyTimeout.Bool(i.Timeout),
+		keyTimeout.Bool(timeout),
 	}
 	// A node's error is a sentinel or its client's error, neither of which
 	// quotes the key.
-	if i.Err != nil {
-		attrs = append(attrs, keyNodeError.String(i.Err.Error()))
+	if ev.Err != nil {
+		attrs = append(attrs, keyNodeError.String(ev.Err.Error()))
 	}
-	a.pending.add(i.Key, event{name: "redlock.node.error", at: time.Now(), attrs: attrs})
+	a.pending.add(ev.Key, event{name: "redlock.node.error", at: time.Now(), attrs: attrs})
 }
 
-func (a *adapter) rollback(i redlock.RollbackInfo) {
-	a.rollbacks.Add(context.Background(), 1, a.metricAttrs(i.Key))
-	a.pending.add(i.Key, event{name: "redlock.rollback", at: time.Now(), attrs: []attribute.KeyValue{keyNodes.Int(i.Nodes)}})
+func (a *adapter) rollback(ev redlock.Event) {
+	a.rollbacks.Add(context.Background(), 1, a.metricAttrs(ev.Key))
+	a.pending.add(ev.Key, event{name: "redlock.rollback", at: time.Now(), attrs: []attribute.KeyValue{keyNodes.Int(ev.Nodes)}})
 }
 
 // cleanupRetry is counted only: a retried delete is background work that
 // outlives the operation that launched it.
-func (a *adapter) cleanupRetry(i redlock.CleanupInfo) {
-	a.cleanups.Add(context.Background(), 1, a.metricAttrs(i.Key, keyNodeAddr.String(i.Addr)))
+func (a *adapter) cleanupRetry(ev redlock.Event) {
+	a.cleanups.Add(context.Background(), 1, a.metricAttrs(ev.Key, keyNodeAddr.String(ev.Addr)))
 }
 
-func (a *adapter) renewal(i redlock.RenewalInfo) {
-	a.renewals.Add(context.Background(), 1, a.metricAttrs(i.Key, keyOutcome.String(outcome(i.Err))))
+func (a *adapter) renewal(ev redlock.Event) {
+	a.renewals.Add(context.Background(), 1, a.metricAttrs(ev.Key, keyOutcome.String(outcome(ev.Err))))
 }
 
-func (a *adapter) done(i redlock.OpInfo) {
+func (a *adapter) done(ev redlock.Event) {
 	end := time.Now()
-	start := end.Add(-i.Elapsed)
-	out := outcome(i.Err)
-	a.duration.Record(context.Background(), i.Elapsed.Seconds(),
-		a.metricAttrs(i.Key, keyOp.String(i.Op), keyOutcome.String(out)))
+	start := end.Add(-ev.Elapsed)
+	out := outcome(ev.Err)
+	a.duration.Record(context.Background(), ev.Elapsed.Seconds(),
+		a.metricAttrs(ev.Key, keyOp.String(ev.Op), keyOutcome.String(out)))
 
 	attrs := make([]attribute.KeyValue, 0, 5) // room for all: no growing
-	attrs = append(attrs, keyOp.String(i.Op), keyOutcome.String(out))
+	attrs = append(attrs, keyOp.String(ev.Op), keyOutcome.String(out))
 	if a.cfg.keyOnSpans {
-		attrs = append(attrs, keyKey.String(i.Key))
+		attrs = append(attrs, keyKey.String(ev.Key))
 	}
-	events, dropped := a.pending.take(i.Key, start, end)
+	events, dropped := a.pending.take(ev.Key, start, end)
 	attempts := 0
 	for _, e := range events {
 		if e.name == "redlock.attempt" {
@@ -403,27 +407,27 @@ func (a *adapter) done(i redlock.OpInfo) {
 	if dropped > 0 {
 		attrs = append(attrs, keyDropped.Int(dropped))
 	}
-	_, span := a.tracer.Start(context.Background(), "redlock."+i.Op,
+	_, span := a.tracer.Start(context.Background(), "redlock."+ev.Op,
 		trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	for _, e := range events {
 		span.AddEvent(e.name, trace.WithTimestamp(e.at), trace.WithAttributes(e.attrs...))
 	}
-	a.fail(span, i.Err, out, end)
+	a.fail(span, ev.Err, out, end)
 	span.End(trace.WithTimestamp(end))
 }
 
 // lost makes a span of no duration for a lock that KeepAlive could no
 // longer prove held: nothing else marks the moment in a trace.
-func (a *adapter) lost(i redlock.LostInfo) {
-	a.lostLocks.Add(context.Background(), 1, a.metricAttrs(i.Key))
+func (a *adapter) lost(ev redlock.Event) {
+	a.lostLocks.Add(context.Background(), 1, a.metricAttrs(ev.Key))
 	now := time.Now()
 	var attrs []attribute.KeyValue
 	if a.cfg.keyOnSpans {
-		attrs = append(attrs, keyKey.String(i.Key))
+		attrs = append(attrs, keyKey.String(ev.Key))
 	}
 	_, span := a.tracer.Start(context.Background(), "redlock.lock-lost",
 		trace.WithTimestamp(now), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	cause := i.Cause
+	cause := ev.Err
 	if cause == nil { // the hook promises one; a span with status Error needs one
 		cause = redlock.ErrLockLost
 	}

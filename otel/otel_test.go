@@ -111,6 +111,19 @@ func (e *env) settle(c *redlock.Client) {
 	require.NoError(e.t, c.Close(ctx))
 }
 
+// awaitKey waits until every node holds key.
+func (e *env) awaitKey(key string) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		for _, d := range e.direct {
+			if d.Exists(context.Background(), key).Val() != 1 {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond, "not every node took the key")
+}
+
 // span returns the one ended span named name.
 func (e *env) span(name string) sdktrace.ReadOnlySpan {
 	e.t.Helper()
@@ -500,14 +513,7 @@ func TestNodeTimeout(t *testing.T) {
 
 	l, err := c.Acquire(ctx, key, 10*time.Second)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		for _, d := range e.direct {
-			if d.Exists(ctx, key).Val() != 1 {
-				return false
-			}
-		}
-		return true
-	}, 5*time.Second, time.Millisecond, "not every node took the key")
+	e.awaitKey(key)
 	e.proxies[2].SetBlackhole(true)
 	require.NoError(t, l.Release(ctx)) // on the quorum of nodes 0 and 1
 	addr := attribute.String("redlock.node.addr", e.proxies[2].Addr())
@@ -524,6 +530,31 @@ func TestNodeTimeout(t *testing.T) {
 	assert.Equal(t, 1.0, sum(m["redlock.operation.duration"], attribute.String("redlock.op", "release"),
 		attribute.String("redlock.outcome", "ok")))
 	e.noSecrets(l.Token())
+}
+
+// TestReleaseUnconfirmedOutcome: a Release whose deletes no quorum
+// confirmed in time, nodes being silent, has an outcome of its own: the lock
+// was not found lost, which not_held would say.
+func TestReleaseUnconfirmedOutcome(t *testing.T) {
+	e := newEnv(t)
+	c := e.clientWith([]redlock.Option{
+		redlock.WithNodeTimeout(100 * time.Millisecond), redlock.WithCleanupTimeout(100 * time.Millisecond)})
+	ctx := t.Context()
+	key := newKey(t)
+	l, err := c.Acquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	e.awaitKey(key)
+	e.proxies[1].SetBlackhole(true)
+	e.proxies[2].SetBlackhole(true)
+	require.ErrorIs(t, l.Release(ctx), redlock.ErrReleaseUnconfirmed)
+	e.proxies[1].Reset()
+	e.proxies[2].Reset()
+	e.settle(c)
+
+	assert.Equal(t, 1.0, sum(e.metrics()["redlock.operation.duration"], attribute.String("redlock.op", "release"),
+		attribute.String("redlock.outcome", "release_unconfirmed")))
+	errType, _ := attr(e.span("redlock.release").Attributes(), "error.type")
+	assert.Equal(t, "release_unconfirmed", errType.AsString())
 }
 
 // TestManyKeys: keys whose events no operation takes do not accumulate:
@@ -561,8 +592,8 @@ func BenchmarkHooks(b *testing.B) {
 	h := redlockotel.Hooks(redlockotel.WithTracerProvider(tp), redlockotel.WithMeterProvider(mp))
 	b.ReportAllocs()
 	for b.Loop() {
-		h.Attempt(redlock.AttemptInfo{Key: "orders:42", Attempt: 1, Elapsed: time.Millisecond, Acquired: true})
-		h.Done(redlock.OpInfo{Op: "acquire", Key: "orders:42", Elapsed: time.Millisecond})
+		h.Attempt(redlock.Event{Key: "orders:42", Attempt: 1, Elapsed: time.Millisecond})
+		h.Done(redlock.Event{Op: "acquire", Key: "orders:42", Elapsed: time.Millisecond})
 	}
 }
 

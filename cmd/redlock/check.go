@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/nodecheck"
 )
 
 // serverJSON is one server in check --json.
@@ -46,7 +46,7 @@ func checkCmd(args []string) error {
 		return err
 	}
 	defer closeNodes(nodes)
-	r, err := redlock.CheckNodes(context.Background(), clients(nodes))
+	r, err := nodecheck.Run(context.Background(), clients(nodes))
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func checkCmd(args []string) error {
 	return nil
 }
 
-func printCheck(r *redlock.CheckReport) {
+func printCheck(r *nodecheck.Report) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "node\taddress\tversion\tmaxmemory-policy\tappendonly\tappendfsync\tuptime\tclock offset\trun_id")
 	for _, s := range r.Servers {
@@ -96,7 +96,7 @@ func shortRunID(id string) string {
 	return id
 }
 
-func printCheckJSON(r *redlock.CheckReport) error {
+func printCheckJSON(r *nodecheck.Report) error {
 	out := struct {
 		Quorum    int          `json:"quorum"`
 		Reachable int          `json:"reachable"`

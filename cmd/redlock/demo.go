@@ -121,7 +121,7 @@ func run(addrs string, inProcess bool, workers, rounds int) error {
 	}
 	var renewals atomic.Int64
 	locks, err := redlock.New(clients, redlock.WithFencing(), redlock.WithHooks(redlock.Hooks{
-		Renewal: func(r redlock.RenewalInfo) {
+		Renewal: func(r redlock.Event) {
 			if r.Err == nil {
 				renewals.Add(1)
 			}

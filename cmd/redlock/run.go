@@ -158,12 +158,12 @@ func runCmd(args []string) error {
 		redlock.WithNodeTimeout(nodeTimeoutFor(ttl.d)),
 		redlock.WithRenewInterval(renewIntervalFor(ttl.d, termLeadFor(ttl.d, grace.d))),
 		redlock.WithHooks(redlock.Hooks{
-			NodeError: func(n redlock.NodeInfo) {
+			NodeError: func(n redlock.Event) {
 				if n.Key == *key && (n.Op == "delete" || n.Op == "handover") {
 					unconfirmed.mark(n.Node)
 				}
 			},
-			Renewal: func(r redlock.RenewalInfo) {
+			Renewal: func(r redlock.Event) {
 				switch {
 				case stopping.Load():
 				case r.Err != nil:

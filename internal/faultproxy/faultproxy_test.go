@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/redlock-go/redlock/internal/nodetest"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -60,11 +61,6 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 func mustPing(t *testing.T, c *redis.Client) {
@@ -170,12 +166,12 @@ func TestBlackhole(t *testing.T) {
 
 	p.SetBlackhole(true)
 	err := c.Set(ctxFor(t, 200*time.Millisecond), "bh", "1", 0).Err()
-	if !isTimeout(err) {
+	if !nodetest.IsTimeout(err) {
 		t.Fatalf("SET through blackhole: err=%v, want a timeout", err)
 	}
 	// A new connection is accepted but stalls as well.
 	c2 := proxied(t, p)
-	if err := c2.Ping(ctxFor(t, 200*time.Millisecond)).Err(); !isTimeout(err) {
+	if err := c2.Ping(ctxFor(t, 200*time.Millisecond)).Err(); !nodetest.IsTimeout(err) {
 		t.Fatalf("PING on a new connection through blackhole: err=%v, want a timeout", err)
 	}
 
@@ -194,7 +190,7 @@ func TestDropReplies(t *testing.T) {
 
 	p.SetDropReplies(true)
 	err := c.Set(ctxFor(t, 200*time.Millisecond), "dr", "landed", 0).Err()
-	if !isTimeout(err) {
+	if !nodetest.IsTimeout(err) {
 		t.Fatalf("SET with dropped replies: err=%v, want a timeout", err)
 	}
 	// The write itself reached the server. It was forwarded before the
@@ -224,12 +220,12 @@ func TestRefuse(t *testing.T) {
 	p.SetRefuse(true)
 	// A long deadline: the error must come from the reset, not a timeout.
 	err := c.Ping(ctxFor(t, 10*time.Second)).Err()
-	if err == nil || isTimeout(err) {
+	if err == nil || nodetest.IsTimeout(err) {
 		t.Fatalf("PING on a refused existing connection: err=%v, want an immediate non-timeout error", err)
 	}
 	c2 := proxied(t, p)
 	err = c2.Ping(ctxFor(t, 10*time.Second)).Err()
-	if err == nil || isTimeout(err) {
+	if err == nil || nodetest.IsTimeout(err) {
 		t.Fatalf("PING on a new refused connection: err=%v, want an immediate non-timeout error", err)
 	}
 
@@ -274,7 +270,7 @@ func TestCloseWithPendingTraffic(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if err := <-errc; err == nil || isTimeout(err) {
+	if err := <-errc; err == nil || nodetest.IsTimeout(err) {
 		t.Fatalf("PING in flight during Close: err=%v, want a connection error", err)
 	}
 	if err := p.Close(); err != nil {
@@ -300,7 +296,7 @@ func TestTargetDown(t *testing.T) {
 	}
 	defer p.Close()
 	c := proxied(t, p)
-	if err := c.Ping(ctxFor(t, 10*time.Second)).Err(); err == nil || isTimeout(err) {
+	if err := c.Ping(ctxFor(t, 10*time.Second)).Err(); err == nil || nodetest.IsTimeout(err) {
 		t.Fatalf("PING to a dead target: err=%v, want an immediate non-timeout error", err)
 	}
 }
@@ -326,7 +322,7 @@ func TestHoldDeleteLandsAfterLaterWrite(t *testing.T) {
 	ctx := ctxFor(t, 10*time.Second)
 
 	caught := p.HoldNext([]byte("held-key"))
-	if err := c.Del(ctxFor(t, 200*time.Millisecond), "held-key").Err(); !isTimeout(err) {
+	if err := c.Del(ctxFor(t, 200*time.Millisecond), "held-key").Err(); !nodetest.IsTimeout(err) {
 		t.Fatalf("held DEL: err=%v, want a timeout", err)
 	}
 	waitCaught(t, caught)
@@ -459,7 +455,7 @@ func TestCloseWhileHolding(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if err := <-errc; err == nil || isTimeout(err) {
+	if err := <-errc; err == nil || nodetest.IsTimeout(err) {
 		t.Fatalf("held PING during Close: err=%v, want a connection error", err)
 	}
 	p.ReleaseHeld()

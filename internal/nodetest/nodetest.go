@@ -1,7 +1,9 @@
 // Package nodetest holds what tests do with a Redis node whatever runs it, a
 // process (internal/redistest) or a container (internal/containertest): the
 // faults both can apply, under the same names, the readiness PING both wait
-// for, and telling a deadline from another failure.
+// for, telling a deadline from another failure, a test's own look at a node
+// (Look, Get, CommandCalls), and the library's scripts loaded on it as a
+// running service has them (LoadScripts).
 package nodetest
 
 import (

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -80,5 +81,18 @@ func TestWaitReady(t *testing.T) {
 	close(exited)
 	if err := WaitReady(within(t, time.Second), serve(t, ""), exited); !errors.Is(err, ErrExited) {
 		t.Fatalf("exited process: %v, want ErrExited", err)
+	}
+}
+
+// TestScriptSource: the scripts are found from this package's directory,
+// and a script that calls take() gets take.lua and lib.lua before it.
+func TestScriptSource(t *testing.T) {
+	lib, take := ScriptSource(t, "lib.lua"), ScriptSource(t, "take.lua")
+	if lib == "" || take == "" {
+		t.Fatal("lib.lua or take.lua is empty")
+	}
+	acquire := ScriptSource(t, "acquire.lua")
+	if !strings.HasPrefix(acquire, lib+take) {
+		t.Fatalf("acquire.lua does not begin with lib.lua and take.lua:\n%.200s", acquire)
 	}
 }

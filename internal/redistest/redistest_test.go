@@ -12,6 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/redlock-go/redlock/internal/nodetest"
 )
 
 func TestMain(m *testing.M) {
@@ -35,11 +37,6 @@ func pingWithin(c *redis.Client, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	return c.Ping(ctx).Err()
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 func pidOf(s *Server) int {
@@ -171,7 +168,7 @@ func TestPauseResume(t *testing.T) {
 		t.Fatalf("Pause: %v", err)
 	}
 	err := pingWithin(c, 100*time.Millisecond)
-	if !isTimeout(err) {
+	if !nodetest.IsTimeout(err) {
 		t.Fatalf("PING on paused server: err=%v, want a timeout", err)
 	}
 	if err := s.Resume(); err != nil {

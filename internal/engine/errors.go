@@ -1,0 +1,51 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The errors a node's reply carries when the engine, not the script, says
+// what happened. The public package re-exports the first four under the
+// same names; their meaning is documented there.
+var (
+	ErrNoReply         = errors.New("redlock: no reply within node timeout")
+	ErrNotAwaited      = errors.New("redlock: reply not awaited")
+	ErrClosed          = errors.New("redlock: client closed")
+	ErrInvalidArgument = errors.New("redlock: invalid argument")
+
+	// ErrNotNeeded marks a node whose reply was still on its way when the
+	// outcome was already decided.
+	ErrNotNeeded = fmt.Errorf("%w, the outcome was decided without it", ErrNotAwaited)
+	// errNotSent marks a write dropped because its round was over before the
+	// node was free (a stalled node still held an earlier call of the lock).
+	errNotSent = fmt.Errorf("%w: not sent, node busy with an earlier call", ErrNoReply)
+	// errSuperseded marks a delete not sent because a later delete of the
+	// same lock, which covers it, was queued behind it on the node.
+	errSuperseded = fmt.Errorf("%w: delete superseded by a later one", ErrNoReply)
+	// ErrUnidentified marks a confirmation that did not count: the node's
+	// server was not identified yet, and might be another node's too.
+	ErrUnidentified = errors.New("the node answered, but its server is not identified yet: its reply does not count")
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}
+
+// IsContextErr reports whether err is a context's end, which a node's
+// client reports when our per-node deadline passed: that is the node's
+// timeout, not the caller's context.
+func IsContextErr(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// Observer is told what the engine does on the nodes, for hooks and logs.
+type Observer interface {
+	// NodeError: a call of op on node (at addr) did not confirm.
+	NodeError(op *Op, node int, addr string, err error)
+	// CleanupRetry: a delete got no definite answer and is tried again
+	// after wait.
+	CleanupRetry(key string, node int, addr string, try int, wait time.Duration)
+}

@@ -1,0 +1,250 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/redisnode"
+)
+
+// CheckServers makes sure that no two nodes are one server, so that no
+// server votes twice. Each node's server is identified by its run_id (for a
+// cluster, those of all its masters; a Sentinel client asks the master it
+// resolves to). Until a node's server is known its replies do not count
+// toward a quorum (see vote): two addresses of one server that was down at
+// first contact cannot both vote once it is back. CheckServers asks every
+// node not yet known, all in parallel, and waits up to wait, the caller's
+// per-node deadline; a node not identified by then is asked again by the
+// next operation. A node whose server refuses INFO (an ACL without it) is
+// trusted as configured. Once every node is known and distinct, the check
+// costs one atomic load.
+func (p *Set) CheckServers(wait time.Duration) error {
+	if p.verified.Load() {
+		return nil
+	}
+	p.identify(wait, false, (*node).unidentified)
+	return p.compareServers()
+}
+
+// vote returns r as it counts toward a quorum: a confirmation from a node
+// whose server is not known yet, or is known to be another node's too, is
+// an unknown outcome; a node not known yet is asked who it is in the
+// background.
+func (p *Set) Vote(r Reply) Reply {
+	if r.Status != OK || p.verified.Load() {
+		return r
+	}
+	if n := p.nodes[r.Node]; n.unidentified() {
+		p.identify(0, false, func(m *node) bool { return m == n })
+		return Reply{Node: r.Node, Err: ErrUnidentified}
+	}
+	if err := p.compareServers(); err != nil {
+		return Reply{Node: r.Node, Err: err}
+	}
+	return r
+}
+
+// compareServers reports two nodes that share a server.
+func (p *Set) compareServers() error {
+	known := true
+	for i, a := range p.nodes {
+		ia, ua := a.identity()
+		known = known && (ia != nil || ua)
+		for _, b := range p.nodes[i+1:] {
+			ib, _ := b.identity()
+			for _, id := range ia {
+				if slices.Contains(ib, id) {
+					return invalid("nodes %d (%s) and %d (%s) are one Redis server (run_id %s): Redlock needs independent masters",
+						a.index, a.address(), b.index, b.address(), id)
+				}
+			}
+		}
+	}
+	if known {
+		p.verified.Store(true)
+	}
+	return nil
+}
+
+// identify asks the nodes that pick selects for their identity, each in the
+// background under its own deadline, unless an identify call is under way
+// there or ended less than Timing.IdentifyRetry ago. It waits up to wait for the
+// nodes met for the first time, or for all of them when all is set (Warm):
+// a node that failed to answer before is not waited for again by an
+// operation, so that a node that stays down costs each operation nothing;
+// its votes count from the first operation after it answered.
+func (p *Set) identify(wait time.Duration, all bool, pick func(*node) bool) {
+	var pending []chan struct{}
+	for _, n := range p.nodes {
+		if !pick(n) {
+			continue
+		}
+		n.identMu.Lock()
+		done, first := n.identifying, n.identTried.IsZero() || all
+		if done == nil && (first || time.Since(n.identTried) >= p.timing.IdentifyRetry) {
+			done = make(chan struct{})
+			n.identifying = done
+			p.Life.Add(1)
+			go func() {
+				defer p.Life.End()
+				n.identify(done, p.timing.IdentifyTimeout)
+			}()
+		}
+		n.identMu.Unlock()
+		if done != nil && first {
+			pending = append(pending, done)
+		}
+	}
+	if wait <= 0 || len(pending) == 0 {
+		return
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for _, done := range pending {
+		select {
+		case <-done:
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// unidentified reports whether n's server is still to be identified.
+func (n *node) unidentified() bool {
+	n.identMu.Lock()
+	defer n.identMu.Unlock()
+	return n.ident == nil && !n.identUnknowable
+}
+
+func (n *node) identity() ([]string, bool) {
+	n.identMu.Lock()
+	defer n.identMu.Unlock()
+	return n.ident, n.identUnknowable
+}
+
+// identify learns the run_ids behind n, within timeout (a client
+// without ContextTimeoutEnabled may hold the call longer: the waiting side
+// in Set.identify does not wait for it), and closes done.
+func (n *node) identify(done chan struct{}, timeout time.Duration) {
+	defer func() {
+		n.identMu.Lock()
+		n.identifying, n.identTried = nil, time.Now()
+		n.identMu.Unlock()
+		close(done)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if c, ok := n.client.(*redis.Client); ok && c.Options().Addr == "FailoverClient" && c.Options().Dialer != nil {
+		// A Sentinel client: show the master it resolves to.
+		if conn, err := c.Options().Dialer(ctx, "tcp", c.Options().Addr); err == nil {
+			addr := conn.RemoteAddr().String()
+			n.addr.Store(&addr)
+			_ = conn.Close()
+		}
+	}
+	ids, err := runIDs(ctx, n.client)
+	n.identMu.Lock()
+	defer n.identMu.Unlock()
+	switch {
+	case err == nil && len(ids) > 0:
+		n.ident = ids
+	case err != nil && (isNoPerm(err) || isServerReply(err)):
+		// The server answered but cannot tell who it is (an ACL without
+		// INFO, a server whose INFO has no run_id): trusted as configured.
+		n.identUnknowable = true
+	}
+}
+
+// isServerReply reports whether err is the server's own lasting answer that
+// it cannot tell who it is: a reply without a run_id, or an error reply (an
+// unknown command or section; miniredis: "section (server) is not
+// supported"). A passing state (LOADING, BUSY...) or a failure to reach the
+// server is not: the node is asked again.
+func isServerReply(err error) bool {
+	var re redis.Error
+	if errors.Is(err, errNoRunID) {
+		return true
+	}
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, passing := range []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
+		if strings.HasPrefix(err.Error(), passing) {
+			return false
+		}
+	}
+	return true
+}
+
+func runIDs(ctx context.Context, c redis.UniversalClient) ([]string, error) {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		var ids []string
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			id, err := runID(ctx, m)
+			mu.Lock()
+			ids = append(ids, id)
+			mu.Unlock()
+			return err
+		})
+		return ids, err
+	}
+	id, err := runID(ctx, c)
+	return []string{id}, err
+}
+
+func runID(ctx context.Context, c redis.Cmdable) (string, error) {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	if id := redisnode.InfoFields(info)["run_id"]; id != "" {
+		return id, nil
+	}
+	return "", errNoRunID
+}
+
+// errNoRunID is a server's INFO without a run_id (miniredis, say).
+var errNoRunID = errors.New("INFO server has no run_id")
+
+func isNoPerm(err error) bool {
+	return strings.HasPrefix(err.Error(), "NOPERM")
+}
+
+// Warm opens a connection to every node, loads the scripts and identifies
+// the servers, so that the first lock operation pays no handshake.
+func (p *Set) Warm(ctx context.Context, nodeErr func(node int, addr string, err error) error) error {
+	errs := make([]error, len(p.nodes))
+	var wg sync.WaitGroup
+	for i, n := range p.nodes {
+		wg.Go(func() {
+			for _, s := range p.scripts {
+				if err := s.Load(ctx, n.client).Err(); err != nil && !isNoPerm(err) {
+					errs[i] = nodeErr(i, n.address(), err)
+					return
+				}
+			}
+			if err := n.client.Ping(ctx).Err(); err != nil && !isNoPerm(err) {
+				errs[i] = nodeErr(i, n.address(), err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	p.identify(time.Until(deadlineOr(ctx, p.timing.IdentifyTimeout)), true, (*node).unidentified)
+	return p.compareServers()
+}
+
+func deadlineOr(ctx context.Context, d time.Duration) time.Time {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return dl
+	}
+	return time.Now().Add(d)
+}

@@ -1,0 +1,377 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/redisnode"
+)
+
+// The nodes and the call path: a node is one master with its health as
+// seen, a Set all of them with their quorum; node.call runs one
+// operation on one node (node.eval) and records the outcome.
+
+// node is one independent Redis master and what we have seen of it.
+type node struct {
+	index  int
+	client redis.UniversalClient
+	addr   atomic.Pointer[string] // the configured address; a Sentinel master's once resolved
+
+	// bounded: the client ends a call at its context's deadline
+	// (ContextTimeoutEnabled), so a call may run on the caller's goroutine
+	// without holding the caller past the node deadline.
+	bounded bool
+	// inlined is the client for a call on the caller's goroutine (see
+	// inlineClient), made at the first such call; inlineOnce guards it.
+	inlineOnce sync.Once
+	inlined    redis.UniversalClient
+
+	inFlight        atomic.Int64 // calls started and not yet returned by go-redis
+	failures        atomic.Int64 // consecutive calls with no timely, valid reply
+	pendingCleanups atomic.Int64 // deletes waiting to be tried again
+	lastErr         atomic.Pointer[errBox]
+	// lastCause is the node's latest error other than a deadline since its
+	// last timely success, nil when none: what a node that does not answer
+	// in time is shown with (silence).
+	lastCause atomic.Pointer[errBox]
+
+	identMu sync.Mutex // lock order: before Life.mu only (docs/internals.md)
+	// identifying is closed when the identify call under way ends; nil
+	// when none is.
+	identifying chan struct{}
+	identTried  time.Time // when the last identify call ended; zero before the first
+	ident       []string  // the run_ids of the server(s) behind the client; nil until known
+	// identUnknowable is set when the server does not let us ask (an ACL
+	// without INFO): the node is then trusted as configured.
+	identUnknowable bool
+}
+
+type errBox struct{ err error }
+
+func (n *node) address() string {
+	if a := n.addr.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+
+// record notes the outcome of one call for NodeStatus.
+func (n *node) record(err error, late bool) {
+	if err == nil && !late {
+		n.failures.Store(0)
+		n.lastCause.Store(nil)
+		return
+	}
+	if err == nil {
+		err = ErrNoReply
+	}
+	n.failures.Add(1)
+	n.lastErr.Store(&errBox{err})
+}
+
+// silence is how a node that did not answer in time is shown: ErrNoReply,
+// with the error its calls failed with since its last timely success (a
+// refused connection that go-redis took longer to report than our
+// deadline), if any.
+func (n *node) silence() error {
+	b := n.lastCause.Load()
+	if b == nil {
+		return ErrNoReply
+	}
+	if errors.Is(b.err, ErrNoReply) { // a late call's, said already
+		return b.err
+	}
+	return fmt.Errorf("%w (its latest error: %w)", ErrNoReply, b.err)
+}
+
+// call runs one operation on one node and records its health. args is the
+// operation's command line from evalArgs; cmd, if not nil, is where the
+// go-redis command is built (see job.cmd). A reply that comes once ctx has
+// ended is late: an unknown outcome is then ErrNoReply, and the node's
+// health counts it as a failure (record).
+func (n *node) call(ctx context.Context, op *Op, args []any, cmd *redis.Cmd) Reply {
+	return n.callOn(n.client, ctx, op, args, cmd)
+}
+
+// callOn is call on c, the node's client or its inlineClient.
+func (n *node) callOn(c redis.UniversalClient, ctx context.Context, op *Op, args []any, cmd *redis.Cmd) Reply {
+	n.inFlight.Add(1)
+	r := n.eval(c, ctx, op, args, cmd)
+	n.inFlight.Add(-1)
+	late := ctx.Err() != nil
+	nodeErr := r.Status == Unknown && r.Err != nil && !IsContextErr(r.Err)
+	if late && r.Status == Unknown {
+		// A client with ContextTimeoutEnabled gives up at our deadline
+		// itself: the same unknown outcome as our waiter giving up. The
+		// client's context error is left out: errors.Is(err,
+		// context.DeadlineExceeded) on a returned error, and its text,
+		// must mean that the caller's context ended, not a node's deadline.
+		if nodeErr {
+			r.Err = fmt.Errorf("%w: %w", ErrNoReply, r.Err)
+		} else {
+			r.Err = ErrNoReply
+		}
+	}
+	n.record(r.TransportErr(), late)
+	if nodeErr {
+		n.lastCause.Store(&errBox{r.Err})
+	}
+	r.Node = n.index
+	return r
+}
+
+// evalArgs appends op's EVALSHA command line to a. A round builds it once,
+// in its own allocation, and its calls on every node share it, read-only:
+// redis.Script.Run would build and box it again for each node (three
+// allocations per call). The script's hash comes boxed from the Set's hashes,
+// and the lock's key from its Lanes.
+func (p *Set) evalArgs(seq *Lanes, op *Op, a []any) []any {
+	hash, ok := p.hashes[op.Script]
+	if !ok {
+		hash = op.Script.Hash()
+	}
+	a = append(a, "evalsha", hash, op.NKeys)
+	for i, k := range op.Keys[:op.NKeys] {
+		if i == 0 && seq != nil {
+			a = append(a, seq.keyArg(k))
+		} else {
+			a = append(a, k)
+		}
+	}
+	return append(a, op.Args[:op.NArgs]...)
+}
+
+// eval runs op on c with its prepared EVALSHA command line and reads the
+// reply. A node that does not know the script (NOSCRIPT, as after a restart)
+// gets it as Op.evalOrLoad does, through redis.Script.Run (EVALSHA once more,
+// then EVAL with the source), on the same client.
+func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *Op, args []any, cmd *redis.Cmd) Reply {
+	if cmd == nil {
+		cmd = redis.NewCmd(ctx, args...)
+	} else {
+		*cmd = *redis.NewCmd(ctx, args...)
+	}
+	if op.NKeys > 0 {
+		cmd.SetFirstKeyPos(3) // a cluster client routes by the first key
+	}
+	_ = c.Process(ctx, cmd)
+	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")) {
+		if c == n.client {
+			return op.evalOrLoad(ctx, n)
+		}
+		return op.Read(op.Script.Run(ctx, c, op.Keys[:op.NKeys], op.Args[:op.NArgs]...))
+	}
+	return op.Read(cmd)
+}
+
+// Config is what a Set needs of its Client.
+type Config struct {
+	// Observer, if not nil, is told of node errors and cleanup retries.
+	Observer Observer
+	// Scripts are every script the rounds send: Warm loads them, and
+	// their hashes are computed once.
+	Scripts []*redis.Script
+	// KeyLife is the longest a key written with a TTL may live once
+	// written, on our clock: past it a delete has nothing left to remove.
+	KeyLife func(ttl time.Duration) time.Duration
+	Timing  Timing
+}
+
+// Timing is the engine's share of the Client's timing rules.
+type Timing struct {
+	CleanupRetryMin, CleanupRetryMax time.Duration // a delete's retries back off between these
+	WorkerIdle                       time.Duration // an idle worker exits after this
+	IdentifyTimeout                  time.Duration // bounds the first contact with a node
+	IdentifyRetry                    time.Duration // the least time between two identify calls to a node
+	SubRetryMin, SubRetryMax         time.Duration // a failed pub/sub read waits between these
+}
+
+// Set holds the masters, the quorum they need, the workers that call
+// them and the lifecycle of the work in progress.
+type Set struct {
+	nodes   []*node
+	Quorum  int
+	Life    Life
+	obs     Observer // told of node errors and cleanup retries, when observe is set
+	observe bool
+	scripts []*redis.Script       // every script a round may send, loaded by Warm
+	hashes  map[*redis.Script]any // their SHA1 digests, boxed once for the command lines
+	keyLife func(time.Duration) time.Duration
+	timing  Timing
+
+	tasks chan task // hands work to idle workers
+	sched deadlines // the rounds' deadlines
+
+	// verified is set once every node's server is known and no two nodes
+	// share one; until then each operation checks (see CheckServers).
+	verified atomic.Bool
+}
+
+// NewSet validates the clients given to New, without any I/O: nil
+// clients and the same client or server address twice are refused here;
+// two addresses of one server are found once both answered (CheckServers),
+// and neither votes before.
+func NewSet(clients []redis.UniversalClient, cfg Config) (*Set, error) {
+	if len(clients) == 0 {
+		return nil, invalid("no nodes")
+	}
+	p := &Set{Quorum: len(clients)/2 + 1, tasks: make(chan task), obs: cfg.Observer, observe: cfg.Observer != nil,
+		scripts: cfg.Scripts, keyLife: cfg.KeyLife, timing: cfg.Timing, hashes: make(map[*redis.Script]any, len(cfg.Scripts))}
+	for _, s := range cfg.Scripts {
+		p.hashes[s] = s.Hash()
+	}
+	p.Life.init()
+	for i, c := range clients {
+		if redisnode.IsNil(c) {
+			return nil, invalid("node %d is nil", i)
+		}
+		n := &node{index: i, client: c, bounded: boundsCalls(c)}
+		addr := redisnode.Addr(c)
+		n.addr.Store(&addr)
+		for _, o := range p.nodes {
+			if sameClient(o, n) {
+				return nil, invalid("nodes %d and %d are the same Redis (%s): Redlock needs independent masters", o.index, i, addr)
+			}
+		}
+		p.nodes = append(p.nodes, n)
+	}
+	return p, nil
+}
+
+// sameClient catches, without I/O, the same client passed twice and two
+// plain clients for the same address and database.
+func sameClient(a, b *node) bool {
+	if reflect.TypeOf(a.client) == reflect.TypeOf(b.client) && reflect.TypeOf(a.client).Comparable() && a.client == b.client {
+		return true
+	}
+	ca, ok1 := a.client.(*redis.Client)
+	cb, ok2 := b.client.(*redis.Client)
+	if !ok1 || !ok2 {
+		return false
+	}
+	oa, ob := ca.Options(), cb.Options()
+	if oa.Network != ob.Network || oa.Addr != ob.Addr || oa.DB != ob.DB {
+		return false
+	}
+	// A Sentinel failover client reports a placeholder address, not a
+	// server; CheckServers identifies it at first contact.
+	if oa.Network == "tcp" || oa.Network == "" {
+		if _, _, err := net.SplitHostPort(oa.Addr); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// boundsCalls reports whether c ends a call at its context's deadline: go-redis
+// does only with ContextTimeoutEnabled, and only while it sets socket
+// deadlines at all (a ReadTimeout or WriteTimeout of -2 turns them off, even
+// the context's); otherwise a silent node holds the call until ReadTimeout,
+// whatever the context says.
+func boundsCalls(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		o := c.Options()
+		return o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
+	case *redis.ClusterClient:
+		o := c.Options()
+		return o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
+	}
+	return false
+}
+
+// inlineClient returns a client whose calls end at their context's deadline,
+// for a call on the caller's goroutine, or nil if the node has none: its own
+// client when that bounds calls; for a *redis.Client that does not, a clone
+// of it (redis.Client.WithTimeout) with ContextTimeoutEnabled set. The clone
+// shares the client's connection pool, options and the hooks added so far
+// (not those added later); WithTimeout(0) leaves the context's deadline as
+// the only socket deadline, and the clone's Options are a copy of its own,
+// changed before anyone else sees the clone. Without it a lone node with
+// go-redis defaults costs each round two goroutine hand-offs.
+func (n *node) inlineClient() redis.UniversalClient {
+	n.inlineOnce.Do(func() {
+		if n.bounded {
+			n.inlined = n.client
+			return
+		}
+		rc, ok := n.client.(*redis.Client)
+		if !ok {
+			return
+		}
+		clone := rc.WithTimeout(0)
+		if clone == rc || clone.Options() == rc.Options() {
+			return // not a copy: setting the option would change the user's client
+		}
+		clone.Options().ContextTimeoutEnabled = true
+		if boundsCalls(clone) && !rc.Options().ContextTimeoutEnabled {
+			n.inlined = clone
+		}
+	})
+	return n.inlined
+}
+
+// inlineNode picks the node whose call a round's caller makes itself, instead of
+// handing it to a worker and waiting for its reply: with one node, whose
+// client (or inlineClient's clone of it) bounds the call by its deadline, the
+// caller waits for that reply anyway, and two goroutine hand-offs per round
+// go. With more nodes the
+// caller has to wait on the channel for the others all the same, and running
+// one call itself measured slower (it shares the caller's time slice with the
+// workers it just woke). It returns -1 for none.
+func (p *Set) inlineNode() int {
+	if len(p.nodes) == 1 && p.nodes[0].inlineClient() != nil {
+		return 0
+	}
+	return -1
+}
+
+// Len is the number of nodes.
+func (p *Set) Len() int { return len(p.nodes) }
+
+// Addr is node i's address, when its client exposes one.
+func (p *Set) Addr(i int) string { return p.nodes[i].address() }
+
+// Silence is how node i is shown when it did not answer in time.
+func (p *Set) Silence(i int) error { return p.nodes[i].silence() }
+
+// Call runs op on node i alone, outside any lane and round, bounded by ctx:
+// a read, which nothing else orders.
+func (p *Set) Call(ctx context.Context, i int, op *Op) Reply {
+	return p.nodes[i].call(ctx, op, p.evalArgs(nil, op, nil), nil)
+}
+
+// Client is node i's go-redis client.
+func (p *Set) Client(i int) redis.UniversalClient { return p.nodes[i].client }
+
+// Health is one node's health as the Set has seen it.
+type Health struct {
+	Addr                string
+	InFlight            int   // calls started and not yet returned by go-redis
+	PendingCleanups     int   // deletes waiting to be tried again
+	ConsecutiveFailures int   // the latest calls in a row with no timely, valid reply
+	LastError           error // the latest failure, nil if none yet
+}
+
+// Health reports node i's health.
+func (p *Set) Health(i int) Health {
+	n := p.nodes[i]
+	h := Health{
+		Addr:                n.address(),
+		InFlight:            int(n.inFlight.Load()),
+		PendingCleanups:     int(n.pendingCleanups.Load()),
+		ConsecutiveFailures: int(n.failures.Load()),
+	}
+	if b := n.lastErr.Load(); b != nil {
+		h.LastError = b.err
+	}
+	return h
+}

@@ -1,0 +1,43 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Op is one script with its keys and arguments, run on each node of a
+// round. It is built once per round and kept by value inside the round, its
+// keys and arguments in its own arrays, so that a round costs no allocation
+// per node. read turns a node's reply into a status; anything unexpected,
+// including a Redis error reply or a code the script does not return, is
+// Unknown: we cannot tell what the node did.
+type Op struct {
+	Script *redis.Script
+	Read   func(*redis.Cmd) Reply
+	Keys   [MaxKeys]string
+	Args   [MaxArgs]any
+	NKeys  int
+	NArgs  int
+}
+
+// The most keys and arguments an op has: the lock's key, its fence counter
+// and the restart marker; a handover's six arguments, a guarded fenced
+// acquire's.
+const (
+	MaxKeys = 3
+	MaxArgs = 6
+)
+
+func (o *Op) evalOrLoad(ctx context.Context, n *node) Reply {
+	return o.Read(o.Script.Run(ctx, n.client, o.Keys[:o.NKeys], o.Args[:o.NArgs]...))
+}
+
+// withTombstone is delete op o that, where the key is absent, leaves a
+// tombstone against the Lock's writes up to generation gen for ttlMs
+// (scripts/release.lua).
+func (o Op) withTombstone(gen uint64, ttlMs int64) Op {
+	o.Args[2], o.Args[3] = gen, ttlMs
+	o.NArgs = 4
+	return o
+}

@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Subscriber is one node's pub/sub connection: a goroutine applies the
+// subscription changes in order, another reads the messages. Both end when
+// the Set's Life closes.
+type Subscriber struct {
+	p         *Set
+	ps        *redis.PubSub
+	timeout   time.Duration
+	confirmed func(channel string)
+	message   func(channel string)
+
+	mu      sync.Mutex // lock order: a leaf (docs/internals.md)
+	pending []subChange
+	kick    chan struct{} // capacity 1: pending has work
+}
+
+// subChange is a change to the subscriptions.
+type subChange struct {
+	channel     string
+	unsubscribe bool
+}
+
+// Subscribe starts node i's subscriber, whose changes each get timeout. It
+// calls confirmed with each channel the node confirmed a subscription to,
+// and message with each channel a message came on. Call it from within a
+// public call, so that Life counts its goroutines.
+func (p *Set) Subscribe(i int, timeout time.Duration, confirmed, message func(channel string)) *Subscriber {
+	s := &Subscriber{p: p, ps: p.nodes[i].client.Subscribe(context.Background()), timeout: timeout,
+		confirmed: confirmed, message: message, kick: make(chan struct{}, 1)}
+	p.Life.Add(2)
+	go s.apply()
+	go s.receive()
+	return s
+}
+
+// Change queues a change of the subscription to channel.
+func (s *Subscriber) Change(channel string, unsubscribe bool) {
+	s.mu.Lock()
+	s.pending = append(s.pending, subChange{channel, unsubscribe})
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// apply sends the subscription changes, each with a deadline. A change that
+// fails is not retried here: go-redis keeps the channel list and
+// resubscribes when it reconnects, and the waiters fall back to polling.
+func (s *Subscriber) apply() {
+	life := &s.p.Life
+	defer life.End()
+	for {
+		select {
+		case <-s.kick:
+		case <-life.Closing:
+			_ = s.ps.Close() // ends receive
+			return
+		}
+		s.mu.Lock()
+		ops := s.pending
+		s.pending = nil
+		s.mu.Unlock()
+		for _, op := range ops {
+			ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+			if op.unsubscribe {
+				_ = s.ps.Unsubscribe(ctx, op.channel)
+			} else {
+				_ = s.ps.Subscribe(ctx, op.channel)
+			}
+			cancel()
+		}
+	}
+}
+
+// receive dispatches the node's messages. On an error (the node is down, the
+// connection broke, pub/sub is refused) it waits before reading again, so a
+// dead node costs no busy loop; go-redis reconnects and resubscribes.
+func (s *Subscriber) receive() {
+	life := &s.p.Life
+	defer life.End()
+	t := &s.p.timing
+	backoff := t.SubRetryMin
+	for {
+		msg, err := s.ps.Receive(context.Background())
+		if err != nil {
+			select {
+			case <-life.Closing:
+				return
+			case <-time.After(backoff):
+				backoff = min(2*backoff, t.SubRetryMax)
+			}
+			continue
+		}
+		backoff = t.SubRetryMin
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				s.confirmed(m.Channel)
+			}
+		case *redis.Message:
+			s.message(m.Channel)
+		}
+	}
+}

@@ -1,0 +1,532 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Status is what one node's reply tells us about our key.
+type Status uint8
+
+const (
+	// Unknown: no reply yet, no reply in time, or an error. The command
+	// may or may not have run; it never counts as success.
+	Unknown Status = iota
+	OK             // the node confirmed the operation
+	Refused        // the node definitely did not do it (see err)
+)
+
+// Reply is one node's answer to one operation.
+type Reply struct {
+	Node   int
+	Status Status
+	// Chained: an acquire's value on the node keeps what it took over
+	// (take.lua), which the Lock settles once it holds.
+	Chained bool
+	Val     int64 // operation-specific: a fencing counter
+	Err     error // why it is not OK: a per-node sentinel or the client's error
+}
+
+func (r Reply) TransportErr() error {
+	if r.Status == Unknown {
+		return r.Err
+	}
+	return nil
+}
+
+// Spec says what a round sends and how long each side waits.
+type Spec struct {
+	Kind Kind
+	Op   Op
+	// Wait is how long the caller waits for replies. A write's call has the
+	// same deadline: it is not sent after it.
+	Wait time.Duration
+	// CallTimeout is a delete's own deadline, from when it is sent; it may
+	// outlast wait, since the delete goes on after the caller has moved on.
+	CallTimeout time.Duration
+	TTL         time.Duration // writes: the expiry they set
+	Only        []bool        // the nodes to send to; nil for all
+	// Cancellable lets the caller's context end the wait early. Release
+	// waits regardless: it must report what the nodes did.
+	Cancellable bool
+	Note        func(Reply) // sees every reply, retries included; may be nil
+	// Tomb, for a delete, is the generation up to which the lock's writes
+	// are kept from landing after it, on a node where one of them may
+	// still be in the network and the key is found absent: a tombstone
+	// that lives TombMs (scripts/release.lua). 0 leaves none.
+	Tomb   uint64
+	TombMs int64
+	// HearAll keeps the caller waiting past the quorum, up to wait, for
+	// every node's reply once a node's acquire kept a chain (take.lua), so
+	// that the Lock settles the chains of all the nodes that kept one.
+	HearAll bool
+}
+
+// WriteRound is a round of writes that set the key for ttl: the caller waits
+// up to timeout, and no write is sent after it.
+func WriteRound(op Op, timeout, ttl time.Duration) Spec {
+	return Spec{Kind: Write, Op: op, Wait: timeout, TTL: ttl, Cancellable: true}
+}
+
+// round is one operation sent to the nodes: the jobs, the channel their
+// replies arrive on, and the deadline of its writes. One allocation serves
+// the whole round, its context, its jobs and its command line included, for
+// up to maxInline nodes; its channels are the only others.
+type round struct {
+	spec     Spec
+	ctx      roundCtx // ends at the round's deadline (a delete's: CallTimeout), or when every first try is done
+	base     context.Context
+	deadline time.Time // when the caller stops waiting; a write is not sent after it
+	users    atomic.Int32
+	// out carries the index in jobs of each job whose first try has
+	// reported (its reply is in the job's first), and -1 once the caller's
+	// wait for a delete round is over (waitUp). Its elements hold no
+	// pointers, so the channel is a single allocation.
+	out    chan int32
+	waitUp timed // a delete round's end of wait, scheduled while its caller blocks
+	seq    *Lanes
+	p      *Set
+	jobs   []job
+	args   []any // the command line every call of the round sends (evalArgs)
+	jobBuf [maxInline]job
+	Args   [inlineArgs]any
+	tally  Tally
+	// cmd0 is the go-redis command of the first try of jobs[0] (job.cmd):
+	// one allocation less per round.
+	cmd0 redis.Cmd
+}
+
+// maxInline is the most nodes whose jobs a round holds in its own
+// allocation.
+const maxInline = 7
+
+// inlineArgs is the longest command line a round holds in its own
+// allocation: "evalsha", the hash and the number of keys, then two keys
+// and four arguments, enough for the rounds of a lock without fencing or
+// restart guard. A longer line (up to 3 + maxKeys + maxArgs) takes an
+// allocation of its own.
+const inlineArgs = 3 + 2 + 4
+
+func (r *round) leave() {
+	if r.users.Add(-1) == 0 {
+		r.ctx.end(context.Canceled) // every first try returned: nobody to give up on
+	}
+}
+
+// expired runs once the round's context reached its deadline: the first
+// tries of a delete that started at once share it, and those still held by
+// go-redis are given up on (the lane parks a fresh try).
+func (r *round) expired() {
+	if r.spec.Kind != Delete {
+		return
+	}
+	for i := range r.jobs {
+		r.seq.giveUpOn(r.p, &r.jobs[i], true, 0)
+	}
+}
+
+// roundWait is a round seen as the end of its caller's wait.
+type roundWait round
+
+// fire tells the waiting caller that its wait is over. out has room for it:
+// one slot per job and one for this, which fires at most once.
+func (w *roundWait) fire() { w.out <- -1 }
+
+// roundCtx is a round's context: the caller's values, the round's deadline,
+// and a Done channel closed at that deadline or once every first try has
+// returned. It stands in for context.WithDeadline, which costs five
+// allocations per round; this one costs its channel, its deadline being an
+// entry in the Client's deadlines. It runs context.AfterFunc callbacks
+// itself (the afterFuncer interface of package context), so they need no
+// goroutine of their own either.
+type roundCtx struct {
+	base     context.Context
+	deadline time.Time
+	done     chan struct{}
+	at       timed // the deadline's entry in sched
+	sched    *deadlines
+	r        *round // the round whose context this is; nil for a try's own
+	expiredF func() // a try's own: run once at the deadline, before the callbacks; may be nil
+
+	mu    sync.Mutex // lock order: last, after Lanes.mu (docs/internals.md)
+	err   error
+	funcs []*afterFunc
+	// stuck are the round's writes that later jobs wait behind in their
+	// lanes (Lanes.enqueue): when the context ends, each lane moves on
+	// (Lanes.unstick). A list rather than AfterFunc callbacks, which
+	// cost five allocations each.
+	stuck    []*job
+	stuckBuf [maxInline]*job
+}
+
+type afterFunc struct{ f func() }
+
+func (c *roundCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *roundCtx) Done() <-chan struct{}       { return c.done }
+func (c *roundCtx) Value(key any) any {
+	// The base's values, but not its cancellation: context.Cause and the
+	// like find no cancelCtx of the caller's behind a round (as with
+	// context.WithoutCancel, which costs an allocation here only when a
+	// value is asked for; go-redis asks for none).
+	return context.WithoutCancel(c.base).Value(key)
+}
+
+func (c *roundCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// AfterFunc arranges for f to run once the context is done, and returns a
+// function that cancels that if it has not happened yet.
+func (c *roundCtx) AfterFunc(f func()) func() bool {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	a := &afterFunc{f: f}
+	c.funcs = append(c.funcs, a)
+	c.mu.Unlock()
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if i := slices.Index(c.funcs, a); i >= 0 {
+			c.funcs = slices.Delete(c.funcs, i, i+1)
+			return true
+		}
+		return false
+	}
+}
+
+// start arms the deadline. base only lends its values (see Value): its
+// cancellation never reaches the calls.
+func (c *roundCtx) start(sched *deadlines, base context.Context, deadline time.Time) {
+	c.base = base
+	c.deadline = deadline
+	c.done = make(chan struct{})
+	c.sched = sched
+	c.at = timed{at: deadline, f: c}
+	sched.add(&c.at)
+}
+
+// unstickOnEnd has w's lane move on once the context ends: at once if it has.
+// w is a write of this context's round.
+func (c *roundCtx) unstickOnEnd(w *job) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		go w.r.seq.unstick(w.r.p, w.node, w)
+		return
+	}
+	if c.stuck == nil {
+		c.stuck = c.stuckBuf[:0]
+	}
+	c.stuck = append(c.stuck, w)
+	c.mu.Unlock()
+}
+
+// fire ends the context at its deadline.
+func (c *roundCtx) fire() { c.end(context.DeadlineExceeded) }
+
+// end closes the context with err unless it is closed already, runs the
+// callbacks, and reports whether this call closed it.
+func (c *roundCtx) end(err error) bool {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return false
+	}
+	c.err = err
+	funcs, stuck := c.funcs, c.stuck
+	c.funcs, c.stuck = nil, nil
+	close(c.done)
+	c.mu.Unlock()
+	if err != context.DeadlineExceeded {
+		c.sched.remove(&c.at)
+	} else if c.r != nil {
+		c.r.expired()
+	} else if c.expiredF != nil {
+		c.expiredF()
+	}
+	for _, a := range funcs {
+		a.f()
+	}
+	for _, w := range stuck {
+		go w.r.seq.unstick(w.r.p, w.node, w)
+	}
+	return true
+}
+
+// Launch queues a round on the nodes, behind the lock's earlier calls there,
+// and returns without waiting: nobody counts its replies, which only
+// spec.Note sees. Its calls run under the round's own context, which lends
+// ctx's values but not its cancellation: work already sent is never
+// abandoned because the caller went away. Launch returns nil when there is
+// no node to send to. Call it between Life.Begin and Life.End.
+func (p *Set) Launch(ctx context.Context, seq *Lanes, spec Spec) *round {
+	r, _ := p.start(ctx, seq, spec, -1, false)
+	return r
+}
+
+// start is launch, except that the job on node here (-1: none), if its lane
+// is free, is returned instead of being handed to a worker: the caller runs
+// it (Lanes.runInline). waited says that the caller waits for the replies
+// (SendAndCount).
+func (p *Set) start(ctx context.Context, seq *Lanes, spec Spec, inline int, waited bool) (*round, *job) {
+	n := len(p.nodes)
+	if spec.Only != nil {
+		n = Count(spec.Only)
+		if n == 0 {
+			return nil, nil
+		}
+	}
+	r := &round{spec: spec, base: ctx, seq: seq, p: p}
+	r.ctx.r = r
+	// Replies come on out only to a caller that waits for them; with one
+	// node, whose reply is in when every first try is, the end of a write
+	// round's context says when to look (a delete's too when the caller
+	// runs the call itself), and no channel is needed.
+	if waited && (n > 1 || spec.Kind == Delete && inline < 0) {
+		r.out = make(chan int32, n+1)
+	}
+	r.jobs = r.jobBuf[:0]
+	if n > len(r.jobBuf) {
+		r.jobs = make([]job, 0, n)
+	}
+	r.args = p.evalArgs(seq, &r.spec.Op, r.Args[:0])
+	r.deadline = time.Now().Add(spec.Wait)
+	for i := range p.nodes {
+		if spec.Only == nil || spec.Only[i] {
+			r.jobs = append(r.jobs, job{r: r, node: i, slot: int32(len(r.jobs))})
+		}
+	}
+	switch {
+	case spec.Kind == Write:
+		r.ctx.start(&p.sched, ctx, r.deadline)
+	case inline >= 0:
+		// The caller runs the delete's only first try itself (inline), on
+		// a client that bounds the call: it ends when the caller stops
+		// waiting. Should the lane be busy, the job waits there and gets
+		// a deadline of its own when it starts.
+		r.ctx.start(&p.sched, ctx, r.deadline)
+	default:
+		// The first try of each delete that starts at once shares this
+		// deadline, and it gives up on those still held by go-redis when it
+		// passes (round.expired); a delete that waited in its lane, and
+		// every retry, gets a deadline of its own (job.delete).
+		r.ctx.start(&p.sched, ctx, time.Now().Add(spec.CallTimeout))
+	}
+	r.users.Store(int32(n))
+	p.Life.Add(n)
+	var mine *job
+	for i := range r.jobs {
+		if j := &r.jobs[i]; j.node == inline {
+			mine = seq.pushInline(p, j)
+		} else {
+			seq.push(p, j)
+		}
+	}
+	return r, mine
+}
+
+// SendAndCount sends spec to every node and returns as soon as the outcome is
+// decided: a quorum confirmed, or so many refused or failed that a quorum is
+// out of reach, or the wait is over (the silent nodes count as unknown). It
+// returns early with ctx.Err() if ctx ends first and spec is Cancellable;
+// the calls go on in the background either way. One node's call, if
+// Set.inline picks one, runs on the caller's goroutine: the caller then
+// notices its ctx ending only once that call returned, by the node deadline.
+func (p *Set) SendAndCount(ctx context.Context, seq *Lanes, spec Spec) (*Tally, error) {
+	spec.Only = nil
+	r, mine := p.start(ctx, seq, spec, p.inlineNode(), true)
+	if mine != nil {
+		seq.runInline(p, mine)
+	}
+	t := &r.tally
+	t.Init(len(p.nodes), p.Quorum)
+	if r.out == nil {
+		return t, p.waitOne(ctx, r, mine != nil)
+	}
+	// A write round's context ends at the caller's deadline; a delete
+	// round's lasts longer, so the end of the caller's wait comes on out,
+	// scheduled only if the caller has to block.
+	var over <-chan struct{}
+	if spec.Kind == Write {
+		over = r.ctx.Done()
+	}
+	var done <-chan struct{}
+	if spec.Cancellable {
+		done = ctx.Done()
+	}
+	waiting := false
+	for pending := len(p.nodes); pending > 0 && !t.enough(spec.HearAll) && t.Confirmed+pending >= t.Quorum; {
+		select {
+		case k := <-r.out:
+			pending = t.receive(r, k, pending)
+			continue
+		default:
+		}
+		if !waiting && spec.Kind == Delete {
+			waiting = true
+			r.waitUp = timed{at: r.deadline, f: (*roundWait)(r)}
+			p.sched.add(&r.waitUp)
+		}
+		select {
+		case k := <-r.out:
+			pending = t.receive(r, k, pending)
+		case <-over:
+			t.receiveArrived(r, pending)
+			pending = 0
+		case <-done:
+			p.unwait(r, waiting)
+			return t, ctx.Err()
+		}
+	}
+	p.unwait(r, waiting)
+	return t, nil
+}
+
+// waitOne waits for the only node of a round without out: its first try
+// has reported once every first try has (users is 0), and the round's
+// context ends then or at the caller's deadline, whichever comes first.
+func (p *Set) waitOne(ctx context.Context, r *round, ran bool) error {
+	t := &r.tally
+	if !ran {
+		var done <-chan struct{}
+		if r.spec.Cancellable {
+			done = ctx.Done()
+		}
+		select {
+		case <-r.ctx.Done():
+		case <-done:
+			return ctx.Err()
+		}
+	}
+	if r.users.Load() == 0 {
+		t.Add(p.Vote(r.jobs[0].first))
+	} else {
+		t.silent()
+	}
+	return nil
+}
+
+// unwait removes the end of the caller's wait, if it was scheduled.
+func (p *Set) unwait(r *round, waiting bool) {
+	if waiting {
+		p.sched.remove(&r.waitUp)
+	}
+}
+
+// Tally is the state of one round of replies.
+type Tally struct {
+	Replies   []Reply // by node index; unanswered nodes hold Unknown and ErrNotNeeded or ErrNoReply
+	Confirmed int
+	Chained   int // confirmations whose value keeps a chain (reply.chained)
+	Quorum    int
+	buf       [maxInline]Reply // replies for up to maxInline nodes, in the round's allocation
+}
+
+func (t *Tally) Init(n, quorum int) {
+	t.Quorum = quorum
+	if n <= len(t.buf) {
+		t.Replies = t.buf[:n]
+	} else {
+		t.Replies = make([]Reply, n)
+	}
+	for i := range t.Replies {
+		t.Replies[i] = Reply{Node: i, Err: ErrNotNeeded}
+	}
+}
+
+// Reached reports whether a quorum confirmed.
+func (t *Tally) Reached() bool { return t.Confirmed >= t.Quorum }
+
+// enough reports whether the caller may stop waiting: a quorum confirmed,
+// and, when HearAll asks for it, no node kept a chain.
+func (t *Tally) enough(HearAll bool) bool {
+	return t.Reached() && (!HearAll || t.Chained == 0)
+}
+
+func (t *Tally) Add(r Reply) {
+	t.Replies[r.Node] = r
+	if r.Status == OK {
+		t.Confirmed++
+		if r.Chained {
+			t.Chained++
+		}
+	}
+}
+
+// receive counts k, a report from r.out, and returns how many nodes are still
+// pending: k is the index of a job whose first try has reported, or -1 when
+// the caller's wait is over (then none is: the silent did not answer in
+// time).
+func (t *Tally) receive(r *round, k int32, pending int) int {
+	if k < 0 {
+		t.receiveArrived(r, pending)
+		return 0
+	}
+	t.Add(r.p.Vote(r.jobs[k].first))
+	return pending - 1
+}
+
+// receiveArrived takes, of the pending nodes' replies, those that have arrived
+// when the wait is over; the nodes still silent did not answer in time. A
+// write round's context also ends when its last job is done, so what has
+// arrived may be everything.
+func (t *Tally) receiveArrived(r *round, pending int) {
+	for pending > 0 {
+		select {
+		case k := <-r.out:
+			if k >= 0 {
+				t.Add(r.p.Vote(r.jobs[k].first))
+				pending--
+			}
+		default:
+			t.silent()
+			return
+		}
+	}
+}
+
+// silent marks the nodes that have not answered as not answering in time.
+func (t *Tally) silent() {
+	for i := range t.Replies {
+		if t.Replies[i].Err == ErrNotNeeded {
+			t.Replies[i].Err = ErrNoReply
+		}
+	}
+}
+
+// Where marks the nodes whose reply satisfies keep.
+func (t *Tally) Where(keep func(Reply) bool) []bool {
+	only := make([]bool, len(t.Replies))
+	for i, r := range t.Replies {
+		only[i] = keep(r)
+	}
+	return only
+}
+
+// Unrefused marks the nodes that did not refuse: where a write of ours may
+// have landed, and so where a rollback must go.
+func (t *Tally) Unrefused() []bool {
+	return t.Where(func(r Reply) bool { return r.Status != Refused })
+}
+
+// Count is how many of b are set: nodes that did or may do something.
+func Count(b []bool) int {
+	n := 0
+	for _, x := range b {
+		if x {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,478 @@
+package history
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// This file is the nemesis's checker (the root package's nemesis_test.go
+// runs the nemesis): plain functions over a recorded history, which know
+// nothing of the faults, so that TestNemesisChecker can feed them hand-made
+// histories of every kind of violation. The chaos suite's checker
+// (chaos_checker_test.go) judges one hold per Acquire; this one knows that
+// one Lock can be acquired several times (owner re-entry), taken over by a
+// newer Lock of its owner, renewed out of sight (KeepAlive), or held by a
+// Do whose Lock the caller never sees.
+//
+// Every recorded instant errs toward a shorter window (a start is read
+// before the event, an end after it), so noise can hide a violation of a
+// few microseconds but never invent one.
+
+// Lock is the record of one *redlock.Lock (or of one Do call, whose Lock
+// the caller never sees).
+type Lock struct {
+	ID     int
+	Client string // the worker that acquired it first, for reports
+	Key    string
+	Owner  string // the WithOwner id; "" for a Lock of its own
+	Fenced bool   // acquired through a Client WithFencing: it has a fence and writes to the fenced store
+	Fence  uint64 // 0 without fencing
+	Do     bool   // a Do call: Proofs are the moments its context was live
+
+	// Acquires are the calls that returned this Lock: the first, then its
+	// owner's re-entries.
+	Acquires []Span
+	// Releases are the Release calls, whatever they returned.
+	Releases []Span
+	// Proofs are the validity the Lock claimed: from each one's From the
+	// Lock said it was held until its Until (Lock.Until read after From, or
+	// a Do context seen live). The latest Proof is the claim: an Extend
+	// with a shorter TTL shortens it.
+	Proofs []Proof
+	// Caps are Extends, successful or not: from the start of one, the
+	// validity is at most what its TTL gives from there (its writes may
+	// have shortened the key's TTL on some nodes), until a later Proof.
+	Caps []Proof
+	// For a Do: when fn ran, and whether Do returned nil.
+	FnStart, FnEnd time.Time
+	DoNil          bool
+}
+
+// Span is one call: Start read before it, End after it returned.
+type Span struct{ Start, End time.Time }
+
+// Proof is a claim of validity over [From, Until).
+type Proof struct{ From, Until time.Time }
+
+// FenceWrite is one write to the fenced store: Seq is its place in the
+// store's own order, At read when the store had decided.
+type FenceWrite struct {
+	Seq      int
+	LockID   int
+	Key      string
+	Fence    uint64
+	At       time.Time
+	Accepted bool
+}
+
+// LeaseObs is one look at a KeepAlive context: Before and After are
+// Lock.Until read before and after At, the moment the context was checked.
+type LeaseObs struct {
+	LockID        int
+	Key           string
+	At            time.Time
+	Live          bool
+	Before, After time.Time
+}
+
+// Probe is the end-of-run acquire of a key, once every fault is healed.
+type Probe struct {
+	Key  string
+	Took time.Duration
+	Err  error
+}
+
+// NodeKey is a key found on a node by an end-of-run scan.
+type NodeKey struct {
+	Node       int
+	Key, Value string
+}
+
+func (k NodeKey) String() string { return fmt.Sprintf("node %d: %s=%s", k.Node, k.Key, k.Value) }
+
+// Record is everything a run recorded, for Check.
+type Record struct {
+	Locks     []*Lock
+	Writes    []FenceWrite
+	Leases    []LeaseObs
+	Probes    []Probe
+	Bound     time.Duration // a probe must succeed within it
+	Leftovers []NodeKey     // lock keys found on the nodes after every Client closed
+	// Slack is how late a lease signal may come before it counts: the
+	// documented limit of a timer on a starved CPU. 0 in hand-made histories.
+	Slack time.Duration
+}
+
+// Violation is one finding.
+type Violation struct {
+	Kind   string // exclusion, fencing, lease, lockout, leftovers
+	Key    string
+	At     time.Time // when it happened, if known, for the timeline
+	Detail string
+	Holds  []*Lock // the Locks of an overlap
+}
+
+// Verdict lists the violations by kind.
+type Verdict struct {
+	Found []Violation
+	// StaleRefused counts the writes the store refused that were made
+	// outside the writer's windows: fencing at work, which a run must
+	// show.
+	StaleRefused int
+}
+
+func (v *Verdict) add(kind, key string, at time.Time, format string, args ...any) {
+	v.Found = append(v.Found, Violation{Kind: kind, Key: key, At: at, Detail: fmt.Sprintf(format, args...)})
+}
+
+// Count returns how many violations of kind v lists.
+func (v *Verdict) Count(kind string) int {
+	n := 0
+	for _, f := range v.Found {
+		if f.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// Kinds are the kinds in the order of the report line.
+var Kinds = []string{"exclusion", "fencing", "lease", "lockout", "leftovers"}
+
+// Check judges a whole record.
+func Check(r *Record) *Verdict {
+	v := &Verdict{}
+	checkExclusion(v, r)
+	checkFencing(v, r)
+	checkLease(v, r)
+	checkLockout(v, r)
+	for _, k := range r.Leftovers {
+		v.add("leftovers", k.Key, time.Time{}, "%s", k)
+	}
+	return v
+}
+
+// windows returns the intervals in which l's holder may act on the key:
+// while l has a hold (an Acquire returned it and not as many Releases have
+// started since), within its claimed validity, and before a newer Lock of
+// the same owner began to take the key over (takeover, the earliest start
+// of such an Acquire; zero if none).
+func (l *Lock) windows(takeover time.Time) []Interval {
+	held := l.held()
+	valid := l.valid()
+	var out []Interval
+	for _, h := range held {
+		for _, p := range valid {
+			iv := Intersect(h, p)
+			if !takeover.IsZero() {
+				iv.To = Earliest(iv.To, takeover)
+			}
+			if !iv.Empty() {
+				out = append(out, iv)
+			}
+		}
+	}
+	return out
+}
+
+// valid returns when l claimed validity. At any moment the claim is the
+// latest Proof's Until, lowered by the Extends started since. A Do's
+// proofs are the moments its context was live, which only add up; one that
+// returned nil claims its function's whole run, as its doc says.
+func (l *Lock) valid() []Interval {
+	if l.Do {
+		ivs := make([]Interval, 0, len(l.Proofs)+1)
+		for _, p := range l.Proofs {
+			ivs = append(ivs, Interval{p.From, p.Until})
+		}
+		if l.DoNil {
+			ivs = append(ivs, Interval{l.FnStart, l.FnEnd})
+		}
+		return Union(ivs)
+	}
+	type event struct {
+		Proof
+		cap bool
+	}
+	evs := make([]event, 0, len(l.Proofs)+len(l.Caps))
+	for _, p := range l.Proofs {
+		evs = append(evs, event{p, false})
+	}
+	for _, c := range l.Caps {
+		evs = append(evs, event{c, true})
+	}
+	// At one instant a cap goes first: a Proof read then already knows it.
+	sort.SliceStable(evs, func(i, j int) bool {
+		if evs[i].From.Equal(evs[j].From) {
+			return evs[i].cap && !evs[j].cap
+		}
+		return evs[i].From.Before(evs[j].From)
+	})
+	var out []Interval
+	var claim time.Time
+	for i, e := range evs {
+		switch {
+		case !e.cap:
+			claim = e.Until
+		case e.Until.Before(claim):
+			claim = e.Until
+		}
+		to := claim
+		if i+1 < len(evs) {
+			to = Earliest(to, evs[i+1].From)
+		}
+		out = append(out, Interval{e.From, to})
+	}
+	return Union(out)
+}
+
+// held sweeps the Lock's Acquire returns (+1) and Release starts (-1): a
+// Release that finds no hold (a second Release) changes nothing.
+func (l *Lock) held() []Interval {
+	type event struct {
+		at time.Time
+		d  int
+	}
+	var evs []event
+	for _, a := range l.Acquires {
+		evs = append(evs, event{a.End, +1})
+	}
+	for _, r := range l.Releases {
+		evs = append(evs, event{r.Start, -1})
+	}
+	// At one instant, a release goes first: it shortens the window.
+	sort.SliceStable(evs, func(i, j int) bool {
+		if evs[i].at.Equal(evs[j].at) {
+			return evs[i].d < evs[j].d
+		}
+		return evs[i].at.Before(evs[j].at)
+	})
+	var out []Interval
+	n := 0
+	var from time.Time
+	for _, e := range evs {
+		switch {
+		case e.d > 0:
+			if n == 0 {
+				from = e.at
+			}
+			n++
+		case n > 0:
+			n--
+			if n == 0 {
+				out = append(out, Interval{from, e.at})
+			}
+		}
+	}
+	if n > 0 {
+		out = append(out, Interval{from, time.Unix(1<<40, 0)})
+	}
+	return out
+}
+
+// takeovers returns, per Lock, the moment a newer Lock of its owner began
+// to take the key over: the start of the first Acquire of a different Lock
+// with the same owner and key that returned after this Lock's first did.
+func takeovers(locks []*Lock) map[*Lock]time.Time {
+	type ownerKey struct{ key, owner string }
+	groups := make(map[ownerKey][]*Lock)
+	for _, l := range locks {
+		if l.Owner != "" && len(l.Acquires) > 0 {
+			k := ownerKey{l.Key, l.Owner}
+			groups[k] = append(groups[k], l)
+		}
+	}
+	out := make(map[*Lock]time.Time)
+	for _, g := range groups {
+		sort.Slice(g, func(i, j int) bool { return g[i].Acquires[0].End.Before(g[j].Acquires[0].End) })
+		// From the newest back, a run of equal returns at a time: each
+		// gets the earliest start among the Locks that returned later.
+		var first time.Time
+		for i := len(g) - 1; i >= 0; {
+			j := i
+			for j > 0 && g[j-1].Acquires[0].End.Equal(g[i].Acquires[0].End) {
+				j--
+			}
+			for _, l := range g[j : i+1] {
+				if !first.IsZero() {
+					out[l] = first
+				}
+			}
+			for _, l := range g[j : i+1] {
+				if s := l.Acquires[0].Start; first.IsZero() || s.Before(first) {
+					first = s
+				}
+			}
+			i = j - 1
+		}
+	}
+	return out
+}
+
+// checkExclusion reports every pair of different Locks of one key whose
+// windows overlap. A pair with a Do in it is a lease finding (the Do's
+// window is its context's word), counted when the overlap exceeds the
+// slack; any other pair is an exclusion finding.
+func checkExclusion(v *Verdict, r *Record) {
+	over := takeovers(r.Locks)
+	var ws []Window[*Lock]
+	for _, l := range r.Locks {
+		for _, iv := range l.windows(over[l]) {
+			ws = append(ws, Window[*Lock]{Key: l.Key, Holder: l, Interval: iv})
+		}
+	}
+	for _, o := range Overlaps(ws) {
+		a, b, both := o.A.Holder, o.B.Holder, o.Both
+		kind := "exclusion"
+		if a.Do || b.Do {
+			if both.Len() <= r.Slack {
+				continue
+			}
+			kind = "lease"
+		}
+		v.add(kind, o.A.Key, both.From, "%q: %s holds %s and %s holds %s: both in %s (%v)", o.A.Key,
+			a.Describe(), o.A.Interval, b.Describe(), o.B.Interval, both, both.Len())
+		v.Found[len(v.Found)-1].Holds = []*Lock{a, b}
+	}
+}
+
+// Describe names l for a report.
+func (l *Lock) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lock #%d of %s", l.ID, l.Client)
+	if l.Do {
+		b.WriteString(" (Do)")
+	}
+	if l.Owner != "" {
+		fmt.Fprintf(&b, " (owner %s, %d acquires)", l.Owner, len(l.Acquires))
+	}
+	if l.Fence != 0 {
+		fmt.Fprintf(&b, " (fence %d)", l.Fence)
+	}
+	return b.String()
+}
+
+// checkFencing judges the fences, and the fenced store by the timeline
+// rather than by the store's own rule (which the store applies under the
+// recorder's mutex, so re-checking it could never fail):
+//   - a Lock of a fenced Client has a fence, not 0;
+//   - a stale write, made by a Lock outside its windows (its validity had
+//     ended, or it was released or taken over) after a newer holder of the
+//     key had written (one whose first Acquire started after the writer's
+//     first returned), is refused: fencing exists for it;
+//   - a write made within the writer's window is accepted;
+//   - a fenced Lock whose first Acquire started after another's first
+//     returned has a higher fence.
+func checkFencing(v *Verdict, r *Record) {
+	byID := make(map[int]*Lock)
+	for _, l := range r.Locks {
+		byID[l.ID] = l
+		if l.Fenced && !l.Do && len(l.Acquires) > 0 && l.Fence == 0 {
+			v.add("fencing", l.Key, l.Acquires[0].End, "%q: %s of a fenced Client has no fence", l.Key, l.Describe())
+		}
+	}
+	over := takeovers(r.Locks)
+	writes := slices.Clone(r.Writes)
+	sort.Slice(writes, func(i, j int) bool { return writes[i].Seq < writes[j].Seq })
+	newest := make(map[string]*Lock) // per key, the writer so far whose first Acquire started last
+	for _, w := range writes {
+		l := byID[w.LockID]
+		if l == nil || len(l.Acquires) == 0 {
+			v.add("fencing", w.Key, w.At, "%q: a write of lock #%d, which no Acquire returned", w.Key, w.LockID)
+			continue
+		}
+		within := slices.ContainsFunc(l.windows(over[l]), func(iv Interval) bool { return iv.Contains(w.At) })
+		n := newest[w.Key]
+		superseded := n != nil && n.Acquires[0].Start.After(l.Acquires[0].End)
+		switch {
+		case !w.Accepted && !within:
+			v.StaleRefused++
+		case w.Accepted && !within && superseded:
+			v.add("fencing", w.Key, w.At, "%q: store accepted a stale write of %s at %s, after %s wrote",
+				w.Key, l.Describe(), w.At.Format("15:04:05.000000"), n.Describe())
+		case !w.Accepted && within:
+			v.add("fencing", w.Key, w.At, "%q: store refused a write of %s at %s, within its validity",
+				w.Key, l.Describe(), w.At.Format("15:04:05.000000"))
+		}
+		if n == nil || l.Acquires[0].Start.After(n.Acquires[0].Start) {
+			newest[w.Key] = l
+		}
+	}
+	// Successive holders: sweep the Locks by the start of their first
+	// Acquire, keeping the highest fence of those whose first Acquire had
+	// returned by then.
+	byKey := make(map[string][]*Lock)
+	for _, l := range r.Locks {
+		if l.Fence != 0 && !l.Do && len(l.Acquires) > 0 {
+			byKey[l.Key] = append(byKey[l.Key], l)
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+		ls := byKey[key]
+		byEnd := slices.Clone(ls)
+		sort.Slice(byEnd, func(i, j int) bool { return byEnd[i].Acquires[0].End.Before(byEnd[j].Acquires[0].End) })
+		sort.Slice(ls, func(i, j int) bool { return ls[i].Acquires[0].Start.Before(ls[j].Acquires[0].Start) })
+		var top *Lock
+		next := 0
+		for _, b := range ls {
+			for ; next < len(byEnd) && !byEnd[next].Acquires[0].End.After(b.Acquires[0].Start); next++ {
+				if top == nil || byEnd[next].Fence > top.Fence {
+					top = byEnd[next]
+				}
+			}
+			if top != nil && top != b && b.Fence <= top.Fence {
+				v.add("fencing", key, b.Acquires[0].End, "%q: %s acquired by %s, then %s got fence %d, not above",
+					key, top.Describe(), top.Acquires[0].End.Format("15:04:05.000000"), b.Describe(), b.Fence)
+			}
+		}
+	}
+}
+
+// checkLease reports a KeepAlive context seen live at or after the Lock's
+// Until (both readings around the look, the later of them) by more than the
+// slack. A Do's findings come from checkExclusion.
+func checkLease(v *Verdict, r *Record) {
+	for _, o := range r.Leases {
+		until := Latest(o.Before, o.After)
+		if o.Live && o.At.Sub(until) > r.Slack {
+			v.add("lease", o.Key, o.At, "%q: lock #%d's KeepAlive context live at %s, %v after Until %s",
+				o.Key, o.LockID, o.At.Format("15:04:05.000000"), o.At.Sub(until), until.Format("15:04:05.000000"))
+		}
+	}
+}
+
+// checkLockout reports a key that could not be acquired within the bound
+// once the faults were healed.
+func checkLockout(v *Verdict, r *Record) {
+	for _, p := range r.Probes {
+		if p.Err != nil || p.Took > r.Bound {
+			v.add("lockout", p.Key, time.Time{}, "%q: acquire after healing took %v (bound %v): %v", p.Key, p.Took.Round(time.Millisecond), r.Bound, p.Err)
+		}
+	}
+}
+
+// Counts is the number of violations of each kind, in the order of Kinds.
+func (v *Verdict) Counts() string {
+	parts := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		parts[i] = fmt.Sprintf("%s %d", k, v.Count(k))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Describe lists the first max findings.
+func (v *Verdict) Describe(max int) string {
+	var b strings.Builder
+	for i, f := range v.Found {
+		if i == max {
+			fmt.Fprintf(&b, "... and %d more\n", len(v.Found)-max)
+			break
+		}
+		fmt.Fprintf(&b, "%s: %s\n", f.Kind, f.Detail)
+	}
+	return b.String()
+}

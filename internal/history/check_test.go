@@ -1,0 +1,164 @@
+package history
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestNemesisChecker feeds the nemesis's checker (Check) hand-made histories: each
+// bad one holds one kind of violation, which the checker must find and
+// count under that kind alone; each clean one must pass, so that the
+// checker's windows are not so wide that legitimate histories fail.
+func TestNemesisChecker(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	sp := func(from, to int) Span { return Span{at(from), at(to)} }
+	pr := func(from, until int) Proof { return Proof{at(from), at(until)} }
+	// plain is a Lock acquired in [acq0, acq1], valid until until, whose
+	// Release started at rel (no Release if rel < 0).
+	plain := func(id int, acq0, acq1, until, rel int) *Lock {
+		l := &Lock{ID: id, Client: "c", Key: "k", Acquires: []Span{sp(acq0, acq1)}, Proofs: []Proof{pr(acq1, until)}}
+		if rel >= 0 {
+			l.Releases = []Span{sp(rel, rel+1)}
+		}
+		return l
+	}
+	owned := func(l *Lock, owner string) *Lock { l.Owner = owner; return l }
+	fenced := func(l *Lock, fence uint64) *Lock { l.Fenced, l.Fence = true, fence; return l }
+	do := func(id, acq0, fnStart, lastLive, fnEnd int, nilErr bool) *Lock {
+		return &Lock{ID: id, Client: "d", Key: "k", Do: true, Acquires: []Span{sp(acq0, fnStart)},
+			Releases: []Span{sp(fnEnd, fnEnd+1)}, Proofs: []Proof{pr(fnStart, lastLive)},
+			FnStart: at(fnStart), FnEnd: at(fnEnd), DoNil: nilErr}
+	}
+	// w is the write number seq to the store, by lock id, at ms.
+	w := func(seq, id int, fence uint64, accepted bool, ms int) FenceWrite {
+		return FenceWrite{Seq: seq, LockID: id, Key: "k", Fence: fence, At: at(ms), Accepted: accepted}
+	}
+	// Lock 1 holds [10, 50) with fence 5; lock 2, whose Acquire started
+	// after lock 1's returned, holds [60, 150) with fence 7.
+	twoFenced := func(f1, f2 uint64) []*Lock {
+		return []*Lock{fenced(plain(1, 0, 10, 100, 50), f1), fenced(plain(2, 20, 60, 200, 150), f2)}
+	}
+
+	tests := []struct {
+		name string
+		r    Record
+		kind string // "" for a clean history
+	}{
+		{"sequential holders", Record{Locks: []*Lock{plain(1, 0, 10, 100, 50), plain(2, 5, 50, 200, 150)}}, ""},
+		{"successor after expiry", Record{Locks: []*Lock{plain(1, 0, 10, 100, -1), plain(2, 20, 100, 200, 150)}}, ""},
+		{"overlap", Record{Locks: []*Lock{plain(1, 0, 10, 100, 80), plain(2, 20, 60, 200, 150)}}, "exclusion"},
+		{"overlap with a never-released lock", Record{Locks: []*Lock{plain(1, 0, 10, 100, -1), plain(2, 20, 99, 200, 150)}}, "exclusion"},
+		{"extended past the successor", Record{Locks: []*Lock{
+			func() *Lock { l := plain(1, 0, 10, 100, 300); l.Proofs = append(l.Proofs, pr(90, 250)); return l }(),
+			plain(2, 20, 150, 400, 350)}}, "exclusion"},
+		{"extension after expiry leaves a gap", Record{Locks: []*Lock{
+			func() *Lock { l := plain(1, 0, 10, 100, 300); l.Proofs = append(l.Proofs, pr(180, 250)); return l }(),
+			plain(2, 20, 110, 170, 170)}}, ""},
+		{"extended shorter", Record{Locks: []*Lock{
+			func() *Lock {
+				l := plain(1, 0, 10, 300, 400)
+				l.Caps, l.Proofs = append(l.Caps, pr(95, 150)), append(l.Proofs, pr(100, 150))
+				return l
+			}(),
+			plain(2, 20, 200, 500, 450)}}, ""},
+		{"extended shorter, successor too early", Record{Locks: []*Lock{
+			func() *Lock {
+				l := plain(1, 0, 10, 300, 400)
+				l.Caps, l.Proofs = append(l.Caps, pr(95, 150)), append(l.Proofs, pr(100, 150))
+				return l
+			}(),
+			plain(2, 20, 140, 500, 450)}}, "exclusion"},
+		{"failed extend caps the claim", Record{Locks: []*Lock{
+			func() *Lock { l := plain(1, 0, 10, 300, 400); l.Caps = append(l.Caps, pr(95, 150)); return l }(),
+			plain(2, 20, 200, 500, 450)}}, ""},
+		{"a cap does not raise the claim", Record{Locks: []*Lock{
+			func() *Lock { l := plain(1, 0, 10, 100, 400); l.Caps = append(l.Caps, pr(95, 150)); return l }(),
+			plain(2, 20, 120, 500, 450)}}, ""},
+		{"re-entry is one hold", Record{Locks: []*Lock{
+			func() *Lock {
+				l := owned(plain(1, 0, 10, 300, 100), "o")
+				l.Acquires = append(l.Acquires, sp(20, 30))
+				l.Releases = append(l.Releases, sp(200, 201))
+				return l
+			}(),
+			plain(2, 50, 210, 400, 350)}}, ""},
+		{"first release of a re-entered lock", Record{Locks: []*Lock{
+			func() *Lock {
+				l := owned(plain(1, 0, 10, 300, 100), "o")
+				l.Acquires = append(l.Acquires, sp(20, 30))
+				l.Releases = append(l.Releases, sp(200, 201))
+				return l
+			}(),
+			plain(2, 50, 150, 400, 350)}}, "exclusion"},
+		{"released twice", Record{Locks: []*Lock{
+			func() *Lock {
+				l := plain(1, 0, 10, 300, 100)
+				l.Releases = append(l.Releases, sp(101, 102))
+				return l
+			}(),
+			plain(2, 50, 150, 400, 350)}}, ""},
+		{"taken over by its owner", Record{Locks: []*Lock{
+			owned(plain(1, 0, 10, 300, 250), "o"), owned(plain(2, 100, 120, 400, 150), "o"), plain(3, 110, 160, 500, 450)}}, ""},
+		{"taken over twice", Record{Locks: []*Lock{
+			owned(plain(1, 0, 10, 300, 290), "o"), owned(plain(2, 15, 20, 300, 290), "o"),
+			owned(plain(3, 25, 30, 300, 50), "o"), plain(4, 40, 60, 500, 450)}}, ""},
+		{"two locks of one owner, one released", Record{Locks: []*Lock{
+			owned(plain(1, 0, 10, 300, 250), "o"), owned(plain(2, 100, 120, 400, 350), "o"), plain(3, 110, 160, 500, 450)}}, "exclusion"},
+		{"owners differ", Record{Locks: []*Lock{
+			owned(plain(1, 0, 10, 300, 250), "o"), owned(plain(2, 100, 120, 400, 150), "p")}}, "exclusion"},
+		{"do, then a successor", Record{Locks: []*Lock{do(1, 0, 10, 90, 100, true), plain(2, 50, 101, 200, 150)}}, ""},
+		{"do's context live under another holder", Record{Locks: []*Lock{do(1, 0, 10, 90, 100, false), plain(2, 50, 60, 200, 150)}}, "lease"},
+		{"do returned nil over another holder", Record{Locks: []*Lock{do(1, 0, 10, 30, 100, true), plain(2, 50, 60, 200, 150)}}, "lease"},
+		{"do overlap within the slack", Record{Slack: 20 * time.Millisecond,
+			Locks: []*Lock{do(1, 0, 10, 70, 100, false), plain(2, 50, 60, 200, 150)}}, ""},
+		{"fences rise", Record{Locks: twoFenced(5, 7),
+			Writes: []FenceWrite{w(1, 1, 5, true, 20), w(2, 2, 7, true, 70), w(3, 1, 5, false, 80), w(4, 2, 7, true, 90)}}, ""},
+		{"a late write before the newer holder's", Record{Locks: twoFenced(5, 7),
+			Writes: []FenceWrite{w(1, 1, 5, true, 55), w(2, 2, 7, true, 70)}}, ""},
+		{"store accepted a stale write", Record{Locks: twoFenced(5, 7),
+			Writes: []FenceWrite{w(1, 2, 7, true, 70), w(2, 1, 5, true, 80)}}, "fencing"},
+		{"store accepted a stale write, fences 0", Record{Locks: twoFenced(0, 0),
+			Writes: []FenceWrite{w(1, 2, 0, true, 70), w(2, 1, 0, true, 80)}}, "fencing"},
+		{"store refused a write within its validity", Record{Locks: twoFenced(5, 7),
+			Writes: []FenceWrite{w(1, 1, 5, false, 30)}}, "fencing"},
+		{"a fenced lock without a fence", Record{Locks: twoFenced(0, 7)}, "fencing"},
+		{"a write of a lock never acquired", Record{Locks: twoFenced(5, 7),
+			Writes: []FenceWrite{w(1, 3, 5, true, 30)}}, "fencing"},
+		{"successor's fence not above", Record{
+			Locks: []*Lock{fenced(plain(1, 0, 10, 100, 50), 7), fenced(plain(2, 20, 60, 200, 150), 7)}}, "fencing"},
+		{"concurrent acquires need not be ordered", Record{
+			Locks: []*Lock{fenced(plain(1, 0, 10, 100, -1), 7), fenced(plain(2, 5, 160, 200, 150), 6)}}, ""},
+		{"keep-alive ended in time", Record{Leases: []LeaseObs{
+			{LockID: 1, Key: "k", At: at(90), Live: true, Before: at(100), After: at(100)},
+			{LockID: 1, Key: "k", At: at(100), Live: false, Before: at(100), After: at(100)}}}, ""},
+		{"keep-alive renewed between the readings", Record{Leases: []LeaseObs{
+			{LockID: 1, Key: "k", At: at(100), Live: true, Before: at(100), After: at(200)}}}, ""},
+		{"keep-alive live after until", Record{Leases: []LeaseObs{
+			{LockID: 1, Key: "k", At: at(110), Live: true, Before: at(100), After: at(100)}}}, "lease"},
+		{"Probe in time", Record{Bound: time.Second, Probes: []Probe{{Key: "k", Took: 900 * time.Millisecond}}}, ""},
+		{"Probe too slow", Record{Bound: time.Second, Probes: []Probe{{Key: "k", Took: 1100 * time.Millisecond}}}, "lockout"},
+		{"Probe failed", Record{Bound: time.Second, Probes: []Probe{{Key: "k", Took: time.Millisecond, Err: errors.New("not acquired")}}}, "lockout"},
+		{"leftover key", Record{Leftovers: []NodeKey{{Node: 2, Key: "k", Value: "tok.1"}}}, "leftovers"},
+	}
+	// A stale write the store refused is fencing at work: counted, as a
+	// run must show some, and not reported.
+	v := Check(&Record{Locks: twoFenced(5, 7), Writes: []FenceWrite{w(1, 2, 7, true, 70), w(2, 1, 5, false, 80)}})
+	assert.Equal(t, 1, v.StaleRefused, "stale writes refused")
+	assert.Empty(t, v.Found)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Check(&tc.r)
+			for _, kind := range Kinds {
+				if kind == tc.kind {
+					assert.Positive(t, v.Count(kind), "%s not found", kind)
+				} else {
+					assert.Zero(t, v.Count(kind), "%s: %v", kind, v.Found)
+				}
+			}
+		})
+	}
+}

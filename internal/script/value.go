@@ -1,0 +1,103 @@
+package script
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"strconv"
+	"strings"
+
+	"github.com/redlock-go/redlock/internal/engine"
+)
+
+// WriteArgs are the arguments every writing script takes: the value, the
+// TTL in milliseconds, a prefix and the generation. The acquire scripts take
+// the holder's prefix (takeHolder), the others the Lock's own.
+func WriteArgs(v Value, ttlMs any, takeHolder bool) [engine.MaxArgs]any {
+	prefix := v.Prefix
+	if takeHolder {
+		prefix = v.Holder
+	}
+	return [engine.MaxArgs]any{v.S, ttlMs, prefix, v.Gen}
+}
+
+// Value is what one call writes under the key: the Lock's prefix and a
+// generation. Values and TTLs travel to the scripts boxed (as any); the
+// Lock boxes its prefixes once, not once per call.
+type Value struct {
+	Prefix any // the Lock's prefix, boxed
+	Holder any // the holder's prefix, boxed: the same but for an owner's Lock
+	Gen    uint64
+	S      string // prefix + gen
+}
+
+// OwnerToken derives an owner's token: 25 base32 characters (125 bits) of
+// a SHA-256 of the id, in the alphabet of random tokens, after a lower-case
+// "o", which a random token never contains.
+func OwnerToken(id string) string {
+	sum := sha256.Sum256([]byte("redlock owner\x00" + id))
+	return "o" + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:17])[:25]
+}
+
+// Prefixes are what one Lock's values start with. A Lock's own prefix is its
+// token and a dot; a Lock of an owner writes the owner's token, a tilde, an
+// id of its own and a dot, so that any Lock of the owner may take the key
+// over (the acquire scripts match the holder's prefix, up to the tilde)
+// while each extends, commits and deletes only its own values.
+type Prefixes struct {
+	Token     string // the holder's token: random, or the owner's
+	own       string
+	ownArg    any // own, boxed once for every script call
+	holderArg any // the holder's prefix, boxed: own, or an owner's part of it
+}
+
+// NewPrefixes draws a Lock's token from crypto/rand (26 base32 characters,
+// 130 bits), or derives it from owner when isOwner (OwnerToken).
+func NewPrefixes(owner string, isOwner bool) Prefixes {
+	if !isOwner {
+		p := Prefixes{Token: rand.Text()}
+		p.own = p.Token + "."
+		p.ownArg = p.own
+		p.holderArg = p.ownArg
+		return p
+	}
+	p := Prefixes{Token: OwnerToken(owner)}
+	p.own = p.Token + "~" + rand.Text()[:10] + "."
+	p.ownArg, p.holderArg = p.own, p.Token+"~"
+	return p
+}
+
+// At is the Lock's value of generation gen.
+func (p *Prefixes) At(gen uint64) Value {
+	return Value{Prefix: p.ownArg, Holder: p.holderArg, Gen: gen, S: p.own + strconv.FormatUint(gen, 10)}
+}
+
+// Any stands for every value of the Lock, for a delete of any of its
+// generations: only its prefix is read.
+func (p *Prefixes) Any() Value { return Value{Prefix: p.ownArg, Holder: p.holderArg} }
+
+// Own is the Lock's own prefix, boxed.
+func (p *Prefixes) Own() any { return p.ownArg }
+
+// TakesOver reports whether the Lock's acquire may take over another Lock
+// of its owner: only an owner's Lock does.
+func (p *Prefixes) TakesOver() bool { return p.ownArg != p.holderArg }
+
+// Mine reports whether token, as HolderToken read it from a node, is this
+// Lock's own.
+func (p *Prefixes) Mine(token string) bool { return token+"." == p.own }
+
+// HolderToken reads a key's stored value: the token of the Lock that wrote
+// it, or ok false for a tombstone, which is an absent key to every lock
+// (lib.lua). What an owner's pending takeover replaced follows a "|"
+// (take.lua); the generation follows the last dot before it.
+func HolderToken(stored string) (token string, ok bool) {
+	if strings.HasPrefix(stored, "!") {
+		return "", false
+	}
+	token, _, _ = strings.Cut(stored, "|")
+	if dot := strings.LastIndexByte(token, '.'); dot >= 0 {
+		token = token[:dot]
+	}
+	return token, true
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"go/ast"
+	"go/parser"
+	"slices"
+	"testing"
+)
+
+const src = `package p
+
+// T is exported.
+type T struct {
+	A, b int
+	Embedded
+}
+
+type I interface {
+	M()
+	m()
+}
+
+type u struct{ X int }
+
+// F has
+// two lines.
+func F() {}
+
+func (T) Exported()   {}
+func (*T) unexported() {}
+func (u) Hidden()      {}
+
+// Group.
+const (
+	C1 = 1
+	c2 = 2
+	C3 = 3
+)
+
+var V, w = 1, 2
+`
+
+func TestExported(t *testing.T) {
+	f, err := parser.ParseFile(fset, "p.go", src, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, docs := exported([]*ast.File{f})
+	// types T, I; func F; method T.Exported; consts C1, C3; var V; fields A, Embedded; interface method M
+	if want := (counts{2, 1, 1, 2, 1, 2, 1}); c != want {
+		t.Errorf("counts = %v, want %v", c, want)
+	}
+	want := []doc{{"T", 1, false}, {"F", 2, true}, {"C1", 1, false}}
+	if !slices.Equal(docs, want) {
+		t.Errorf("docs = %v, want %v", docs, want)
+	}
+}
+
+func TestTestNames(t *testing.T) {
+	p := &pkg{names: []string{"foo.go", "bar.go"},
+		tests: []string{"foo_test.go", "bar_internal_test.go", "chaos_test.go", "baz_test.go", "foo_bar_test.go"}}
+	matched, unmatched := testNames(p)
+	if matched != 3 || !slices.Equal(unmatched, []string{"baz_test.go", "foo_bar_test.go"}) {
+		t.Errorf("testNames = %d, %v", matched, unmatched)
+	}
+}
+
+func TestSearch(t *testing.T) {
+	a, b, c, d := &fn{name: "a"}, &fn{name: "b", file: "x.go"}, &fn{name: "c", file: "q.go"}, &fn{name: "d", file: "q.go"}
+	g := graph{a: {b, d}, b: {c}}
+	parent := search(a, func(n *fn) bool { return n.file == "q.go" }, g)
+	if parent[nil] != d || parent[d] != a {
+		t.Errorf("shortest path ends at %v from %v, want d from a", parent[nil].name, parent[parent[nil]].name)
+	}
+	if n := len(search(a, nil, g)); n != 4 {
+		t.Errorf("reached %d functions, want 4", n)
+	}
+}

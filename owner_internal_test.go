@@ -1,0 +1,102 @@
+package redlock
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
+)
+
+// TestOwnerTakeoverScripts runs the scripts on a real node through one
+// owner's takeovers: an attempt that takes over another Lock of the owner
+// keeps the replaced value and its expiry, a rollback puts them back, a retry
+// keeps them, and an extension or a Release ends them.
+func TestOwnerTakeoverScripts(t *testing.T) {
+	s := redistest.StartT(t, 1)[0]
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	t.Cleanup(func() { _ = rc.Close() })
+	ctx := context.Background()
+	const key, holder = "takeover", "X~"
+	// get reads the value without the chain's deadlines (lib.lua).
+	get := func() string { return unchain(rc.Get(ctx, key).Val()) }
+	pttl := func() time.Duration { return rc.PTTL(ctx, key).Val() }
+	acquire := func(lock string, gen int) int64 {
+		n, err := acquireScript.Run(ctx, rc, []string{key}, lock+strconv.Itoa(gen), 1000, holder, gen).Int64()
+		require.NoError(t, err)
+		return n
+	}
+	rollback := func(lock string, gen int) int64 {
+		n, err := releaseScript.Run(ctx, rc, []string{key}, lock, gen).Int64()
+		require.NoError(t, err)
+		return n
+	}
+	extend := func(lock string, gen int) int64 {
+		n, err := extendScript.Run(ctx, rc, []string{key}, lock+strconv.Itoa(gen), 20_000, lock, gen).Int64()
+		require.NoError(t, err)
+		return n
+	}
+	const a, b, c = "X~A.", "X~B.", "X~C."
+
+	require.NoError(t, rc.Set(ctx, key, a+"3", 20*time.Second).Err())
+	assert.EqualValues(t, script.TookOver, acquire(b, 1))
+	assert.Equal(t, b+"1|"+a+"3", get(), "the takeover keeps what it replaced")
+	assert.Greater(t, pttl(), 15*time.Second, "the takeover keeps the replaced value's expiry")
+	assert.EqualValues(t, script.TookOver, acquire(b, 2))
+	assert.Equal(t, b+"2|"+a+"3", get(), "a retry keeps what the earlier attempt replaced")
+	assert.EqualValues(t, 2, acquire(b, 1), "a stale attempt")
+	assert.EqualValues(t, 2, rollback(b, 1), "the rollback of an earlier attempt")
+	assert.Equal(t, b+"2|"+a+"3", get())
+	assert.EqualValues(t, 1, rollback(b, 2))
+	assert.Equal(t, a+"3", get(), "the rollback gives the key back")
+	assert.Greater(t, pttl(), 15*time.Second, "with the replaced value's expiry")
+	assert.EqualValues(t, 1, extend(a, 4), "the Lock given back extends")
+
+	// Takeovers chain, and unwind one by one.
+	assert.EqualValues(t, script.TookOver, acquire(b, 3))
+	assert.EqualValues(t, script.TookOver, acquire(c, 1))
+	assert.Equal(t, c+"1|"+b+"3|"+a+"4", get())
+	assert.EqualValues(t, 1, rollback(c, 1))
+	assert.Equal(t, b+"3|"+a+"4", get())
+	// A rollback of an attempt taken over since leaves the chain: a
+	// failed attempt is never put back.
+	assert.EqualValues(t, script.TookOver, acquire(c, 2))
+	assert.EqualValues(t, 1, rollback(b, 3))
+	assert.Equal(t, c+"2|"+a+"4", get(), "B's failed attempt is out of C's chain")
+	assert.EqualValues(t, 1, rollback(c, 2))
+	assert.Equal(t, a+"4", get())
+	// An extension means the Lock holds: its takeover is final.
+	assert.EqualValues(t, script.TookOver, acquire(b, 4))
+	assert.EqualValues(t, 1, extend(b, 5))
+	assert.Equal(t, b+"5", get())
+	assert.EqualValues(t, script.TookOver, acquire(c, 3))
+	n, err := releaseScript.Run(ctx, rc, []string{key}, c, 0).Int64()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	assert.Empty(t, get(), "a Release deletes, whatever its value replaced")
+
+	// Another holder's value is never taken.
+	require.NoError(t, rc.Set(ctx, key, "Y~A.1", 20*time.Second).Err())
+	assert.LessOrEqual(t, acquire(b, 5), int64(0))
+	assert.Equal(t, "Y~A.1", get())
+
+	// The fenced acquire shares the step.
+	require.NoError(t, rc.Set(ctx, key, a+"9", 20*time.Second).Err())
+	r, err := acquireFencedScript.Run(ctx, rc, []string{key, key + ":fence"}, b+"6", 1000, holder, 6, 60_000).Slice()
+	require.NoError(t, err)
+	assert.EqualValues(t, script.TookOver, r[0])
+	assert.Equal(t, b+"6|"+a+"9", get())
+	assert.Greater(t, pttl(), 15*time.Second)
+}
+
+// unchain is value v without its chain's deadlines: "|" and the values.
+func unchain(v string) string {
+	return regexp.MustCompile(`\|[0-9]+:`).ReplaceAllString(v, "|")
+}
