@@ -118,6 +118,44 @@ func TestAcquireUnavailableBlackholed(t *testing.T) {
 	}
 }
 
+// TestUnavailableDecidedEarly: an attempt is decided as soon as a quorum
+// can no longer confirm, and a node it did not wait for then is not known to
+// have failed. When that node's latest calls failed, it counts as failed: a
+// majority of nodes down is unavailable even when the one node left refuses
+// first. CI saw the other reading: 4 Acquires queued on one key, with 2 of 3
+// nodes refusing connections, took 5.2s instead of giving up at once, since
+// one saw "held" (another's write on node 0 and one refusal decided it) and
+// restarted the unavailability bound.
+func TestUnavailableDecidedEarly(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client(redlock.WithNodeTimeout(200 * time.Millisecond))
+	ctx := t.Context()
+
+	// Node 2 goes silent, and its failing record is seen.
+	e.proxies[2].SetBlackhole(true)
+	l, err := c.TryAcquire(ctx, newKey(t), time.Minute)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return c.Nodes()[2].ConsecutiveFailures > 0 }, 10*time.Second, 10*time.Millisecond)
+
+	// Another holds key on node 0; node 1 fails at once (the key is of
+	// the wrong type there), before node 2's silence is in.
+	key := newKey(t)
+	require.NoError(t, e.direct[0].Set(ctx, key, "someone-else", time.Hour).Err())
+	require.NoError(t, e.direct[1].HSet(ctx, key, "f", "v").Err())
+	t.Cleanup(func() {
+		// Lets the rollback's retried delete through before Close waits
+		// for it.
+		require.NoError(t, e.direct[1].Del(context.Background(), key).Err())
+		e.resetFaults()
+		require.NoError(t, l.Release(context.Background()))
+	})
+	_, err = c.TryAcquire(ctx, key, time.Minute)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorIs(t, err, redlock.ErrUnavailable, "%v", err)
+	assert.Contains(t, err.Error(), "its latest calls failed", "the message says why node 2 counts")
+	requireTruthful(t, err)
+}
+
 // TestBusyIsNotUnavailable: a lock held elsewhere never matches
 // ErrUnavailable, also with a minority of nodes down, and Acquire waits for
 // it as long as its context lets it, past the unavailability bound.
