@@ -124,15 +124,28 @@ func newQuorumError(op, key string, sentinel, cause error, t *engine.Tally, p *e
 			continue
 		}
 		err := r.Err
+		down := r.Status == engine.Unknown
 		switch {
 		case err == engine.ErrNotNeeded && cause != nil:
-			err = errCallEnded
+			err, down = errCallEnded, false
+		case err == engine.ErrNotNeeded:
+			// Decided without it: it counts as down when its latest
+			// calls failed, or a majority down reads as "held" whenever
+			// the one node left refuses before the others' failures
+			// are all in.
+			h := p.Health(i)
+			down = h.ConsecutiveFailures > 0
+			if down {
+				err = fmt.Errorf("%w; its latest calls failed (%w)", err, h.LastError)
+			}
 		case err == ErrNoReply:
 			err = p.Silence(i)
+		case errors.Is(err, ErrNotAwaited) || err == engine.ErrUnidentified:
+			// A reply that came but does not count yet (its server is
+			// still being identified) is no sign of a node down.
+			down = false
 		}
-		// A reply that came but does not count yet (its server is still
-		// being identified) is no sign of a node down.
-		if r.Status == engine.Unknown && !errors.Is(err, ErrNotAwaited) && err != engine.ErrUnidentified {
+		if down {
 			failed++
 		}
 		qe.Nodes = append(qe.Nodes, &NodeError{Node: i, Addr: p.Addr(i), Err: err})
