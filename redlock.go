@@ -119,6 +119,10 @@ type Lock struct {
 	owner    string          // the WithOwner id, if any
 	vals     script.Prefixes // the token and the prefixes of the values the Lock writes
 	fenceKey string          // the fence counter's key, with WithFencing
+	// keys, for a Lock of several keys (AcquireAll), are its keys, distinct
+	// and sorted (key is the first), and keysAndCounters the same followed
+	// by their fencing counters; both nil for a Lock of one key.
+	keys, keysAndCounters []string
 	seq      *engine.Lanes
 	// extending admits one Extend at a time, so that Until always belongs
 	// to the latest extension that reached the nodes.
