@@ -160,7 +160,8 @@ func (l *Lock) nextValue() script.Value {
 	return l.vals.At(l.gen)
 }
 
-// Key returns the locked key, or "" for a nil Lock.
+// Key returns the locked key, or "" for a nil Lock. For a Lock of several
+// keys (AcquireAll) it is the first of Keys, in sorted order.
 func (l *Lock) Key() string {
 	if l == nil {
 		return ""

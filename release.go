@@ -184,7 +184,7 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration, held b
 	// The next waiter of this Client, if it offers, is handed the key in
 	// the same round (waiters.go, the handover).
 	var gone []bool
-	if c.handsOver() {
+	if c.handsOver() && l.keys == nil {
 		if off, subscribed, streak := c.waits.claimOffer(l.key); off != nil {
 			if gone = c.handOver(ctx, l, off, subscribed, streak); engine.Count(gone) >= c.nodes.Quorum {
 				return nil
@@ -207,7 +207,9 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration, held b
 		rr.await(bound)
 	}
 	if rr.t.Reached() {
-		c.waits.released(l.key)
+		for _, k := range l.Keys() {
+			c.waits.released(k)
+		}
 		return nil
 	}
 	return releaseError(c, l.key, rr.t, held)
