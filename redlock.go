@@ -123,7 +123,7 @@ type Lock struct {
 	// and sorted (key is the first), and keysAndCounters the same followed
 	// by their fencing counters; both nil for a Lock of one key.
 	keys, keysAndCounters []string
-	seq      *engine.Lanes
+	seq                   *engine.Lanes
 	// extending admits one Extend at a time, so that Until always belongs
 	// to the latest extension that reached the nodes.
 	extending chan struct{}
