@@ -236,7 +236,7 @@ func TestAcquireAllBadInput(t *testing.T) {
 		"owner":      func() error { _, err := c.TryAcquireAll(ctx, k, time.Minute, redlock.WithOwner("o")); return err },
 		"bad ttl":    func() error { _, err := c.TryAcquireAll(ctx, k, -time.Second); return err },
 		"nil fn":     func() error { return c.DoAll(ctx, k, time.Minute, nil) },
-		"nil ctx":    func() error { _, err := c.TryAcquireAll(nil, k, time.Minute); return err }, //nolint:staticcheck // the bad input under test
+		"nil ctx":    tryAllNilCtx(c, k),
 		"nil option": func() error { _, err := c.TryAcquireAll(ctx, k, time.Minute, nil); return err },
 	} {
 		err := call()
@@ -250,6 +250,15 @@ func TestAcquireAllBadInput(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{k[0]}, l.Keys())
 	require.NoError(t, l.Release(ctx))
+}
+
+// tryAllNilCtx is TryAcquireAll with a nil context, the bad input under test.
+func tryAllNilCtx(c *redlock.Client, keys []string) func() error {
+	return func() error {
+		//lint:ignore SA1012 a nil context is the input under test
+		_, err := c.TryAcquireAll(nil, keys, time.Minute)
+		return err
+	}
 }
 
 // TestAcquireAllCrossSlot: on a Redis Cluster node, keys of different hash
