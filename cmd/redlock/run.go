@@ -112,7 +112,7 @@ func runCmd(args []string) error {
 	var nf nodeFlag
 	nf.register(fs)
 	var kf keysFlag
-	fs.Var(&kf, "key", "the lock's key (required); give it several times to hold several keys at once, all or none")
+	fs.Var(&kf, "key", "the lock's `key` (required); give it several times to hold several keys at once, all or none")
 	ttl := durationVar(fs, "ttl", 30*time.Second, "the lock's time to live (a `duration`, at least "+minTTL.String()+"); it is renewed while the command runs")
 	wait := durationVar(fs, "wait", 0, "how long to wait for the lock, a `duration` (0: one try)")
 	fencing := fs.Bool("fencing", false, "take a fencing token and pass it to the command as $REDLOCK_FENCE")

@@ -64,7 +64,7 @@ func statusCmd(args []string) error {
 	var nf nodeFlag
 	nf.register(fs)
 	var kf keysFlag
-	fs.Var(&kf, "key", "the lock's key (required; one key)")
+	fs.Var(&kf, "key", "the lock's `key` (required; one key)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := parseFlags(fs, "--key K [--nodes NODE,...] [--json]", "", args); err != nil {
 		return err
