@@ -202,7 +202,7 @@ func TestRollbackSparesLaterAttempt(t *testing.T) {
 		redlock.WithRetry(redlock.ExponentialBackoff(20*time.Millisecond, 40*time.Millisecond)))
 	ctx := t.Context()
 	key := newKey(t)
-	caught := e.proxies[0].HoldNext(scriptSHA(t, "release.lua"))
+	caught := e.proxies[0].HoldNext(scriptSHA(t, "release_one.lua"))
 
 	// Another holder on nodes 1 and 2, for a little while: the first attempt
 	// fails, takes node 0 and is rolled back there; a later one succeeds.

@@ -205,6 +205,78 @@ func BenchmarkFencedAcquireRelease(b *testing.B) {
 	b.ReportMetric(float64((fp - pp).Nanoseconds()), "extra-p50-ns")
 }
 
+// BenchmarkAcquireAll prices a Lock of several keys: on the same 5 nodes,
+// an Acquire+Release of one key and an AcquireAll+Release of keys=k
+// alternate in each iteration, so both see the same machine load. ratio is
+// AcquireAll's p50 over Acquire's: one script per node takes all the keys,
+// so it stays near 1 rather than growing with k.
+func BenchmarkAcquireAll(b *testing.B) {
+	servers := redistest.StartT(b, 5)
+	var nodes []redis.UniversalClient
+	for _, s := range servers {
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		b.Cleanup(func() { _ = rc.Close() })
+		nodes = append(nodes, rc)
+	}
+	ctx := context.Background()
+	c, err := redlock.New(nodes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close(context.Background()) })
+	if err := c.Warm(ctx); err != nil {
+		b.Fatal(err)
+	}
+	timed := func(acquire func() (*redlock.Lock, error)) time.Duration {
+		start := time.Now()
+		l, err := acquire()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	for _, k := range []int{1, 8} {
+		b.Run("nodes=5/keys="+strconv.Itoa(k), func(b *testing.B) {
+			ring := benchKeyRing("bench:all:" + b.Name())
+			one := func(i int) time.Duration {
+				return timed(func() (*redlock.Lock, error) { return c.Acquire(ctx, ring[i%len(ring)], benchTTL) })
+			}
+			sets := make([][]string, len(ring))
+			for i := range sets {
+				for j := range k {
+					sets[i] = append(sets[i], ring[(i+j)%len(ring)]+":all")
+				}
+			}
+			all := func(i int) time.Duration {
+				return timed(func() (*redlock.Lock, error) { return c.AcquireAll(ctx, sets[i%len(sets)], benchTTL) })
+			}
+			for i := range 64 {
+				one(i)
+				all(i)
+			}
+			var p, a []time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				if i%2 == 0 {
+					p = append(p, one(i))
+					a = append(a, all(i))
+				} else {
+					a = append(a, all(i))
+					p = append(p, one(i))
+				}
+			}
+			b.StopTimer()
+			pp, ap := benchkit.Percentile(p, 50), benchkit.Percentile(a, 50)
+			b.ReportMetric(float64(pp.Nanoseconds()), "acquire-p50-ns")
+			b.ReportMetric(float64(ap.Nanoseconds()), "all-p50-ns")
+			b.ReportMetric(float64(ap)/float64(pp), "ratio")
+		})
+	}
+}
+
 // benchUncontended measures Acquire+Release in a loop, in blocks alternating
 // with floor samples taken with the timer stopped. fault, if not nil, is
 // applied after the warm-up, so connections exist and the scripts are loaded

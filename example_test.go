@@ -127,6 +127,41 @@ func ExampleLock_Extend() {
 	// Output: extended by more than 25s: true
 }
 
+func ExampleClient_AcquireAll() {
+	var nodes []redis.UniversalClient
+	for _, addr := range exampleAddrs() {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
+	}
+	locks, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
+	ctx := context.Background()
+
+	// A transfer needs both accounts: the keys are taken together or not
+	// at all, in whatever order they are named.
+	transfer, err := locks.AcquireAll(ctx, []string{"account:bob", "account:alice"}, time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(transfer.Keys())
+
+	// Meanwhile neither account can be locked alone, nor in another set.
+	_, err = locks.TryAcquire(ctx, "account:alice", time.Minute)
+	fmt.Println(errors.Is(err, redlock.ErrNotAcquired))
+	_, err = locks.TryAcquireAll(ctx, []string{"account:bob", "account:carol"}, time.Minute)
+	fmt.Println(errors.Is(err, redlock.ErrNotAcquired))
+	fmt.Println(transfer.Release(ctx))
+	// Output:
+	// [account:alice account:bob]
+	// true
+	// true
+	// <nil>
+}
+
 func ExampleClient_Do() {
 	var nodes []redis.UniversalClient
 	for _, addr := range exampleAddrs() {

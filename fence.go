@@ -29,7 +29,7 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, v script.Value, acq *
 		}
 	}
 	fence := script.FenceAbove(highest)
-	op := fenceCommitOp(l.key, l.fenceKey, v, fence, c.cfg.horizonArg)
+	op := fenceCommitOp(l, v, fence, c.cfg.horizonArg)
 	t, err := c.nodes.SendAndCount(ctx, l.seq, engine.WriteRound(op, timeout, ttl))
 	if err == nil && t.Reached() && t.Confirmed < len(t.Replies) {
 		late := t.Where(func(r engine.Reply) bool {
@@ -39,6 +39,15 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, v script.Value, acq *
 			Wait: c.cfg.cleanupTimeout, TTL: ttl, Only: late})
 	}
 	return fence, t, err
+}
+
+// fenceHorizon is the fencing counters' horizon in milliseconds, for the
+// ops that keep them, or nil without fencing.
+func (c *Client) fenceHorizon() any {
+	if c.cfg.fencing {
+		return c.cfg.horizonArg
+	}
+	return nil
 }
 
 // FenceKey returns the name of the fencing counter WithFencing keeps beside

@@ -70,13 +70,18 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if fn == nil {
 		return invalid("do on %q: nil function", showKey(key))
 	}
-	l, err := c.Acquire(ctx, key, ttl, opts...)
+	return c.do(ctx, fn, func() (*Lock, error) { return c.Acquire(ctx, key, ttl, opts...) })
+}
+
+// do is Do and DoAll, with the Lock that acquire takes.
+func (c *Client) do(ctx context.Context, fn func(ctx context.Context, l *Lock) error, acquire func() (*Lock, error)) error {
+	l, err := acquire()
 	if err != nil {
 		return err
 	}
 	if err := c.nodes.Life.Begin(); err != nil {
 		// Close began as the lock was acquired: fn does not run.
-		closed := fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
+		closed := fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
 		return errors.Join(closed, c.releaseAfterDo(ctx, l))
 	}
 	defer c.nodes.Life.End() // last: Close waits for Do until it returns

@@ -318,6 +318,7 @@ var nemMinRates = []struct {
 	perSec float64
 }{
 	{"acquires", 0.4},              // 24 to 119 in the runs measured
+	{"multi-key acquires", 0.05},   // AcquireAll and TryAcquireAll of two or three keys
 	{"extends", 0.1},               // 4 to 17
 	{"do", 0.1},                    // 4 to 29
 	{"keep-alive looks", 2},        // 181 to 1,105
@@ -328,7 +329,7 @@ var nemMinRates = []struct {
 }
 
 // activity counts what the run did that the checker judged: the Locks
-// acquired (and re-entered), the Extends and Do calls that succeeded, the
+// acquired (and re-entered), those of several keys, the Extends and Do calls that succeeded, the
 // KeepAlive contexts seen live, the Locks of fenced Clients, the fenced
 // writes accepted and the stale ones refused, and the faults injected, in
 // all and by kind.
@@ -344,6 +345,9 @@ func (run *nemRun) activity(r *history.Record, v *history.Verdict) map[string]in
 			a["do"]++
 		case !l.Do:
 			a["acquires"] += len(l.Acquires)
+			if len(l.Keys) > 1 {
+				a["multi-key acquires"] += len(l.Acquires)
+			}
 			if l.Fenced {
 				a["fenced locks"]++
 			}
@@ -583,7 +587,7 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 		kind := next()
 		run.byKind[kind].Add(1)
 		run.faults.Add(1)
-		run.rec.event(time.Now(), "", "fault: %s on node %d", kind, i)
+		run.rec.event(time.Now(), nil, "fault: %s on node %d", kind, i)
 		if run.inject(t, r, i, kind) {
 			on[i] = active{kind, time.Now().Add(randDur(r, run.down[0], run.down[1]))}
 		}
@@ -629,7 +633,7 @@ func (run *nemRun) inject(t *testing.T, r *rand.Rand, i int, kind string) bool {
 // data, or empty for restart-empty, and with the scripts loaded, before its
 // proxy lets clients in again.
 func (run *nemRun) heal(t *testing.T, i int, kind string) {
-	defer run.rec.event(time.Now(), "", "healed: %s on node %d", kind, i)
+	defer run.rec.event(time.Now(), nil, "healed: %s on node %d", kind, i)
 	p, s := run.bed.Proxies[i], run.bed.Servers[i]
 	switch kind {
 	case "blackhole":

@@ -32,19 +32,20 @@ type nemRecorder struct {
 	events  []nemEvent     // what happened, for the timeline of a finding
 }
 
-// nemEvent is one line of the timeline: a call that ended, or a fault. Key
-// is "" for a fault, which concerns every key.
+// nemEvent is one line of the timeline: a call that ended, or a fault. Keys
+// are the keys it concerns (several for a Lock of several keys), nil for a
+// fault, which concerns every key.
 type nemEvent struct {
 	At   time.Time
-	Key  string
+	Keys []string
 	Text string
 }
 
-// event adds a line to the timeline.
-func (rec *nemRecorder) event(at time.Time, key, format string, args ...any) {
+// event adds a line to the timeline of each of keys (nil: of every key).
+func (rec *nemRecorder) event(at time.Time, keys []string, format string, args ...any) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	rec.events = append(rec.events, nemEvent{at, key, fmt.Sprintf(format, args...)})
+	rec.events = append(rec.events, nemEvent{at, keys, fmt.Sprintf(format, args...)})
 }
 
 // timeline returns the lines about key from before until after at, in
@@ -56,7 +57,7 @@ func (rec *nemRecorder) timeline(key string, at time.Time, before, after time.Du
 	slices.SortStableFunc(evs, func(a, b nemEvent) int { return a.At.Compare(b.At) })
 	var lines []string
 	for _, e := range evs {
-		if (e.Key == "" || e.Key == key) && !e.At.Before(at.Add(-before)) && !e.At.After(at.Add(after)) {
+		if (e.Keys == nil || slices.Contains(e.Keys, key)) && !e.At.Before(at.Add(-before)) && !e.At.After(at.Add(after)) {
 			lines = append(lines, e.At.Format("15:04:05.000000")+" "+e.Text)
 		}
 	}
@@ -126,6 +127,9 @@ func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, fenced b
 	nl := rec.locks[l]
 	if nl == nil {
 		nl = &history.Lock{ID: len(rec.all) + 1, Client: worker, Key: l.Key(), Owner: owner, Fenced: fenced, Fence: l.Fence()}
+		if keys := l.Keys(); len(keys) > 1 {
+			nl.Keys = keys // a hold of each: the checker's windows are on every one
+		}
 		rec.locks[l] = nl
 		rec.all = append(rec.all, nl)
 	}
@@ -171,20 +175,23 @@ func (rec *nemRecorder) released(nl *history.Lock, i int, err error) {
 }
 
 // write is a write to the fenced store on behalf of nl, a Lock of a fenced
-// Client (whatever its fence): the store refuses a fence lower than the
-// highest it accepted for the key. The check and the write are one step.
+// Client (whatever its fence), to each of its keys: the store refuses a
+// fence lower than the highest it accepted for the key. The check and the
+// write are one step per key.
 func (rec *nemRecorder) write(nl *history.Lock) {
 	if !nl.Fenced {
 		return
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	ok := nl.Fence >= rec.highest[nl.Key]
-	if ok {
-		rec.highest[nl.Key] = nl.Fence
+	for _, key := range nl.AllKeys() {
+		ok := nl.Fence >= rec.highest[key]
+		if ok {
+			rec.highest[key] = nl.Fence
+		}
+		rec.writes = append(rec.writes, history.FenceWrite{Seq: len(rec.writes), LockID: nl.ID, Key: key,
+			Fence: nl.Fence, At: time.Now(), Accepted: ok})
 	}
-	rec.writes = append(rec.writes, history.FenceWrite{Seq: len(rec.writes), LockID: nl.ID, Key: nl.Key,
-		Fence: nl.Fence, At: time.Now(), Accepted: ok})
 }
 
 // look records one look at a KeepAlive context of l and reports whether it
@@ -216,6 +223,7 @@ func (rec *nemRecorder) record() *history.Record {
 	for _, l := range rec.all {
 		cp := *l
 		cp.Acquires, cp.Releases, cp.Proofs, cp.Caps = slices.Clone(l.Acquires), slices.Clone(l.Releases), slices.Clone(l.Proofs), slices.Clone(l.Caps)
+		cp.Keys = slices.Clone(l.Keys)
 		// A Release still in progress started all the same.
 		r.Locks = append(r.Locks, &cp)
 	}
@@ -261,13 +269,31 @@ func logDur(r *rand.Rand, lo, hi time.Duration) time.Duration {
 
 func sleepUpTo(r *rand.Rand, d time.Duration) { time.Sleep(randDur(r, 0, d)) }
 
+// nemMultiKeys returns key and one or two other keys of the pool, in a
+// random order (AcquireAll sorts them): a set of two or three that overlaps
+// the other sets and the single keys, as the pool is small.
+func (run *nemRun) nemMultiKeys(r *rand.Rand, key string) []string {
+	others := slices.DeleteFunc(slices.Clone(run.keys), func(k string) bool { return k == key })
+	r.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
+	keys := append([]string{key}, others[:min(len(others), 1+r.IntN(2))]...)
+	r.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	return keys
+}
+
 // acquire makes an Acquire or a TryAcquire with a random deadline (some end
-// mid-round), under an owner of a small pool a third of the time, so that
-// re-entry and takeover from another Client happen.
-func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration) (*redlock.Lock, *history.Lock) {
+// mid-round): with multi, a quarter of the time an AcquireAll or
+// TryAcquireAll of key and one or two other keys of the pool, otherwise of
+// key alone under an
+// owner of a small pool a third of the time, so that re-entry and takeover
+// from another Client happen (an owner's Lock has one key).
+func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration, multi bool) (*redlock.Lock, *history.Lock) {
+	var keys []string
+	if multi && r.IntN(4) == 0 {
+		keys = run.nemMultiKeys(r, key)
+	}
 	var opts []redlock.AcquireOption
 	owner := ""
-	if r.IntN(3) == 0 && run.owners {
+	if keys == nil && r.IntN(3) == 0 && run.owners {
 		owner = fmt.Sprintf("req-%d", r.IntN(3))
 		opts = append(opts, redlock.WithOwner(owner))
 	}
@@ -277,20 +303,32 @@ func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name,
 	start := time.Now()
 	var l *redlock.Lock
 	var err error
-	if try {
+	switch {
+	case keys != nil && try:
+		l, err = c.TryAcquireAll(ctx, keys, ttl, opts...)
+	case keys != nil:
+		l, err = c.AcquireAll(ctx, keys, ttl, opts...)
+	case try:
 		l, err = c.TryAcquire(ctx, key, ttl, opts...)
-	} else {
+	default:
 		l, err = c.Acquire(ctx, key, ttl, opts...)
 	}
 	end := time.Now()
 	op := map[bool]string{true: "try-acquire", false: "acquire"}[try]
+	what := fmt.Sprintf("owner %q", owner)
+	evKeys := []string{key}
+	if keys != nil {
+		op += "-all"
+		what = fmt.Sprintf("keys %v", keys)
+		evKeys = keys
+	}
 	run.rec.op(op, err)
 	if err != nil {
-		run.rec.event(end, key, "%s %s(owner %q, ttl %v) from %s: %v", name, op, owner, ttl, start.Format("15:04:05.000000"), err)
+		run.rec.event(end, evKeys, "%s %s(%s, ttl %v) from %s: %v", name, op, what, ttl, start.Format("15:04:05.000000"), err)
 		return nil, nil
 	}
 	nl := run.rec.acquired(l, name, owner, slot.fenced, history.Span{Start: start, End: end})
-	run.rec.event(end, key, "%s %s(owner %q, ttl %v) from %s: lock #%d (token %s, fence %d, until %s)", name, op, owner, ttl,
+	run.rec.event(end, nl.AllKeys(), "%s %s(%s, ttl %v) from %s: lock #%d (token %s, fence %d, until %s)", name, op, what, ttl,
 		start.Format("15:04:05.000000"), nl.ID, l.Token(), l.Fence(), l.Until().Format("15:04:05.000000"))
 	return l, nl
 }
@@ -300,7 +338,7 @@ func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name,
 // after), may extend it, and releases it: once, twice, twice at once, or
 // racing an Extend.
 func (run *nemRun) plainRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration) {
-	l, nl := run.acquire(r, slot, c, name, key, ttl)
+	l, nl := run.acquire(r, slot, c, name, key, ttl, true)
 	if l == nil {
 		return
 	}
@@ -353,13 +391,15 @@ func (run *nemRun) plainRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name
 // validity (a GC pause, a stalled process), B takes the key and writes,
 // then A wakes up and writes again, which the fenced store must refuse.
 // Either Acquire may fail under the faults; B's, of the same owner as A's,
-// may return A's Lock again.
+// may return A's Lock again. A may hold several keys (AcquireAll), key
+// among them; B takes key alone, so that B's Acquire, which must succeed
+// for the stale write to be made, is no rarer than before.
 func (run *nemRun) pausedRun(r *rand.Rand, name, key string, ttl time.Duration) {
 	slot := run.slots[0]
 	c := slot.c.Load()
 	worker, _, _ := strings.Cut(name, "@")
 	name = worker + "@" + slot.name
-	a, na := run.acquire(r, slot, c, name, key, ttl)
+	a, na := run.acquire(r, slot, c, name, key, ttl, true)
 	if a == nil {
 		return
 	}
@@ -367,7 +407,7 @@ func (run *nemRun) pausedRun(r *rand.Rand, name, key string, ttl time.Duration) 
 		run.rec.write(na)
 	}
 	time.Sleep(time.Until(a.Until()) + randDur(r, 0, ttl/2))
-	if b, nb := run.acquire(r, slot, c, name, key, logDur(r, nemMinTTL, nemMaxTTL)); b != nil {
+	if b, nb := run.acquire(r, slot, c, name, key, logDur(r, nemMinTTL, nemMaxTTL), false); b != nil {
 		run.rec.write(nb)
 		run.rec.write(na)
 		run.release(b, nb)
@@ -383,7 +423,7 @@ func (run *nemRun) extend(r *rand.Rand, l *redlock.Lock, nl *history.Lock) {
 	run.rec.capAt(nl, start, ttl)
 	err := l.Extend(ctx, ttl)
 	run.rec.op("extend", err)
-	run.rec.event(time.Now(), nl.Key, "extend of lock #%d from %s: %v (until %s)", nl.ID, start.Format("15:04:05.000000"), err,
+	run.rec.event(time.Now(), nl.AllKeys(), "extend of lock #%d from %s: %v (until %s)", nl.ID, start.Format("15:04:05.000000"), err,
 		l.Until().Format("15:04:05.000000"))
 	if err == nil {
 		run.rec.prove(nl, l)
@@ -397,14 +437,14 @@ func (run *nemRun) release(l *redlock.Lock, nl *history.Lock) {
 	start := time.Now()
 	err := l.Release(ctx)
 	run.rec.released(nl, i, err)
-	run.rec.event(time.Now(), nl.Key, "release of lock #%d from %s: %v", nl.ID, start.Format("15:04:05.000000"), err)
+	run.rec.event(time.Now(), nl.AllKeys(), "release of lock #%d from %s: %v", nl.ID, start.Format("15:04:05.000000"), err)
 }
 
 // keepAliveRun holds a lock under KeepAlive for up to three TTLs, looking
 // at the context and Until every few milliseconds and writing to the
 // fenced store while the context is live.
 func (run *nemRun) keepAliveRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration) {
-	l, nl := run.acquire(r, slot, c, name, key, ttl)
+	l, nl := run.acquire(r, slot, c, name, key, ttl, true)
 	if l == nil {
 		return
 	}
@@ -422,14 +462,19 @@ func (run *nemRun) keepAliveRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, 
 		time.Sleep(randDur(r, 2*time.Millisecond, 30*time.Millisecond))
 	}
 	cancel()
-	run.rec.event(time.Now(), nl.Key, "keep-alive of lock #%d ends: %v", nl.ID, context.Cause(kctx))
+	run.rec.event(time.Now(), nl.AllKeys(), "keep-alive of lock #%d ends: %v", nl.ID, context.Cause(kctx))
 	run.release(l, nl)
 }
 
-// doRun runs Do with work that sometimes outlives the TTL and a deadline
-// that sometimes ends the work; the function notes when its context was
-// last seen live.
+// doRun runs Do (a quarter of the time DoAll over key and one or two
+// other keys) with work that sometimes outlives the TTL and a deadline that
+// sometimes ends the work; the function notes when its context was last
+// seen live.
 func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration) {
+	var keys []string
+	if r.IntN(4) == 0 {
+		keys = run.nemMultiKeys(r, key)
+	}
 	work := randDur(r, 0, 2*ttl)
 	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, 2*time.Second)+randDur(r, 0, 2*work))
 	defer cancel()
@@ -441,7 +486,10 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 	}
 	d := &history.Lock{Client: name, Key: key, Do: true}
 	start := time.Now()
-	err := c.Do(ctx, key, ttl, func(kctx context.Context, _ *redlock.Lock) error {
+	fn := func(kctx context.Context, l *redlock.Lock) error {
+		if ks := l.Keys(); len(ks) > 1 {
+			d.Key, d.Keys = l.Key(), ks
+		}
 		d.FnStart = time.Now()
 		live := d.FnStart
 		for _, s := range steps {
@@ -455,9 +503,17 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 		d.FnEnd = time.Now()
 		d.Proofs = []history.Proof{{From: d.FnStart, Until: live}}
 		return nil
-	})
+	}
+	op := "do"
+	var err error
+	if keys != nil {
+		op = "do-all"
+		err = c.DoAll(ctx, keys, ttl, fn)
+	} else {
+		err = c.Do(ctx, key, ttl, fn)
+	}
 	end := time.Now()
-	run.rec.op("do", err)
+	run.rec.op(op, err)
 	if d.FnStart.IsZero() {
 		return
 	}
@@ -465,6 +521,6 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 	d.Releases = []history.Span{{Start: d.FnEnd, End: end}}
 	d.DoNil = err == nil
 	run.rec.do(d)
-	run.rec.event(end, key, "%s do(ttl %v) from %s: lock #%d, fn %s..%s, live until %s: %v", name, ttl, start.Format("15:04:05.000000"),
+	run.rec.event(end, d.AllKeys(), "%s %s(keys %v, ttl %v) from %s: lock #%d, fn %s..%s, live until %s: %v", name, op, d.AllKeys(), ttl, start.Format("15:04:05.000000"),
 		d.ID, d.FnStart.Format("15:04:05.000000"), d.FnEnd.Format("15:04:05.000000"), d.Proofs[0].Until.Format("15:04:05.000000"), err)
 }

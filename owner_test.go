@@ -466,7 +466,7 @@ func TestFailedTakeoverSparesReleasedLock(t *testing.T) {
 	require.NoError(t, err)
 	bUntil := time.Now().Add(2 * time.Second)
 
-	releaseSHA := scriptSHA(t, "release.lua")
+	releaseSHA := scriptSHA(t, "release_one.lua")
 	var caught []<-chan struct{}
 	for _, p := range e.proxies {
 		caught = append(caught, p.HoldNext(releaseSHA))

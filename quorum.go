@@ -35,10 +35,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	until := c.cfg.validUntil(start, ttl)
 	v := l.nextValue()
 
-	op := acquireOp(l.key, v, ttlArg)
-	if c.cfg.fencing {
-		op = acquireFencedOp(l.key, l.fenceKey, v, ttlArg, c.cfg.horizonArg)
-	}
+	op := acquireOp(l, v, ttlArg, c.fenceHorizon())
 	if c.cfg.restartGuard > 0 {
 		op = guarded(op, c.cfg.guardArg)
 	}
@@ -72,7 +69,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 // or an earlier one.
 func (c *Client) rollback(l *Lock, v script.Value, ttl time.Duration, t *engine.Tally) {
 	only := t.Unrefused()
-	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Kind: engine.Delete, Op: deleteOp(l.key, v, v.Gen),
+	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Kind: engine.Delete, Op: deleteOp(l, v, v.Gen),
 		Wait: c.cfg.cleanupTimeout, CallTimeout: c.cfg.cleanupTimeout, Only: only,
 		Tomb: v.Gen, TombMs: tombLifeMs(ttl)})
 	if c.obs.on {
@@ -93,7 +90,7 @@ func (c *Client) dropChains(l *Lock, v script.Value, ttl time.Duration, acq *eng
 		return
 	}
 	only := acq.Where(func(r engine.Reply) bool { return r.Chained })
-	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Kind: engine.Write, Op: extendOp(l.key, v, ttl.Milliseconds()),
+	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Kind: engine.Write, Op: extendOp(l, v, ttl.Milliseconds(), 0, nil),
 		Wait: c.cfg.nodeTimeout(ttl), TTL: ttl, Only: only})
 }
 

@@ -119,7 +119,11 @@ type Lock struct {
 	owner    string          // the WithOwner id, if any
 	vals     script.Prefixes // the token and the prefixes of the values the Lock writes
 	fenceKey string          // the fence counter's key, with WithFencing
-	seq      *engine.Lanes
+	// keys, for a Lock of several keys (AcquireAll), are its keys, distinct
+	// and sorted (key is the first), and keysAndCounters the same followed
+	// by their fencing counters; both nil for a Lock of one key.
+	keys, keysAndCounters []string
+	seq                   *engine.Lanes
 	// extending admits one Extend at a time, so that Until always belongs
 	// to the latest extension that reached the nodes.
 	extending chan struct{}
@@ -156,7 +160,8 @@ func (l *Lock) nextValue() script.Value {
 	return l.vals.At(l.gen)
 }
 
-// Key returns the locked key, or "" for a nil Lock.
+// Key returns the locked key, or "" for a nil Lock. For a Lock of several
+// keys (AcquireAll) it is the first of Keys, in sorted order.
 func (l *Lock) Key() string {
 	if l == nil {
 		return ""

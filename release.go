@@ -92,10 +92,7 @@ func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, tt
 	v := l.nextValue()
 	newUntil := c.cfg.validUntil(start, ttl)
 	timeout := c.cfg.nodeTimeout(ttl)
-	op := extendOp(l.key, v, ttl.Milliseconds())
-	if c.cfg.fencing {
-		op = extendFencedOp(l.key, l.fenceKey, v, ttl.Milliseconds(), l.Fence(), c.cfg.horizonArg)
-	}
+	op := extendOp(l, v, ttl.Milliseconds(), l.Fence(), c.fenceHorizon())
 	t, err := c.nodes.SendAndCount(ctx, l.seq, engine.WriteRound(op, timeout, ttl))
 	ok := err == nil && t.Reached() && c.cfg.clock.Now().Before(newUntil)
 
@@ -108,7 +105,7 @@ func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, tt
 		// Only nodes that said the key is absent: a node not waited for is
 		// restored by a later Extend that reads its answer.
 		absent := t.Where(func(r engine.Reply) bool { return errors.Is(r.Err, ErrKeyAbsent) })
-		c.nodes.Launch(ctx, l.seq, engine.Spec{Kind: engine.Write, Op: restoreOp(l.key, v, ttl.Milliseconds()),
+		c.nodes.Launch(ctx, l.seq, engine.Spec{Kind: engine.Write, Op: restoreOp(l, v, ttl.Milliseconds()),
 			Wait: timeout, TTL: ttl, Only: absent})
 		return nil
 	}
@@ -187,7 +184,7 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration, held b
 	// The next waiter of this Client, if it offers, is handed the key in
 	// the same round (waiters.go, the handover).
 	var gone []bool
-	if c.handsOver() {
+	if c.handsOver() && l.keys == nil {
 		if off, subscribed, streak := c.waits.claimOffer(l.key); off != nil {
 			if gone = c.handOver(ctx, l, off, subscribed, streak); engine.Count(gone) >= c.nodes.Quorum {
 				return nil
@@ -210,7 +207,9 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration, held b
 		rr.await(bound)
 	}
 	if rr.t.Reached() {
-		c.waits.released(l.key)
+		for _, k := range l.Keys() {
+			c.waits.released(k)
+		}
 		return nil
 	}
 	return releaseError(c, l.key, rr.t, held)
@@ -379,7 +378,7 @@ func (c *Client) deleteOn(l *Lock, only []bool) {
 func (l *Lock) deleteAll(wait, CallTimeout time.Duration) engine.Spec {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return engine.Spec{Kind: engine.Delete, Op: deleteOp(l.key, l.anyValue(), 0), Wait: wait, CallTimeout: CallTimeout,
+	return engine.Spec{Kind: engine.Delete, Op: deleteOp(l, l.anyValue(), 0), Wait: wait, CallTimeout: CallTimeout,
 		Tomb: l.gen, TombMs: tombLifeMs(l.ttl)}
 }
 

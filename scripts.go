@@ -35,18 +35,34 @@ var (
 	libSrc string
 	//go:embed scripts/take.lua
 	takeSrc string
+	//go:embed scripts/take_all.lua
+	takeAllSrc string
 	//go:embed scripts/acquire.lua
 	acquireSrc string
 	//go:embed scripts/acquire_fenced.lua
 	acquireFencedSrc string
+	//go:embed scripts/acquire_all.lua
+	acquireAllSrc string
+	//go:embed scripts/acquire_all_fenced.lua
+	acquireAllFencedSrc string
+	//go:embed scripts/counter.lua
+	counterSrc string
 	//go:embed scripts/fence_commit.lua
 	fenceCommitSrc string
 	//go:embed scripts/extend.lua
 	extendSrc string
+	//go:embed scripts/extend_one.lua
+	extendOneSrc string
+	//go:embed scripts/extend_all.lua
+	extendAllSrc string
 	//go:embed scripts/restore.lua
 	restoreSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
+	//go:embed scripts/release_one.lua
+	releaseOneSrc string
+	//go:embed scripts/release_all.lua
+	releaseAllSrc string
 	//go:embed scripts/restart_guard.lua
 	restartGuardSrc string
 	//go:embed scripts/handover.lua
@@ -55,22 +71,42 @@ var (
 	inspectSrc string
 
 	// The scripts that write a lock key share lib.lua, prepended; the
-	// acquire scripts take.lua too.
-	acquireScript       = redis.NewScript(libSrc + takeSrc + acquireSrc)
-	acquireFencedScript = redis.NewScript(libSrc + takeSrc + acquireFencedSrc)
-	fenceCommitScript   = redis.NewScript(fenceCommitSrc)
-	extendScript        = redis.NewScript(extendSrc)
-	restoreScript       = redis.NewScript(libSrc + restoreSrc)
-	releaseScript       = redis.NewScript(libSrc + releaseSrc)
-	handoverScript      = redis.NewScript(libSrc + takeSrc + handoverSrc)
-	inspectScript       = redis.NewScript(inspectSrc)
+	// acquire scripts take.lua too, and those of several keys take_all.lua.
+	acquireScript          = redis.NewScript(libSrc + takeSrc + acquireSrc)
+	acquireFencedScript    = redis.NewScript(libSrc + takeSrc + acquireFencedSrc)
+	acquireAllScript       = redis.NewScript(libSrc + takeSrc + takeAllSrc + acquireAllSrc)
+	acquireAllFencedScript = redis.NewScript(libSrc + takeSrc + takeAllSrc + acquireAllFencedSrc)
+	fenceCommitScript      = redis.NewScript(counterSrc + fenceCommitSrc)
+	extendScript           = redis.NewScript(counterSrc + extendSrc + extendOneSrc)
+	extendAllScript        = redis.NewScript(counterSrc + extendSrc + extendAllSrc)
+	restoreScript          = redis.NewScript(libSrc + restoreSrc)
+	releaseScript          = redis.NewScript(libSrc + releaseSrc + releaseOneSrc)
+	releaseAllScript       = redis.NewScript(libSrc + releaseSrc + releaseAllSrc)
+	handoverScript         = redis.NewScript(libSrc + takeSrc + handoverSrc)
+	inspectScript          = redis.NewScript(inspectSrc)
 
-	// The guarded acquires run the restart guard's prologue first.
-	acquireGuardedScript       = redis.NewScript(restartGuardSrc + libSrc + takeSrc + acquireSrc)
-	acquireFencedGuardedScript = redis.NewScript(restartGuardSrc + libSrc + takeSrc + acquireFencedSrc)
+	// The guarded acquires run the restart guard's prologue first, told
+	// whether the acquire that follows is fenced (the shape of its reply).
+	guardPlain  = "local guard_fenced = false\n" + restartGuardSrc
+	guardFenced = "local guard_fenced = true\n" + restartGuardSrc
 
-	allScripts = []*redis.Script{acquireScript, acquireFencedScript, fenceCommitScript, extendScript, restoreScript, releaseScript,
-		handoverScript, acquireGuardedScript, acquireFencedGuardedScript, inspectScript}
+	acquireGuardedScript          = redis.NewScript(guardPlain + libSrc + takeSrc + acquireSrc)
+	acquireFencedGuardedScript    = redis.NewScript(guardFenced + libSrc + takeSrc + acquireFencedSrc)
+	acquireAllGuardedScript       = redis.NewScript(guardPlain + libSrc + takeSrc + takeAllSrc + acquireAllSrc)
+	acquireAllFencedGuardedScript = redis.NewScript(guardFenced + libSrc + takeSrc + takeAllSrc + acquireAllFencedSrc)
+
+	// guardedForm is each acquire script's restart-guarded form.
+	guardedForm = map[*redis.Script]*redis.Script{
+		acquireScript:          acquireGuardedScript,
+		acquireFencedScript:    acquireFencedGuardedScript,
+		acquireAllScript:       acquireAllGuardedScript,
+		acquireAllFencedScript: acquireAllFencedGuardedScript,
+	}
+
+	allScripts = []*redis.Script{acquireScript, acquireFencedScript, acquireAllScript, acquireAllFencedScript,
+		fenceCommitScript, extendScript, extendAllScript, restoreScript, releaseScript, releaseAllScript,
+		handoverScript, acquireGuardedScript, acquireFencedGuardedScript, acquireAllGuardedScript,
+		acquireAllFencedGuardedScript, inspectScript}
 )
 
 // name says what the op does, for the hooks and the log.
@@ -78,11 +114,11 @@ func opName(o *engine.Op) string {
 	switch o.Script {
 	case fenceCommitScript:
 		return "commit"
-	case extendScript:
+	case extendScript, extendAllScript:
 		return "extend"
 	case restoreScript:
 		return "restore"
-	case releaseScript:
+	case releaseScript, releaseAllScript:
 		return "delete"
 	case handoverScript:
 		return "handover"
@@ -92,55 +128,94 @@ func opName(o *engine.Op) string {
 	return "acquire"
 }
 
-func acquireOp(key string, v script.Value, ttlMs any) engine.Op {
-	return engine.Op{Script: acquireScript, Read: script.ReadAcquire,
-		Keys: [engine.MaxKeys]string{key}, NKeys: 1, Args: script.WriteArgs(v, ttlMs, true), NArgs: 4}
+// address sets the keys of o, an op of l: its key, and with counters its
+// fencing counter (second); for a Lock of several keys, all of them and
+// then, with counters, theirs.
+func (l *Lock) address(o *engine.Op, counters bool) {
+	o.Keys[0] = l.key
+	o.NKeys = 1
+	switch {
+	case l.keys != nil && counters:
+		o.Many = l.keysAndCounters
+	case l.keys != nil:
+		o.Many = l.keys
+	case counters:
+		o.Keys[1], o.NKeys = l.fenceKey, 2
+	}
 }
 
-// acquireFencedOp is acquireOp that also reads the node's fencing counter
-// and clock; horizonMs is how long the counter is kept once idle.
-func acquireFencedOp(key, fenceKey string, v script.Value, ttlMs, horizonMs any) engine.Op {
-	op := engine.Op{Script: acquireFencedScript, Read: script.ReadAcquireFenced,
-		Keys: [engine.MaxKeys]string{key, fenceKey}, NKeys: 2, Args: script.WriteArgs(v, ttlMs, true), NArgs: 5}
-	op.Args[4] = horizonMs
+// acquireOp writes v for ttlMs on l's keys; with fencing (horizonMs not
+// nil) it also reads the node's fencing counters and clock, and keeps the
+// counters for horizonMs once idle.
+func acquireOp(l *Lock, v script.Value, ttlMs, horizonMs any) engine.Op {
+	fenced := horizonMs != nil
+	op := engine.Op{Script: acquireScript, Read: script.ReadAcquire, Args: script.WriteArgs(v, ttlMs, true), NArgs: 4}
+	if fenced {
+		op.Script, op.Read = acquireFencedScript, script.ReadAcquireFenced
+	}
+	l.address(&op, fenced)
+	if l.keys != nil {
+		op.Script = acquireAllScript
+		if fenced {
+			op.Script = acquireAllFencedScript
+		}
+		op.Args[op.NArgs] = len(l.keys)
+		op.NArgs++
+	}
+	if fenced {
+		op.Args[op.NArgs] = horizonMs
+		op.NArgs++
+	}
 	return op
 }
 
-func fenceCommitOp(key, fenceKey string, v script.Value, fence uint64, horizonMs any) engine.Op {
-	return engine.Op{Script: fenceCommitScript, Read: script.ReadFenceCommit,
-		Keys: [engine.MaxKeys]string{key, fenceKey}, NKeys: 2,
+func fenceCommitOp(l *Lock, v script.Value, fence uint64, horizonMs any) engine.Op {
+	op := engine.Op{Script: fenceCommitScript, Read: script.ReadFenceCommit,
 		Args: [engine.MaxArgs]any{v.Prefix, strconv.FormatUint(fence, 10), horizonMs}, NArgs: 3}
-}
-
-func extendOp(key string, v script.Value, ttlMs any) engine.Op {
-	return engine.Op{Script: extendScript, Read: script.ReadExtend,
-		Keys: [engine.MaxKeys]string{key}, NKeys: 1, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
-}
-
-// extendFencedOp is extendOp that also raises the node's fencing counter to
-// the lock's fence and keeps it for horizonMs more.
-func extendFencedOp(key, fenceKey string, v script.Value, ttlMs any, fence uint64, horizonMs any) engine.Op {
-	op := engine.Op{Script: extendScript, Read: script.ReadExtend,
-		Keys: [engine.MaxKeys]string{key, fenceKey}, NKeys: 2, Args: script.WriteArgs(v, ttlMs, false), NArgs: 6}
-	op.Args[4], op.Args[5] = strconv.FormatUint(fence, 10), horizonMs
+	l.address(&op, true)
 	return op
 }
 
-func restoreOp(key string, v script.Value, ttlMs any) engine.Op {
-	return engine.Op{Script: restoreScript, Read: script.ReadRestore,
-		Keys: [engine.MaxKeys]string{key}, NKeys: 1, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
+// extendOp refreshes l's keys with v for ttlMs; with fencing (horizonMs not
+// nil) it also raises the nodes' fencing counters to the lock's fence and
+// keeps them for horizonMs more.
+func extendOp(l *Lock, v script.Value, ttlMs any, fence uint64, horizonMs any) engine.Op {
+	fenced := horizonMs != nil
+	op := engine.Op{Script: extendScript, Read: script.ReadExtend, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
+	l.address(&op, fenced)
+	if l.keys != nil {
+		op.Script = extendAllScript
+		op.Args[op.NArgs] = len(l.keys)
+		op.NArgs++
+	}
+	if fenced {
+		op.Args[op.NArgs], op.Args[op.NArgs+1] = strconv.FormatUint(fence, 10), horizonMs
+		op.NArgs += 2
+	}
+	return op
 }
 
-// deleteOp deletes our key up to generation upTo (0: any of ours).
-func deleteOp(key string, v script.Value, upTo uint64) engine.Op {
-	return engine.Op{Script: releaseScript, Read: script.ReadDelete,
-		Keys: [engine.MaxKeys]string{key}, NKeys: 1, Args: [engine.MaxArgs]any{v.Prefix, upTo}, NArgs: 2}
+func restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
+	op := engine.Op{Script: restoreScript, Read: script.ReadRestore, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
+	l.address(&op, false)
+	return op
+}
+
+// deleteOp deletes l's keys up to generation upTo (0: any of ours).
+func deleteOp(l *Lock, v script.Value, upTo uint64) engine.Op {
+	op := engine.Op{Script: releaseScript, Read: script.ReadDelete, Args: [engine.MaxArgs]any{v.Prefix, upTo}, NArgs: 2}
+	l.address(&op, false)
+	if l.keys != nil {
+		op.Script = releaseAllScript
+	}
+	return op
 }
 
 // handoverOp takes the key from the holder whose prefix is leaving and gives
 // it to the waiter's value v, unless a client other than the waiter's waits
 // for it and streak is false; subscribed tells whether the waiter's client
-// subscribes to the key's release channel.
+// subscribes to the key's release channel. Only a Lock of one key hands
+// over or is handed over.
 func handoverOp(key string, v script.Value, ttlMs, leaving any, subscribed, streak bool) engine.Op {
 	mine := 0
 	if subscribed {
@@ -175,13 +250,13 @@ func reservedKey(key string) string {
 // guarded turns an acquire op into its restart-guarded form: the marker as
 // the last key, the guard in milliseconds as the last argument.
 func guarded(o engine.Op, guardMs any) engine.Op {
-	if o.Script == acquireFencedScript {
-		o.Script = acquireFencedGuardedScript
+	o.Script = guardedForm[o.Script]
+	if o.Many != nil {
+		o.Many = append(o.Many[:len(o.Many):len(o.Many)], restartMarker)
 	} else {
-		o.Script = acquireGuardedScript
+		o.Keys[o.NKeys] = restartMarker
+		o.NKeys++
 	}
-	o.Keys[o.NKeys] = restartMarker
-	o.NKeys++
 	o.Args[o.NArgs] = guardMs
 	o.NArgs++
 	return o

@@ -42,6 +42,14 @@ func TestLoadScripts(t *testing.T) {
 		_, err = c.TryAcquire(ctx, key, time.Minute) // refused, and rolled back
 		require.ErrorIs(t, err, redlock.ErrNotAcquired)
 		require.NoError(t, l.Release(ctx))
+		// The same over several keys.
+		keys := []string{key + ":a", key + ":b"}
+		la, err := c.TryAcquireAll(ctx, keys, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, la.Extend(ctx, time.Minute))
+		_, err = c.TryAcquireAll(ctx, keys, time.Minute)
+		require.ErrorIs(t, err, redlock.ErrNotAcquired)
+		require.NoError(t, la.Release(ctx))
 		require.NoError(t, c.Close(ctx))
 	}
 	calls := nodetest.CommandCalls(t, ctx, rc)

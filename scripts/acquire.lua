@@ -9,7 +9,7 @@
 --          -(pttl + 1), 0 or less, when another holder's value is there
 --            (nothing is changed),
 --          2 when this call is stale and changes nothing (see take.lua).
-local code, value, ttl, chained = take(redis.call('GET', KEYS[1]))
+local code, value, ttl, chained = take(KEYS[1], redis.call('GET', KEYS[1]))
 if code ~= 1 then
   return code
 end

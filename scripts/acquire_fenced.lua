@@ -16,7 +16,7 @@
 --          node's TIME.
 local c = redis.call('GET', KEYS[2]) or '0'
 local t = redis.call('TIME')
-local code, value, ttl, chained = take(redis.call('GET', KEYS[1]))
+local code, value, ttl, chained = take(KEYS[1], redis.call('GET', KEYS[1]))
 if code == 2 then
   return {2, c, t[1], t[2]}
 elseif code ~= 1 then

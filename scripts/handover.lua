@@ -48,7 +48,7 @@ if v then
     return 3
   end
 end
-local code, value, ttl, chained = take(v)
+local code, value, ttl, chained = take(KEYS[1], v)
 if code ~= 1 then
   return code
 end

@@ -35,11 +35,11 @@ local function tomb_refuses(v, prefix, gen)
   return false
 end
 
--- tomb_leave: put under KEYS[1] a tombstone against prefix's writes up to
+-- tomb_leave: put under key K a tombstone against prefix's writes up to
 -- generation gen, living at least ms milliseconds. old is the tombstone
 -- there (false otherwise): its entries are kept, the Lock's own raised,
 -- never lowered, and its life never shortened.
-local function tomb_leave(old, prefix, gen, ms)
+local function tomb_leave(K, old, prefix, gen, ms)
   local tag = tomb_tag(prefix)
   local top, life = tonumber(gen), tonumber(ms)
   local others = {}
@@ -51,13 +51,13 @@ local function tomb_leave(old, prefix, gen, ms)
         others[#others + 1] = t .. ':' .. g
       end
     end
-    local ok, pttl = pcall(redis.call, 'PTTL', KEYS[1])
+    local ok, pttl = pcall(redis.call, 'PTTL', K)
     if ok and pttl > life then
       life = pttl
     end
   end
   table.insert(others, 1, tag .. ':' .. string.format('%d', top))
-  redis.call('SET', KEYS[1], '!' .. table.concat(others, ','), 'PX', life)
+  redis.call('SET', K, '!' .. table.concat(others, ','), 'PX', life)
 end
 
 -- chain_split: the head of value v and its chain ('' when none), which
@@ -100,21 +100,21 @@ local function chain_join(els, i)
   return table.concat(parts)
 end
 
--- chain_restore: put back under KEYS[1] what the chain's first element
+-- chain_restore: put back under key K what the chain's first element
 -- replaced, with its own expiry; delete the key when that has passed.
 -- Returns whether a value was put back.
-local function chain_restore(els)
+local function chain_restore(K, els)
   local dl = els[1][1]
   local v = els[1][2] .. chain_join(els, 2)
   if not dl then
-    redis.call('SET', KEYS[1], v, 'KEEPTTL')
+    redis.call('SET', K, v, 'KEEPTTL')
     return true
   end
   local left = dl - now_ms()
   if left <= 0 then
-    redis.call('DEL', KEYS[1])
+    redis.call('DEL', K)
     return false
   end
-  redis.call('SET', KEYS[1], v, 'PX', left)
+  redis.call('SET', K, v, 'PX', left)
   return true
 end

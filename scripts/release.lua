@@ -1,7 +1,9 @@
 -- release: delete our key, whichever of our generations it holds, up to a
 -- limit: a rollback deletes only its own attempt's value or an earlier one,
 -- never the value of a later attempt that may since have been counted.
--- Runs after lib.lua.
+-- Runs after lib.lua; release_key(K) does it for key K, and the script's
+-- last line (in scripts.go) calls it for KEYS[1], or release_all.lua for
+-- every key of a Lock of several keys.
 -- KEYS[1]  the lock key
 -- ARGV[1]  the Lock's prefix (as for extend.lua): another Lock's value, even
 --          the same owner's, is never deleted
@@ -34,58 +36,60 @@
 -- that the heads of several processes do not all wake to split the next
 -- vote. A node that refuses PUBLISH (an ACL without channel rights) still
 -- deletes, and its waiters fall back to polling.
-local P = ARGV[1]
-local limit = tonumber(ARGV[2])
-local v = redis.call('GET', KEYS[1])
-if not v or string.sub(v, 1, 1) == '!' then
-  if ARGV[3] then
-    tomb_leave(v, P, ARGV[3], ARGV[4])
+local function release_key(K)
+  local P = ARGV[1]
+  local limit = tonumber(ARGV[2])
+  local v = redis.call('GET', K)
+  if not v or string.sub(v, 1, 1) == '!' then
+    if ARGV[3] then
+      tomb_leave(K, v, P, ARGV[3], ARGV[4])
+    end
+    return 0
   end
-  return 0
-end
-local function stale(value)
-  local gen = tonumber(string.match(value, '^%d+', #P + 1))
-  return limit > 0 and gen and gen > limit
-end
-local head, chain = chain_split(v)
-if string.sub(head, 1, #P) == P then
-  if stale(head) then
-    return 2
+  local function stale(value)
+    local gen = tonumber(string.match(value, '^%d+', #P + 1))
+    return limit > 0 and gen and gen > limit
   end
-  if limit > 0 and chain ~= '' and chain_restore(chain_elements(chain)) then
-    return 1
-  end
-  if ARGV[3] then
-    tomb_leave(false, P, ARGV[3], ARGV[4])
-  else
-    redis.call('DEL', KEYS[1])
-  end
-  if limit == 0 then
-    -- The key's release channel: releaseChannelPrefix in waiters.go.
-    pcall(redis.call, 'PUBLISH', 'redlock:released:' .. KEYS[1], '')
-  end
-  return 1
-end
-if chain == '' then
-  return -1
-end
-local els = chain_elements(chain)
-for i = 1, #els do
-  if string.sub(els[i][2], 1, #P) == P then
-    if stale(els[i][2]) then
+  local head, chain = chain_split(v)
+  if string.sub(head, 1, #P) == P then
+    if stale(head) then
       return 2
     end
-    local kept = {}
-    for k = 1, i - 1 do
-      kept[k] = els[k]
+    if limit > 0 and chain ~= '' and chain_restore(K, chain_elements(chain)) then
+      return 1
     end
-    if limit > 0 then
-      for k = i + 1, #els do
-        kept[#kept + 1] = els[k]
-      end
+    if ARGV[3] then
+      tomb_leave(K, false, P, ARGV[3], ARGV[4])
+    else
+      redis.call('DEL', K)
     end
-    redis.call('SET', KEYS[1], head .. chain_join(kept, 1), 'KEEPTTL')
+    if limit == 0 then
+      -- The key's release channel: releaseChannelPrefix in waiters.go.
+      pcall(redis.call, 'PUBLISH', 'redlock:released:' .. K, '')
+    end
     return 1
   end
+  if chain == '' then
+    return -1
+  end
+  local els = chain_elements(chain)
+  for i = 1, #els do
+    if string.sub(els[i][2], 1, #P) == P then
+      if stale(els[i][2]) then
+        return 2
+      end
+      local kept = {}
+      for k = 1, i - 1 do
+        kept[k] = els[k]
+      end
+      if limit > 0 then
+        for k = i + 1, #els do
+          kept[#kept + 1] = els[k]
+        end
+      end
+      redis.call('SET', K, head .. chain_join(kept, 1), 'KEEPTTL')
+      return 1
+    end
+  end
+  return -1
 end
-return -1

@@ -10,6 +10,8 @@
 -- under the marker's name (a value some other writer put there: a Client
 -- refuses to lock that name) is never written over: the node then counts as
 -- within its guard until that value is gone.
+-- guard_fenced  a local set before the prologue (scripts.go): whether the
+--               acquire that follows is fenced, which shapes the reply
 -- KEYS[#KEYS]  the boot marker (redlock:boot)
 -- ARGV[#ARGV]  the guard in milliseconds
 -- Returns (only when the node is within its guard, nothing else runs)
@@ -34,7 +36,7 @@ if not guard_since then
   redis.call('SET', guard_marker, guard_run .. ':' .. string.format('%d', guard_now))
 end
 if guard_now - guard_since < guard_ms then
-  if #KEYS == 3 then
+  if guard_fenced then
     return {3, '0', guard_t[1], guard_t[2]}
   end
   return 3

@@ -1,26 +1,45 @@
--- restore: put our key back on a node that lost it, after a quorum of other
--- nodes confirmed in the same Extend that we still hold the lock. Never
--- touches a key that is there, whoever holds it, nor a tombstone our own
--- delete left (lib.lua): once Release has started, nothing puts the key back.
+-- restore: put our keys back on a node that lost them, after a quorum of
+-- other nodes confirmed in the same Extend that we still hold the lock.
+-- Never touches a key that is there, whoever holds it, nor a tombstone our
+-- own delete left (lib.lua): once Release has started, nothing puts the key
+-- back. For a Lock of several keys, all or none: the node writes only when
+-- no key is another holder's and no tombstone refuses, and then refreshes
+-- the keys of ours that are there too, so that it holds all of them.
 -- Runs after lib.lua.
--- KEYS[1]  the lock key
+-- KEYS     the lock's keys
 -- ARGV[1]  the extension's value: the Lock's prefix followed by ARGV[4]
 -- ARGV[2]  time to live in milliseconds
 -- ARGV[3]  the Lock's prefix
 -- ARGV[4]  the extension's generation
--- Returns  1 when the key was absent (or another Lock's tombstone) and now
---            holds ARGV[1],
---          0 when the key is there (nothing is changed),
+-- Returns  1 when a key was absent (or another Lock's tombstone) and now
+--            every key holds ARGV[1],
+--          0 when every key is there, or one is another holder's or holds
+--            a later generation of ours (nothing is changed),
 --          2 when a tombstone of ours refuses this generation (nothing is
 --            changed): the Lock's delete ran after this call was sent.
-local v = redis.call('GET', KEYS[1])
-if v then
-  if string.sub(v, 1, 1) ~= '!' then
+local absent = false
+for i = 1, #KEYS do
+  local v = redis.call('GET', KEYS[i])
+  if not v then
+    absent = true
+  elseif string.sub(v, 1, 1) == '!' then
+    if tomb_refuses(v, ARGV[3], ARGV[4]) then
+      return 2
+    end
+    absent = true
+  elseif string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then
     return 0
-  end
-  if tomb_refuses(v, ARGV[3], ARGV[4]) then
-    return 2
+  else
+    local gen = tonumber(string.match(v, '^%d+', #ARGV[3] + 1))
+    if gen and gen > tonumber(ARGV[4]) then
+      return 0
+    end
   end
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if not absent then
+  return 0
+end
+for i = 1, #KEYS do
+  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
 return 1

@@ -1,14 +1,13 @@
 -- take: the step the acquire scripts share (acquire.lua, acquire_fenced.lua,
 -- and handover.lua for the waiter), prepended to each after lib.lua: whether
 -- this attempt may write the key, and what it writes.
--- KEYS[1]  the lock key
 -- ARGV[1]  this attempt's value: the Lock's prefix followed by ARGV[4]
 -- ARGV[2]  time to live in milliseconds
 -- ARGV[3]  the holder's prefix: the Lock's prefix (its token and a dot), or
 --          for a Lock of an owner (WithOwner) the owner's part of it, so
 --          that any Lock of the owner takes the key over
 -- ARGV[4]  this attempt's generation
--- take(v), v the key's value or false, returns
+-- take(K, v), v the value of key K or false, returns
 --          1, value, ttl, chained when this attempt may write: value with
 --            PX ttl; chained when value keeps what it took over,
 --          -(pttl + 1), 0 or less, when another holder's value is there:
@@ -31,7 +30,7 @@
 -- holds, the chain is dropped (the acquire's settle, an extension, a
 -- Release): only a pending takeover keeps one. At most eight pending
 -- takeovers chain; a ninth is refused as another holder.
-local function take(v)
+local function take(K, v)
   if not v then
     return 1, ARGV[1], ARGV[2], false
   end
@@ -42,7 +41,7 @@ local function take(v)
     end
     return 1, ARGV[1], ARGV[2], false
   end
-  local ok, pttl = pcall(redis.call, 'PTTL', KEYS[1])
+  local ok, pttl = pcall(redis.call, 'PTTL', K)
   if not ok then
     pttl = -1 -- an ACL without PTTL: a waiter falls back to its backoff
   end

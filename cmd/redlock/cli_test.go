@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -157,6 +158,8 @@ func TestUsageErrors(t *testing.T) {
 		{"run no nodes", []string{"run", "--key", "k", "--", "true"}, "no nodes: give --nodes or $REDLOCK_NODES"},
 		{"status without key", []string{"status", "--nodes", ok}, "--key is required"},
 		{"status extra argument", []string{"status", "--nodes", ok, "--key", "k", "extra"}, `unexpected argument "extra"`},
+		{"status repeated key", []string{"status", "--nodes", ok, "--key", "a", "--key", "b"}, `--key given 2 times ("a", "b"): redlock status takes one key`},
+		{"run empty key among several", []string{"run", "--nodes", ok, "--key", "a", "--key", "", "--", "true"}, "--key must not be empty"},
 		{"check unknown flag", []string{"check", "--nodes", ok, "--key", "k"}, "flag provided but not defined: -key"},
 		{"scheme", []string{"check", "--nodes", "http://127.0.0.1:6379"}, `bad node URL "http://127.0.0.1:6379"`},
 		{"no port", []string{"status", "--key", "k", "--nodes", "127.0.0.1"}, `bad node "127.0.0.1": want host:port`},
@@ -596,5 +599,105 @@ func TestRunTTLMinimum(t *testing.T) {
 	wantExit(t, redlockRun(t, "run", "--nodes", nodes, "--key", "short", "--ttl", "200ms", "--wait", "10s", "--", "touch", ran), 0)
 	if _, err := os.Stat(ran); err != nil {
 		t.Errorf("--ttl 200ms: the command did not run: %v", err)
+	}
+}
+
+// TestRunSeveralKeys: run with --key given several times holds every key
+// while its command runs, renewed past the TTL, so that a run or a
+// TryAcquire of any one of them fails, and releases all of them when it
+// exits. A run that took only the last --key (or only the first) leaves
+// the other free and fails here.
+func TestRunSeveralKeys(t *testing.T) {
+	servers, nodes := startServers(t, 3)
+	var clients []redis.UniversalClient
+	for _, s := range servers {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+	locks, err := redlock.New(clients, redlock.WithNodeTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = locks.Close(context.Background()) })
+
+	dir := t.TempDir()
+	env, started, stop := filepath.Join(dir, "env"), filepath.Join(dir, "started"), filepath.Join(dir, "stop")
+	first, stdout, stderr := command(t, "run", "--nodes", nodes, "--key", "a", "--key", "b", "--ttl", "2s", "--wait", "10s", "--verbose", "--",
+		"sh", "-c", `printf '%s|%s' "$REDLOCK_KEYS" "${REDLOCK_KEY-unset}" > "$0"; touch "$1"; while [ ! -f "$2" ]; do sleep 0.05; done`, env, started, stop)
+	start := time.Now()
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = os.WriteFile(stop, nil, 0o644)
+			_ = first.Process.Kill()
+			t.Logf("the first run:\n%s", finish(t, first, stdout, stderr, start).stderr)
+		}
+	}()
+	waitFile(t, started)
+	if got := readFile(t, env); got != "a\nb|unset" {
+		t.Errorf("the command saw REDLOCK_KEYS|REDLOCK_KEY %q, want %q", got, "a\nb|unset")
+	}
+	time.Sleep(2200 * time.Millisecond) // past the TTL: only renewal keeps them
+
+	for _, key := range []string{"a", "b"} {
+		busy := redlockRun(t, "run", "--nodes", nodes, "--key", key, "--wait", "200ms", "--", "true")
+		wantExit(t, busy, exitTempFail)
+		if !strings.Contains(busy.stderr, fmt.Sprintf("%q not acquired within --wait 200ms", key)) {
+			t.Errorf("run --key %s: stderr %q", key, busy.stderr)
+		}
+		l, err := locks.TryAcquire(t.Context(), key, time.Minute)
+		if err == nil {
+			_ = l.Release(t.Context())
+			t.Fatalf("TryAcquire(%q) got the key while run holds it", key)
+		}
+		if !errors.Is(err, redlock.ErrHeldByOther) {
+			t.Errorf("TryAcquire(%q): %v, want held by another", key, err)
+		}
+	}
+	// Both keys, in the other order, as one try: refused as one.
+	both := redlockRun(t, "run", "--nodes", nodes, "--key", "b", "--key", "a", "--wait", "0", "--", "true")
+	wantExit(t, both, exitTempFail)
+	if !strings.Contains(both.stderr, `"a", "b" not acquired in one try (--wait 0)`) {
+		t.Errorf("stderr: %q", both.stderr)
+	}
+
+	if err := os.WriteFile(stop, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stopped = true
+	r := finish(t, first, stdout, stderr, start)
+	wantExit(t, r, 0)
+	for _, want := range []string{`acquired "a", "b"`, `renewed "a", "b"`, `released "a", "b"`} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("--verbose does not say %q:\n%s", want, r.stderr)
+		}
+	}
+
+	// Released, not expired: the renewed validity left is well over the
+	// second these take.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	l, err := locks.AcquireAll(ctx, []string{"a", "b"}, time.Minute)
+	if err != nil {
+		t.Fatalf("a and b not free after run exited: %v", err)
+	}
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// A key given twice is held once; the keys come sorted.
+	dup := redlockRun(t, "run", "--nodes", nodes, "--key", "b", "--key", "a", "--key", "b", "--wait", "10s", "--", "sh", "-c", `printf %s "$REDLOCK_KEYS"`)
+	wantExit(t, dup, 0)
+	if dup.stdout != "a\nb" {
+		t.Errorf("--key b --key a --key b: REDLOCK_KEYS %q, want %q", dup.stdout, "a\nb")
+	}
+	// The same key twice is the one-key lock, as a single --key.
+	one := redlockRun(t, "run", "--nodes", nodes, "--key", "a", "--key", "a", "--wait", "10s", "--", "sh", "-c", `printf '%s|%s' "$REDLOCK_KEY" "${REDLOCK_KEYS-unset}"`)
+	wantExit(t, one, 0)
+	if one.stdout != "a|unset" {
+		t.Errorf("--key a --key a: the command saw %q, want %q", one.stdout, "a|unset")
 	}
 }

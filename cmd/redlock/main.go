@@ -1,12 +1,13 @@
 // Command redlock works with Redlock locks over independent Redis masters.
 //
-//	redlock run --nodes NODE,... --key K [--ttl 30s] [--wait 0] [--fencing] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]
+//	redlock run --nodes NODE,... --key K [--key K2 ...] [--ttl 30s] [--wait 0] [--fencing] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]
 //	redlock status --nodes NODE,... --key K [--json]
 //	redlock check --nodes NODE,... [--strict] [--json]
 //	redlock demo [-addrs host:port,...] [-miniredis] [-workers n] [-rounds n]
 //	redlock --version
 //
-// run holds the lock on K while a command runs: it waits up to --wait for it,
+// run holds the lock on K (on every key given, all or none, when --key is
+// repeated) while a command runs: it waits up to --wait for it,
 // renews it while the command runs, and stops the command's whole process
 // group before the lock's validity ends if the lock is lost, or, through a
 // guardian process, at once if redlock itself is killed. status shows

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -191,4 +192,53 @@ func durationVar(fs *flag.FlagSet, name string, def time.Duration, usage string)
 	f := &durationFlag{d: def}
 	fs.Var(f, name, usage)
 	return f
+}
+
+// keysFlag is a --key that may be given several times: each one appends.
+type keysFlag struct{ keys []string }
+
+func (f *keysFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return strings.Join(f.keys, ",")
+}
+
+func (f *keysFlag) Set(s string) error {
+	f.keys = append(f.keys, s)
+	return nil
+}
+
+// distinct returns the keys in the order given, each once.
+func (f *keysFlag) distinct() []string {
+	var out []string
+	for _, k := range f.keys {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// one returns the only --key, "" if none was given, or a usage error if
+// it was given several times: for a command that reads one key, the last
+// of several is not silently the one.
+func (f *keysFlag) one(fs *flag.FlagSet) (string, error) {
+	switch keys := f.distinct(); len(keys) {
+	case 0:
+		return "", nil
+	case 1:
+		return keys[0], nil
+	default:
+		return "", usageError(fs, "--key given %d times (%s): %s takes one key", len(f.keys), quoteKeys(keys), fs.Name())
+	}
+}
+
+// quoteKeys shows keys as "a", "b".
+func quoteKeys(keys []string) string {
+	q := make([]string, len(keys))
+	for i, k := range keys {
+		q[i] = strconv.Quote(k)
+	}
+	return strings.Join(q, ", ")
 }

@@ -29,7 +29,7 @@ func keepAlive(ctx context.Context, l *redlock.Lock, before time.Duration) conte
 			case <-timer.C:
 			}
 			if l.Until().Equal(until) { // no renewal since: KeepAlive is still retrying
-				cancel(fmt.Errorf("%w: %q not renewed while %v of validity was left", redlock.ErrLockLost, l.Key(), before))
+				cancel(fmt.Errorf("%w: %s not renewed while %v of validity was left", redlock.ErrLockLost, quoteKeys(l.Keys()), before))
 				return
 			}
 		}

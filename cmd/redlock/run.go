@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,6 +90,13 @@ larger share of the lock (at 10ms the command would be killed as it starts).
 Environment: REDLOCK_NODES for --nodes, REDLOCK_RESTART_GUARD for
 --restart-guard. The command gets REDLOCK_KEY, and REDLOCK_FENCE with --fencing.
 
+--key given several times holds all its keys as one lock (the library's
+AcquireAll): taken all at once or not at all, renewed together, lost
+together, released together; a key given twice is held once. The command
+then gets REDLOCK_KEYS, the keys sorted, one per line, instead of
+REDLOCK_KEY. Two runs that name the same keys in other orders contend for
+the same lock and cannot deadlock.
+
 Exit statuses:
   the command's   it ran under the lock to the end (128+n: killed by signal n)
   64              a usage error or a bad node
@@ -103,14 +111,15 @@ func runCmd(args []string) error {
 	fs := flag.NewFlagSet("redlock run", flag.ContinueOnError)
 	var nf nodeFlag
 	nf.register(fs)
-	key := fs.String("key", "", "the lock's key (required)")
+	var kf keysFlag
+	fs.Var(&kf, "key", "the lock's `key` (required); give it several times to hold several keys at once, all or none")
 	ttl := durationVar(fs, "ttl", 30*time.Second, "the lock's time to live (a `duration`, at least "+minTTL.String()+"); it is renewed while the command runs")
 	wait := durationVar(fs, "wait", 0, "how long to wait for the lock, a `duration` (0: one try)")
 	fencing := fs.Bool("fencing", false, "take a fencing token and pass it to the command as $REDLOCK_FENCE")
 	grace := durationVar(fs, "grace", 0, "the `duration` between SIGTERM and SIGKILL when the lock is lost; shorter than --ttl (default: a third of --ttl)")
 	guard := durationVar(fs, "restart-guard", 0, "count a node that restarted or lost its data only this `duration` after it is back, at least the longest TTL in use (default $"+restartGuardEnv+", 0: off)")
 	verbose := fs.Bool("verbose", false, "log each step on stderr")
-	if err := parseFlags(fs, "--key K [--nodes NODE,...] [--ttl 30s] [--wait 0] [--fencing] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]", runHelp, args); err != nil {
+	if err := parseFlags(fs, "--key K [--key K2 ...] [--nodes NODE,...] [--ttl 30s] [--wait 0] [--fencing] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]", runHelp, args); err != nil {
 		return err
 	}
 	if !grace.set {
@@ -123,9 +132,15 @@ func runCmd(args []string) error {
 		}
 		guard.d = d
 	}
+	keys := kf.distinct() // a key given twice is held once
+	slices.Sort(keys)     // as the library orders them, and Lock.Keys
 	switch {
-	case *key == "":
+	case len(keys) == 0 || len(keys) == 1 && keys[0] == "":
 		return usageError(fs, "--key is required")
+	case slices.Contains(keys, ""):
+		return usageError(fs, "--key must not be empty")
+	case len(keys) > redlock.MaxKeys:
+		return usageError(fs, "--key given for %d distinct keys, more than the %d one lock holds", len(keys), redlock.MaxKeys)
 	case ttl.d <= 0:
 		return usageError(fs, "--ttl must be positive")
 	case ttl.d < minTTL:
@@ -141,6 +156,7 @@ func runCmd(args []string) error {
 	case fs.NArg() == 0:
 		return usageError(fs, "no command to run: give it after --")
 	}
+	what := quoteKeys(keys) // "k", or "a", "b" for several keys
 	logf := func(string, ...any) {}
 	if *verbose {
 		logf = func(format string, args ...any) {
@@ -159,7 +175,8 @@ func runCmd(args []string) error {
 		redlock.WithRenewInterval(renewIntervalFor(ttl.d, termLeadFor(ttl.d, grace.d))),
 		redlock.WithHooks(redlock.Hooks{
 			NodeError: func(n redlock.Event) {
-				if n.Key == *key && (n.Op == "delete" || n.Op == "handover") {
+				// An event names a lock of several keys by its first.
+				if n.Key == keys[0] && (n.Op == "delete" || n.Op == "handover") {
 					unconfirmed.mark(n.Node)
 				}
 			},
@@ -167,9 +184,9 @@ func runCmd(args []string) error {
 				switch {
 				case stopping.Load():
 				case r.Err != nil:
-					logf("renewal of %q failed after %v: %v", r.Key, r.Elapsed, r.Err)
+					logf("renewal of %s failed after %v: %v", what, r.Elapsed, r.Err)
 				default:
-					logf("renewed %q in %v", r.Key, r.Elapsed)
+					logf("renewed %s in %v", what, r.Elapsed)
 				}
 			},
 		}),
@@ -197,12 +214,12 @@ func runCmd(args []string) error {
 		return err
 	}
 	logf("a quorum of nodes is reachable")
-	logf("acquiring %q for %v on %d nodes (quorum %d), waiting up to %v", *key, ttl.d, len(nodes), locks.Quorum(), wait.d)
-	lock, err := acquire(locks, *key, ttl.d, wait.d, sigs)
+	logf("acquiring %s for %v on %d nodes (quorum %d), waiting up to %v", what, ttl.d, len(nodes), locks.Quorum(), wait.d)
+	lock, err := acquire(locks, keys, ttl.d, wait.d, sigs)
 	if err != nil {
 		return err
 	}
-	logf("acquired %q, valid until %s, fence %d", *key, lock.Until().Format(time.RFC3339Nano), lock.Fence())
+	logf("acquired %s, valid until %s, fence %d", what, lock.Until().Format(time.RFC3339Nano), lock.Fence())
 
 	renewing, stopRenewing := context.WithCancel(context.Background())
 	lost := keepAlive(renewing, lock, termLeadFor(ttl.d, grace.d))
@@ -215,11 +232,15 @@ func runCmd(args []string) error {
 	if err := lock.Release(ctx); err != nil {
 		logf("release: %v", err)
 	} else {
-		logf("released %q", *key)
+		logf("released %s", what)
 	}
 	closeClient(locks)
 	if left := unconfirmed.with(locks.Nodes()); len(left) > 0 {
-		logf("no confirmed delete from %s: left to expire the key by its TTL", strings.Join(left, ", "))
+		theKey := "the key"
+		if len(keys) > 1 {
+			theKey = "the keys"
+		}
+		logf("no confirmed delete from %s: left to expire %s by its TTL", strings.Join(left, ", "), theKey)
 	}
 	if runErr != nil {
 		return runErr
@@ -298,8 +319,9 @@ func unjoin(err error) []error {
 	return []error{err}
 }
 
-// acquire takes the lock within wait (one try for 0). A signal ends the wait.
-func acquire(locks *redlock.Client, key string, ttl, wait time.Duration, sigs <-chan os.Signal) (*redlock.Lock, error) {
+// acquire takes the lock on keys, all of them or none, within wait (one try
+// for 0). A signal ends the wait.
+func acquire(locks *redlock.Client, keys []string, ttl, wait time.Duration, sigs <-chan os.Signal) (*redlock.Lock, error) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	if wait > 0 {
@@ -314,10 +336,15 @@ func acquire(locks *redlock.Client, key string, ttl, wait time.Duration, sigs <-
 	done := make(chan result, 1)
 	go func() {
 		var r result
-		if wait > 0 {
-			r.lock, r.err = locks.Acquire(ctx, key, ttl)
-		} else {
-			r.lock, r.err = locks.TryAcquire(ctx, key, ttl)
+		switch {
+		case len(keys) == 1 && wait > 0:
+			r.lock, r.err = locks.Acquire(ctx, keys[0], ttl)
+		case len(keys) == 1:
+			r.lock, r.err = locks.TryAcquire(ctx, keys[0], ttl)
+		case wait > 0:
+			r.lock, r.err = locks.AcquireAll(ctx, keys, ttl)
+		default:
+			r.lock, r.err = locks.TryAcquireAll(ctx, keys, ttl)
 		}
 		done <- r
 	}()
@@ -338,16 +365,16 @@ func acquire(locks *redlock.Client, key string, ttl, wait time.Duration, sigs <-
 		_ = r.lock.Release(rctx)
 		fallthrough
 	case got != nil:
-		return nil, exit(128+int(got.(syscall.Signal)), "%v while waiting for %q", got, key)
+		return nil, exit(128+int(got.(syscall.Signal)), "%v while waiting for %s", got, quoteKeys(keys))
 	case unreachable(r.err):
 		return nil, exit(exitUnavailable, "%v", r.err)
 	case errors.Is(r.err, redlock.ErrInvalidArgument):
 		return nil, exit(exitUsage, "%v", r.err)
 	}
 	if wait == 0 {
-		return nil, exit(exitTempFail, "%q not acquired in one try (--wait 0): %v", key, r.err)
+		return nil, exit(exitTempFail, "%s not acquired in one try (--wait 0): %v", quoteKeys(keys), r.err)
 	}
-	return nil, exit(exitTempFail, "%q not acquired within --wait %v: %v", key, wait, r.err)
+	return nil, exit(exitTempFail, "%s not acquired within --wait %v: %v", quoteKeys(keys), wait, r.err)
 }
 
 // unreachable reports a failed acquire in which too few nodes answered to
@@ -381,7 +408,12 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, l
 	sigs <-chan os.Signal, logf func(string, ...any)) (int, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), "REDLOCK_KEY="+lock.Key())
+	if keys := lock.Keys(); len(keys) > 1 {
+		// No one key would be right for $REDLOCK_KEY: none is set.
+		cmd.Env = append(os.Environ(), "REDLOCK_KEYS="+strings.Join(keys, "\n"))
+	} else {
+		cmd.Env = append(os.Environ(), "REDLOCK_KEY="+lock.Key())
+	}
 	if fencing {
 		cmd.Env = append(cmd.Env, "REDLOCK_FENCE="+strconv.FormatUint(lock.Fence(), 10))
 	}

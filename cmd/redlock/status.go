@@ -63,12 +63,17 @@ func statusCmd(args []string) error {
 	fs := flag.NewFlagSet("redlock status", flag.ContinueOnError)
 	var nf nodeFlag
 	nf.register(fs)
-	key := fs.String("key", "", "the lock's key (required)")
+	var kf keysFlag
+	fs.Var(&kf, "key", "the lock's `key` (required; one key)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := parseFlags(fs, "--key K [--nodes NODE,...] [--json]", "", args); err != nil {
 		return err
 	}
-	if *key == "" {
+	key, err := kf.one(fs)
+	if err != nil {
+		return err
+	}
+	if key == "" {
 		return usageError(fs, "--key is required")
 	}
 	if fs.NArg() > 0 {
@@ -80,7 +85,7 @@ func statusCmd(args []string) error {
 	}
 	defer closeNodes(nodes)
 
-	st := readStatus(context.Background(), nodes, *key)
+	st := readStatus(context.Background(), nodes, key)
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")

@@ -138,8 +138,9 @@ func (p *Set) evalArgs(seq *Lanes, op *Op, a []any) []any {
 	if !ok {
 		hash = op.Script.Hash()
 	}
-	a = append(a, "evalsha", hash, op.NKeys)
-	for i, k := range op.Keys[:op.NKeys] {
+	keys := op.KeyList()
+	a = append(a, "evalsha", hash, len(keys))
+	for i, k := range keys {
 		if i == 0 && seq != nil {
 			a = append(a, seq.keyArg(k))
 		} else {
@@ -159,7 +160,7 @@ func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *Op, args [
 	} else {
 		*cmd = *redis.NewCmd(ctx, args...)
 	}
-	if op.NKeys > 0 {
+	if len(op.KeyList()) > 0 {
 		cmd.SetFirstKeyPos(3) // a cluster client routes by the first key
 	}
 	_ = c.Process(ctx, cmd)
@@ -167,7 +168,7 @@ func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *Op, args [
 		if c == n.client {
 			return op.evalOrLoad(ctx, n)
 		}
-		return op.Read(op.Script.Run(ctx, c, op.Keys[:op.NKeys], op.Args[:op.NArgs]...))
+		return op.Read(op.Script.Run(ctx, c, op.KeyList(), op.Args[:op.NArgs]...))
 	}
 	return op.Read(cmd)
 }

@@ -19,18 +19,32 @@ type Op struct {
 	Args   [MaxArgs]any
 	NKeys  int
 	NArgs  int
+	// Many, when set, holds all the op's keys instead of Keys: an op over
+	// more keys than Keys holds (a lock over several keys). Keys[0] is
+	// then Many[0], for the hooks and the log. The rounds share it,
+	// read-only.
+	Many []string
 }
 
-// The most keys and arguments an op has: the lock's key, its fence counter
-// and the restart marker; a handover's six arguments, a guarded fenced
-// acquire's.
+// The most keys and arguments an op holds in its arrays: the lock's key,
+// its fence counter and the restart marker; a guarded fenced acquire of
+// several keys has seven arguments (take.lua's four, the number of keys,
+// the counters' horizon and the guard).
 const (
 	MaxKeys = 3
-	MaxArgs = 6
+	MaxArgs = 7
 )
 
+// KeyList is every key of o, in order.
+func (o *Op) KeyList() []string {
+	if o.Many != nil {
+		return o.Many
+	}
+	return o.Keys[:o.NKeys]
+}
+
 func (o *Op) evalOrLoad(ctx context.Context, n *node) Reply {
-	return o.Read(o.Script.Run(ctx, n.client, o.Keys[:o.NKeys], o.Args[:o.NArgs]...))
+	return o.Read(o.Script.Run(ctx, n.client, o.KeyList(), o.Args[:o.NArgs]...))
 }
 
 // withTombstone is delete op o that, where the key is absent, leaves a

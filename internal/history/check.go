@@ -28,6 +28,10 @@ type Lock struct {
 	ID     int
 	Client string // the worker that acquired it first, for reports
 	Key    string
+	// Keys are the keys of a Lock of several keys (AcquireAll, DoAll),
+	// Key their first; nil for a Lock of one key. A hold of such a Lock
+	// is a hold of each of its keys: its windows are on every one.
+	Keys   []string
 	Owner  string // the WithOwner id; "" for a Lock of its own
 	Fenced bool   // acquired through a Client WithFencing: it has a fence and writes to the fenced store
 	Fence  uint64 // 0 without fencing
@@ -154,6 +158,14 @@ func Check(r *Record) *Verdict {
 		v.add("leftovers", k.Key, time.Time{}, "%s", k)
 	}
 	return v
+}
+
+// AllKeys returns the keys l holds: Keys, or Key alone.
+func (l *Lock) AllKeys() []string {
+	if len(l.Keys) > 0 {
+		return l.Keys
+	}
+	return []string{l.Key}
 }
 
 // windows returns the intervals in which l's holder may act on the key:
@@ -322,7 +334,9 @@ func checkExclusion(v *Verdict, r *Record) {
 	var ws []Window[*Lock]
 	for _, l := range r.Locks {
 		for _, iv := range l.windows(over[l]) {
-			ws = append(ws, Window[*Lock]{Key: l.Key, Holder: l, Interval: iv})
+			for _, k := range l.AllKeys() {
+				ws = append(ws, Window[*Lock]{Key: k, Holder: l, Interval: iv})
+			}
 		}
 	}
 	for _, o := range Overlaps(ws) {
@@ -346,6 +360,9 @@ func (l *Lock) Describe() string {
 	fmt.Fprintf(&b, "lock #%d of %s", l.ID, l.Client)
 	if l.Do {
 		b.WriteString(" (Do)")
+	}
+	if len(l.Keys) > 0 {
+		fmt.Fprintf(&b, " (keys %s)", strings.Join(l.Keys, ", "))
 	}
 	if l.Owner != "" {
 		fmt.Fprintf(&b, " (owner %s, %d acquires)", l.Owner, len(l.Acquires))
@@ -408,7 +425,9 @@ func checkFencing(v *Verdict, r *Record) {
 	byKey := make(map[string][]*Lock)
 	for _, l := range r.Locks {
 		if l.Fence != 0 && !l.Do && len(l.Acquires) > 0 {
-			byKey[l.Key] = append(byKey[l.Key], l)
+			for _, k := range l.AllKeys() {
+				byKey[k] = append(byKey[k], l)
+			}
 		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(byKey)) {

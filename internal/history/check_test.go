@@ -162,3 +162,72 @@ func TestNemesisChecker(t *testing.T) {
 		})
 	}
 }
+
+// TestNemesisCheckerMultiKey feeds Check histories with Locks of several
+// keys (AcquireAll): a hold of such a Lock is a hold of each of its keys, so
+// it must not overlap a holder of any one of them, of one key or of several,
+// while holders of disjoint keys, or of a shared key one after the other,
+// pass.
+func TestNemesisCheckerMultiKey(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// lock is a Lock of keys acquired in [acq0, acq1], valid until until,
+	// whose Release started at rel.
+	lock := func(id int, keys []string, acq0, acq1, until, rel int) *Lock {
+		l := &Lock{ID: id, Client: "c", Key: keys[0], Acquires: []Span{{at(acq0), at(acq1)}},
+			Proofs: []Proof{{at(acq1), at(until)}}, Releases: []Span{{at(rel), at(rel + 1)}}}
+		if len(keys) > 1 {
+			l.Keys = keys
+		}
+		return l
+	}
+	fenced := func(l *Lock, fence uint64) *Lock { l.Fenced, l.Fence = true, fence; return l }
+	ab, bc := []string{"a", "b"}, []string{"b", "c"}
+
+	tests := []struct {
+		name string
+		r    Record
+		kind string // "" for a clean history
+		key  string // the key of every finding
+	}{
+		{"multi-key, then single on its second key", Record{Locks: []*Lock{
+			lock(1, ab, 0, 10, 100, 50), lock(2, []string{"b"}, 5, 60, 200, 150)}}, "", ""},
+		{"single, then multi-key", Record{Locks: []*Lock{
+			lock(1, []string{"b"}, 0, 10, 100, 50), lock(2, ab, 5, 60, 200, 150)}}, "", ""},
+		{"multi-key and single on a disjoint key", Record{Locks: []*Lock{
+			lock(1, ab, 0, 10, 100, 80), lock(2, []string{"c"}, 5, 20, 200, 150)}}, "", ""},
+		{"multi-key overlaps single on its second key", Record{Locks: []*Lock{
+			lock(1, ab, 0, 10, 100, 80), lock(2, []string{"b"}, 5, 60, 200, 150)}}, "exclusion", "b"},
+		{"single overlaps multi-key on its second key", Record{Locks: []*Lock{
+			lock(1, []string{"b"}, 0, 10, 100, 80), lock(2, ab, 5, 60, 200, 150)}}, "exclusion", "b"},
+		{"two multi-key sets overlap on the shared key", Record{Locks: []*Lock{
+			lock(1, ab, 0, 10, 100, 80), lock(2, bc, 5, 60, 200, 150)}}, "exclusion", "b"},
+		{"two multi-key sets one after the other", Record{Locks: []*Lock{
+			lock(1, ab, 0, 10, 100, 50), lock(2, bc, 5, 60, 200, 150)}}, "", ""},
+		{"single after multi-key, fence not above", Record{Locks: []*Lock{
+			fenced(lock(1, ab, 0, 10, 100, 50), 7), fenced(lock(2, []string{"b"}, 20, 60, 200, 150), 7)}}, "fencing", "b"},
+		{"single after multi-key, fence above", Record{Locks: []*Lock{
+			fenced(lock(1, ab, 0, 10, 100, 50), 7), fenced(lock(2, []string{"b"}, 20, 60, 200, 150), 8)}}, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Check(&tc.r)
+			for _, kind := range Kinds {
+				if kind == tc.kind {
+					assert.Positive(t, v.Count(kind), "%s not found", kind)
+				} else {
+					assert.Zero(t, v.Count(kind), "%s: %v", kind, v.Found)
+				}
+			}
+			for _, f := range v.Found {
+				assert.Equal(t, tc.key, f.Key, "finding on the wrong key: %s", f.Detail)
+			}
+		})
+	}
+	// The overlap names both Locks.
+	v := Check(&Record{Locks: []*Lock{lock(1, ab, 0, 10, 100, 80), lock(2, []string{"b"}, 5, 60, 200, 150)}})
+	if assert.Len(t, v.Found, 1) {
+		assert.ElementsMatch(t, []int{1, 2}, []int{v.Found[0].Holds[0].ID, v.Found[0].Holds[1].ID})
+		assert.Contains(t, v.Found[0].Detail, "keys a, b")
+	}
+}

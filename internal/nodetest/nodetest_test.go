@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,14 +86,31 @@ func TestWaitReady(t *testing.T) {
 }
 
 // TestScriptSource: the scripts are found from this package's directory,
-// and a script that calls take() gets take.lua and lib.lua before it.
+// a script that calls take() gets take.lua and lib.lua before it, and every
+// file of scripts/ is a part of some script the library runs.
 func TestScriptSource(t *testing.T) {
-	lib, take := ScriptSource(t, "lib.lua"), ScriptSource(t, "take.lua")
+	lib, take := scriptFile(t, "lib.lua"), scriptFile(t, "take.lua")
 	if lib == "" || take == "" {
 		t.Fatal("lib.lua or take.lua is empty")
 	}
 	acquire := ScriptSource(t, "acquire.lua")
 	if !strings.HasPrefix(acquire, lib+take) {
 		t.Fatalf("acquire.lua does not begin with lib.lua and take.lua:\n%.200s", acquire)
+	}
+	used := map[string]bool{"restart_guard.lua": true}
+	for name, parts := range scriptParts {
+		used[name] = true
+		for _, p := range parts {
+			used[p] = true
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(ScriptsDir(t), "*.lua"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("scripts/*.lua: %v", err)
+	}
+	for _, f := range files {
+		if !used[filepath.Base(f)] {
+			t.Errorf("scripts/%s is in no script", filepath.Base(f))
+		}
 	}
 }

@@ -3,6 +3,7 @@ package nodetest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,50 +34,74 @@ func ScriptsDir(t testing.TB) string {
 	}
 }
 
-// LoadScripts loads the library's scripts/*.lua on the nodes at addrs, as
-// a running service has them cached: go-redis sends EVALSHA first, and on a
-// stalled node the NOSCRIPT reply would arrive too late for the fallback to
-// EVAL to be sent, so no write would land there, which is not the case under
-// test. A node started again has lost them. The root package's
-// TestLoadScripts checks that the library finds every script it runs
-// already loaded.
+// LoadScripts loads every script the library runs (Scripts) on the nodes
+// at addrs, as a running service has them cached: go-redis sends EVALSHA
+// first, and on a stalled node the NOSCRIPT reply would arrive too late for
+// the fallback to EVAL to be sent, so no write would land there, which is
+// not the case under test. A node started again has lost them. The root
+// package's TestLoadScripts checks that the library finds every script it
+// runs already loaded.
 func LoadScripts(t testing.TB, addrs ...string) {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(ScriptsDir(t), "*.lua"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files, "the library's scripts/*.lua")
 	for _, addr := range addrs {
 		Look(t, addr, func(ctx context.Context, rc *redis.Client) {
-			for _, f := range files {
-				src := ScriptSource(t, filepath.Base(f))
-				require.NoError(t, rc.ScriptLoad(ctx, src).Err(), "SCRIPT LOAD %s on %s", f, addr)
+			for name := range scriptParts {
+				for _, src := range []string{ScriptSource(t, name), guardedSource(t, name)} {
+					if src != "" {
+						require.NoError(t, rc.ScriptLoad(ctx, src).Err(), "SCRIPT LOAD %s on %s", name, addr)
+					}
+				}
 			}
 		})
 	}
 }
 
+// scriptParts is how the library assembles each script it runs (scripts.go),
+// by the name of the file that ends it: the files prepended to it, in order.
+var scriptParts = map[string][]string{
+	"acquire.lua":            {"lib.lua", "take.lua"},
+	"acquire_fenced.lua":     {"lib.lua", "take.lua"},
+	"acquire_all.lua":        {"lib.lua", "take.lua", "take_all.lua"},
+	"acquire_all_fenced.lua": {"lib.lua", "take.lua", "take_all.lua"},
+	"fence_commit.lua":       {"counter.lua"},
+	"extend_one.lua":         {"counter.lua", "extend.lua"},
+	"extend_all.lua":         {"counter.lua", "extend.lua"},
+	"restore.lua":            {"lib.lua"},
+	"release_one.lua":        {"lib.lua", "release.lua"},
+	"release_all.lua":        {"lib.lua", "release.lua"},
+	"handover.lua":           {"lib.lua", "take.lua"},
+	"inspect.lua":            nil,
+}
+
 // ScriptSource is the script that the library runs for the file name of
-// scripts/: the acquire scripts call take(), which take.lua, prepended,
-// defines, and the scripts that write a lock key use what lib.lua,
-// prepended before it, defines.
+// scripts/ that ends it (scriptParts).
 func ScriptSource(t testing.TB, name string) string {
 	t.Helper()
-	dir := ScriptsDir(t)
-	read := func(name string) string {
-		src, err := os.ReadFile(filepath.Join(dir, name))
-		require.NoError(t, err)
-		return string(src)
+	parts, ok := scriptParts[name]
+	require.True(t, ok, "scripts/%s ends no script the library runs", name)
+	var b strings.Builder
+	for _, f := range append(parts, name) {
+		b.WriteString(scriptFile(t, f))
 	}
-	src := read(name)
-	switch name {
-	case "lib.lua", "take.lua":
-		return src
+	return b.String()
+}
+
+// guardedSource is the restart-guarded form of the acquire script that name
+// ends, "" for the other scripts: the guard's prologue first, told whether
+// the acquire is fenced.
+func guardedSource(t testing.TB, name string) string {
+	t.Helper()
+	if !strings.HasPrefix(name, "acquire") {
+		return ""
 	}
-	if strings.Contains(src, "take(") {
-		src = read("take.lua") + src
-	}
-	if strings.Contains(src, "tomb_") || strings.Contains(src, "chain_") {
-		src = read("lib.lua") + src
-	}
-	return src
+	fenced := strings.Contains(name, "fenced")
+	return fmt.Sprintf("local guard_fenced = %t\n", fenced) + scriptFile(t, "restart_guard.lua") + ScriptSource(t, name)
+}
+
+// scriptFile is the text of scripts/name.
+func scriptFile(t testing.TB, name string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(ScriptsDir(t), name))
+	require.NoError(t, err)
+	return string(src)
 }

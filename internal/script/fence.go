@@ -76,3 +76,15 @@ func crc16(crc uint16, s string) uint16 {
 	}
 	return crc
 }
+
+// Slot is key's Redis Cluster hash slot: of its hash tag, the part between
+// the first '{' and the first '}' after it when that part is not empty, or
+// of the whole key.
+func Slot(key string) uint16 {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			key = key[open+1 : open+1+end]
+		}
+	}
+	return crc16(0, key) % 16384
+}

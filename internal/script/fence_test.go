@@ -177,3 +177,23 @@ func FuzzFenceKeySameSlot(f *testing.F) {
 		}
 	})
 }
+
+// TestSlot: the slots Redis Cluster's documentation gives, and hash tags.
+func TestSlot(t *testing.T) {
+	for key, want := range map[string]uint16{
+		"123456789":            0x31c3 % 16384, // the CRC-16/XMODEM check value
+		"foo":                  12182,          // CLUSTER KEYSLOT foo
+		"{foo}bar":             12182,
+		"{user1000}.following": Slot("user1000"),
+		"foo{}{bar}":           Slot("foo{}{bar}"),
+		"foo{{bar}}zap":        Slot("{bar"),
+		"foo{bar}{zap}":        Slot("bar"),
+	} {
+		if got := Slot(key); got != want {
+			t.Errorf("Slot(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if Slot("{a}x") != Slot("{a}y") || Slot("ax") == Slot("ay") && Slot("a") == Slot("b") {
+		t.Error("keys with one hash tag share a slot")
+	}
+}

@@ -1,0 +1,174 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/script"
+)
+
+// A Lock of several keys (docs/multikey.md) is one Lock: one token, one
+// generation per write, one validity. On each node one script writes every
+// key or none (scripts/take_all.lua), so a node votes for all of them or
+// refuses; two holders of one key would each need a quorum of nodes, and two
+// quorums share a node, whose script admitted only one of them.
+
+// MaxKeys is the most distinct keys one Lock holds (AcquireAll).
+const MaxKeys = 128
+
+// AcquireAll takes keys together, all or none, for ttl, as Acquire takes one
+// key: while the Lock holds them no other Lock holds any of them. Keys are
+// de-duplicated and sorted, so two calls that name the same keys in other
+// orders contend for the same thing and cannot deadlock. A failed AcquireAll
+// leaves none of its keys held (its rollback is Acquire's). The Lock's
+// Release frees every key; Extend, KeepAlive and Do renew all of them, and
+// a renewal that cannot renew every key on a quorum of nodes loses the
+// lock. With WithFencing its one Fence is above the fence of every earlier
+// holder of each key.
+//
+// Bad input is an error matching ErrInvalidArgument, before anything is
+// sent: no keys, more than MaxKeys distinct ones, WithOwner (an owner's
+// takeover is for a Lock of one key), or, when a node is a Redis Cluster
+// client, keys in different hash slots (give them a common {hash tag}). One
+// distinct key is Acquire's Lock.
+//
+// A waiting AcquireAll retries on the Client's RetryStrategy, at most until
+// the holder's key would expire; it is not handed the keys by a Release.
+func (c *Client) AcquireAll(ctx context.Context, keys []string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	return c.acquireAll(ctx, "acquire-all", keys, ttl, opts, true)
+}
+
+// TryAcquireAll is AcquireAll with one attempt, as TryAcquire.
+func (c *Client) TryAcquireAll(ctx context.Context, keys []string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	return c.acquireAll(ctx, "try-acquire-all", keys, ttl, opts, false)
+}
+
+// DoAll is Do over keys taken together by AcquireAll.
+func (c *Client) DoAll(ctx context.Context, keys []string, ttl time.Duration, fn func(ctx context.Context, l *Lock) error, opts ...AcquireOption) error {
+	if fn == nil {
+		return invalid("do on %d keys: nil function", len(keys))
+	}
+	return c.do(ctx, fn, func() (*Lock, error) { return c.AcquireAll(ctx, keys, ttl, opts...) })
+}
+
+// Keys returns the Lock's distinct keys, sorted; a Lock of one key returns
+// its key alone, and a nil Lock nil.
+func (l *Lock) Keys() []string {
+	switch {
+	case l == nil:
+		return nil
+	case l.keys != nil:
+		return slices.Clone(l.keys)
+	}
+	return []string{l.key}
+}
+
+// acquireAll is AcquireAll (retry) or TryAcquireAll, told to the hooks and
+// the log as op.
+func (c *Client) acquireAll(ctx context.Context, op string, keys []string, ttl time.Duration, opts []AcquireOption, retry bool) (*Lock, error) {
+	keys, err := c.checkKeys(keys, opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 1 {
+		return c.observedAcquire(ctx, op, keys[0], ttl, opts, retry)
+	}
+	start := time.Now()
+	l, err := c.acquireKeys(ctx, keys, ttl, opts, retry)
+	if c.obs.on {
+		c.obs.done(op, keys[0], start, err)
+	}
+	return l, err
+}
+
+// checkKeys returns keys distinct and sorted, or why they cannot be one
+// Lock's.
+func (c *Client) checkKeys(keys []string, opts []AcquireOption) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, invalid("no keys")
+	}
+	keys = slices.Clone(keys)
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	if len(keys) > MaxKeys {
+		return nil, invalid("%d distinct keys, more than MaxKeys (%d)", len(keys), MaxKeys)
+	}
+	if len(keys) == 1 {
+		return keys, nil
+	}
+	for _, k := range keys {
+		switch {
+		case k == "":
+			return nil, invalid("empty key")
+		case reservedKey(k) != "":
+			return nil, invalid("key %q is reserved: %s", showKey(k), reservedKey(k))
+		}
+	}
+	if ac, err := acquireOptions(opts); err == nil && ac.ownerSet {
+		return nil, invalid("WithOwner with %d keys: an owner's Lock has one key", len(keys))
+	}
+	if c.hasCluster() {
+		slot := script.Slot(keys[0])
+		for _, k := range keys[1:] {
+			if script.Slot(k) != slot {
+				return nil, invalid("keys %q and %q are in different Redis Cluster hash slots: give them a common {hash tag}",
+					showKey(keys[0]), showKey(k))
+			}
+		}
+	}
+	return keys, nil
+}
+
+// acquireKeys takes keys, two or more, distinct and sorted.
+func (c *Client) acquireKeys(ctx context.Context, keys []string, ttl time.Duration, opts []AcquireOption, retry bool) (*Lock, error) {
+	l, ttl, err := c.prepare(ctx, keys[0], ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer c.nodes.Life.End()
+	l.keys = keys
+	if c.cfg.fencing {
+		l.keysAndCounters = make([]string, 0, 2*len(keys))
+		l.keysAndCounters = append(l.keysAndCounters, keys...)
+		for _, k := range keys {
+			l.keysAndCounters = append(l.keysAndCounters, script.CounterKey(k))
+		}
+	}
+	ttlArg := ttl.Milliseconds()
+	for failed := 1; ; failed++ {
+		err := c.attempt(ctx, l, ttl, ttlArg, failed)
+		if err == nil {
+			return c.keep(l, nil)
+		}
+		if !retry {
+			return nil, err
+		}
+		wait, stop := c.backoff(ctx, err, failed)
+		if stop != nil {
+			return nil, stop
+		}
+		var qe *QuorumError
+		if errors.As(err, &qe) && qe.holderTTL >= 0 {
+			wait = min(wait, qe.holderTTL+holderTTLSlack)
+		}
+		timer := time.NewTimer(wait)
+		werr := c.waitFor(ctx, nil, timer.C)
+		timer.Stop()
+		if werr != nil {
+			return nil, withCause(err, werr)
+		}
+	}
+}
+
+// hasCluster reports whether a node is a Redis Cluster client.
+func (c *Client) hasCluster() bool {
+	for i := range c.nodes.Len() {
+		if _, ok := c.nodes.Client(i).(*redis.ClusterClient); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,290 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// keysOf returns n keys of one test, in sorted order.
+func keysOf(t *testing.T, n int) []string {
+	base := newKey(t)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s:%02d", base, i)
+	}
+	return keys
+}
+
+// TestAcquireAllExclusion: while a Lock holds {a, b}, no other Lock holds a
+// or b, single-key or multi-key, also with a minority node blackholed,
+// delayed or dropping replies; once it is released both can be taken.
+func TestAcquireAllExclusion(t *testing.T) {
+	for _, fault := range []struct {
+		name string
+		set  func(e *env)
+	}{
+		{"none", func(*env) {}},
+		{"blackhole", func(e *env) { e.proxies[2].SetBlackhole(true) }},
+		{"delay", func(e *env) { e.proxies[2].SetDelay(100 * time.Millisecond) }},
+		{"drop-replies", func(e *env) { e.proxies[2].SetDropReplies(true) }},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			e := newEnv(t, 3, fastClients)
+			c := e.client(redlock.WithNodeTimeout(300 * time.Millisecond))
+			ctx := t.Context()
+			k := keysOf(t, 3) // a, b, c
+			fault.set(e)
+			ab, err := c.TryAcquireAll(ctx, []string{k[1], k[0], k[1]}, time.Minute)
+			require.NoError(t, err)
+			assert.Equal(t, []string{k[0], k[1]}, ab.Keys(), "distinct and sorted")
+			assert.Equal(t, k[0], ab.Key(), "the first key")
+
+			_, err = c.TryAcquire(ctx, k[0], time.Minute)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired)
+			_, err = c.TryAcquire(ctx, k[1], time.Minute)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired)
+			_, err = c.TryAcquireAll(ctx, []string{k[1], k[2]}, time.Minute)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired)
+			require.NotErrorIs(t, err, redlock.ErrUnavailable)
+			// The refused {b, c} left nothing under c.
+			require.Eventually(t, func() bool { return e.value(0, k[2])+e.value(1, k[2]) == "" }, 10*time.Second, 5*time.Millisecond)
+
+			require.NoError(t, ab.Extend(ctx, time.Minute))
+			require.NoError(t, ab.Release(ctx))
+			bc, err := c.TryAcquireAll(ctx, []string{k[2], k[1]}, time.Minute)
+			require.NoError(t, err)
+			a, err := c.TryAcquire(ctx, k[0], time.Minute)
+			require.NoError(t, err)
+			require.NoError(t, bc.Release(ctx))
+			require.NoError(t, a.Release(ctx))
+			e.resetFaults()
+		})
+	}
+}
+
+// TestAcquireAllAllOrNothing: a node that holds one of the keys for
+// someone else takes none of them, so it never holds part of the set; with
+// two such nodes the Lock is refused and, once the rollback ran, no node
+// holds any of its keys.
+func TestAcquireAllAllOrNothing(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	k := keysOf(t, 2)
+	require.NoError(t, e.direct[0].Set(ctx, k[1], "someone-else", time.Minute).Err())
+
+	l, err := c.TryAcquireAll(ctx, k, time.Minute)
+	require.NoError(t, err, "a quorum (nodes 1 and 2) took both")
+	assert.Empty(t, e.value(0, k[0]), "node 0 took a although it holds b for another")
+	require.NoError(t, l.Release(ctx))
+	e.eventuallyNoKey(k[0], 10*time.Second)
+
+	require.NoError(t, e.direct[1].Set(ctx, k[1], "someone-else", time.Minute).Err())
+	_, err = c.TryAcquireAll(ctx, k, time.Minute)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	e.eventuallyNoKey(k[0], 10*time.Second)
+	for i := range e.direct {
+		if i < 2 {
+			assert.Equal(t, "someone-else", e.bed.Get(i, k[1]), "node %d: the other holder's b is untouched", i)
+		} else {
+			assert.Empty(t, e.value(i, k[1]), "node %d", i)
+		}
+	}
+}
+
+// TestAcquireAllReversedOrders: callers that name the same keys in opposite
+// orders, in loops, each finish every call within its deadline, and never
+// hold at once.
+func TestAcquireAllReversedOrders(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c1, c2 := e.client(), e.client()
+	k := keysOf(t, 2)
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	const rounds = 15
+	for _, run := range []struct {
+		c    *redlock.Client
+		keys []string
+	}{{c1, []string{k[0], k[1]}}, {c2, []string{k[1], k[0]}}} {
+		wg.Go(func() {
+			for range rounds {
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+				err := run.c.DoAll(ctx, run.keys, 10*time.Second, func(context.Context, *redlock.Lock) error {
+					if inside.Add(1) != 1 {
+						return errors.New("two holders")
+					}
+					time.Sleep(time.Millisecond)
+					inside.Add(-1)
+					return nil
+				})
+				cancel()
+				assert.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestAcquireAllFencing: the fence of a Lock of several keys is above the
+// fences of the earlier holders of each key, and the later holders of any
+// of its keys get a higher one.
+func TestAcquireAllFencing(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client(redlock.WithFencing())
+	ctx := t.Context()
+	k := keysOf(t, 2)
+	var highB uint64
+	for range 3 { // b's fences run ahead of a's
+		l, err := c.TryAcquire(ctx, k[1], time.Minute)
+		require.NoError(t, err)
+		highB = l.Fence()
+		require.NoError(t, l.Release(ctx))
+	}
+	a, err := c.TryAcquire(ctx, k[0], time.Minute)
+	require.NoError(t, err)
+	highA := a.Fence()
+	require.NoError(t, a.Release(ctx))
+
+	ab, err := c.TryAcquireAll(ctx, k, time.Minute)
+	require.NoError(t, err)
+	f := ab.Fence()
+	assert.Greater(t, f, highA)
+	assert.Greater(t, f, highB)
+	require.NoError(t, ab.Extend(ctx, time.Minute))
+	assert.Equal(t, f, ab.Fence())
+	require.NoError(t, ab.Release(ctx))
+	for _, key := range k {
+		l, err := c.TryAcquire(ctx, key, time.Minute)
+		require.NoError(t, err)
+		assert.Greater(t, l.Fence(), f, "a later holder of %s", key)
+		require.NoError(t, l.Release(ctx))
+	}
+}
+
+// TestAcquireAllRenewal: an Extend that finds one key gone from a node puts
+// it back there once a quorum confirmed all of them; one that finds a key
+// gone from a quorum (another holder may have taken it) loses the Lock.
+func TestAcquireAllRenewal(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	k := keysOf(t, 3)
+	l, err := c.TryAcquireAll(ctx, k, time.Minute)
+	require.NoError(t, err)
+	for _, key := range k {
+		e.awaitHolders(key, l.Token())
+	}
+	require.NoError(t, e.direct[0].Del(ctx, k[1]).Err())
+	require.NoError(t, l.Extend(ctx, time.Minute))
+	require.Eventually(t, func() bool { return e.value(0, k[1]) == l.Token() }, 10*time.Second, 5*time.Millisecond, "restored")
+
+	require.NoError(t, e.direct[0].Del(ctx, k[2]).Err())
+	require.NoError(t, e.direct[1].Set(ctx, k[2], "someone-else", time.Minute).Err())
+	err = l.Extend(ctx, time.Minute)
+	require.ErrorIs(t, err, redlock.ErrNotHeld)
+	assert.Equal(t, "someone-else", e.bed.Get(1, k[2]))
+	_ = l.Release(ctx)
+}
+
+// TestAcquireAllInspect: Inspect of any of the keys shows the holder.
+func TestAcquireAllInspect(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	k := keysOf(t, 2)
+	l, err := c.TryAcquireAll(ctx, k, time.Minute)
+	require.NoError(t, err)
+	for _, key := range k {
+		e.awaitHolders(key, l.Token())
+		st, err := c.Inspect(ctx, key)
+		require.NoError(t, err)
+		assert.True(t, st.Held, key)
+		assert.True(t, strings.HasPrefix(l.Token(), st.Nodes[0].Holder), key)
+	}
+	require.NoError(t, l.Release(ctx))
+}
+
+// TestAcquireAllBadInput: bad input is ErrInvalidArgument, before anything
+// is sent, and leaves nothing locked.
+func TestAcquireAllBadInput(t *testing.T) {
+	e := newEnv(t, 1, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	k := keysOf(t, 2)
+	many := make([]string, redlock.MaxKeys+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("%s:%d", k[0], i)
+	}
+	for name, call := range map[string]func() error{
+		"no keys":    func() error { _, err := c.AcquireAll(ctx, nil, time.Minute); return err },
+		"empty key":  func() error { _, err := c.TryAcquireAll(ctx, []string{k[0], ""}, time.Minute); return err },
+		"too many":   func() error { _, err := c.TryAcquireAll(ctx, many, time.Minute); return err },
+		"reserved":   func() error { _, err := c.TryAcquireAll(ctx, []string{k[0], "redlock:boot"}, time.Minute); return err },
+		"owner":      func() error { _, err := c.TryAcquireAll(ctx, k, time.Minute, redlock.WithOwner("o")); return err },
+		"bad ttl":    func() error { _, err := c.TryAcquireAll(ctx, k, -time.Second); return err },
+		"nil fn":     func() error { return c.DoAll(ctx, k, time.Minute, nil) },
+		"nil ctx":    tryAllNilCtx(c, k),
+		"nil option": func() error { _, err := c.TryAcquireAll(ctx, k, time.Minute, nil); return err },
+	} {
+		err := call()
+		require.ErrorIs(t, err, redlock.ErrInvalidArgument, name)
+	}
+	assert.Zero(t, e.calls(0, "evalsha"), "nothing was sent")
+	require.NoError(t, c.DoAll(ctx, many[:redlock.MaxKeys], time.Minute, func(context.Context, *redlock.Lock) error { return nil }), "MaxKeys keys")
+
+	// One distinct key is Acquire's Lock, owners included.
+	l, err := c.TryAcquireAll(ctx, []string{k[0], k[0]}, time.Minute, redlock.WithOwner("o"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{k[0]}, l.Keys())
+	require.NoError(t, l.Release(ctx))
+}
+
+// tryAllNilCtx is TryAcquireAll with a nil context, the bad input under test.
+func tryAllNilCtx(c *redlock.Client, keys []string) func() error {
+	return func() error {
+		//lint:ignore SA1012 a nil context is the input under test
+		_, err := c.TryAcquireAll(nil, keys, time.Minute)
+		return err
+	}
+}
+
+// TestAcquireAllCrossSlot: on a Redis Cluster node, keys of different hash
+// slots are refused before anything is sent, not counted as contention;
+// keys with one hash tag are taken.
+func TestAcquireAllCrossSlot(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	cc := cl.Client(func(o *redis.ClusterOptions) { o.ContextTimeoutEnabled = true })
+	t.Cleanup(func() { _ = cc.Close() })
+	c, err := redlock.New([]redis.UniversalClient{cc})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	ctx := t.Context()
+	_, err = c.TryAcquireAll(ctx, []string{"a:" + t.Name(), "b:" + t.Name()}, time.Minute)
+	require.ErrorIs(t, err, redlock.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "hash tag")
+	_, err = c.AcquireAll(ctx, []string{"a:" + t.Name(), "b:" + t.Name()}, time.Minute)
+	require.ErrorIs(t, err, redlock.ErrInvalidArgument)
+
+	for _, opts := range [][]redlock.Option{nil, {redlock.WithFencing()}} {
+		c, err := redlock.New([]redis.UniversalClient{cc}, opts...)
+		require.NoError(t, err)
+		l, err := c.TryAcquireAll(ctx, []string{"{acct}:1", "{acct}:2"}, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Extend(ctx, time.Minute))
+		require.NoError(t, l.Release(ctx))
+		require.NoError(t, c.Close(ctx))
+	}
+}

@@ -1,0 +1,18 @@
+-- release_all: release.lua for every key of a Lock of several keys (KEYS),
+-- in one step; each key is deleted, put back or tombstoned as release_key
+-- says for it. The writes of such a Lock are atomic on each node, so its
+-- keys there hold the same generation: they differ only where a key was
+-- lost (evicted, deleted by hand) and another holder took it since.
+-- Returns  1 when our value was deleted (or put back, as for release.lua)
+--            under any key; otherwise 2 when a later generation of ours is
+--            there, -1 when another holder's value is, 0 when every key
+--            was absent.
+local best = 0
+local rank = {[0] = 0, [-1] = 1, [2] = 2, [1] = 3}
+for i = 1, #KEYS do
+  local code = release_key(KEYS[i])
+  if rank[code] > rank[best] then
+    best = code
+  end
+end
+return best
