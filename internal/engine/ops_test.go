@@ -24,7 +24,7 @@ func mustRead(name string) string {
 var (
 	testLib     = mustRead("lib.lua")
 	testAcquire = redis.NewScript(testLib + mustRead("take.lua") + mustRead("acquire.lua"))
-	testRelease = redis.NewScript(testLib + mustRead("release.lua"))
+	testRelease = redis.NewScript(testLib + mustRead("release.lua") + mustRead("release_one.lua"))
 	testScripts = []*redis.Script{testAcquire, testRelease}
 
 	errHeldByOther = errors.New("held by another")
