@@ -35,8 +35,10 @@ const MaxKeys = 128
 // client, keys in different hash slots (give them a common {hash tag}). One
 // distinct key is Acquire's Lock.
 //
-// A waiting AcquireAll retries on the Client's RetryStrategy, at most until
-// the holder's key would expire; it is not handed the keys by a Release.
+// A waiting AcquireAll is woken when any of its keys is released, as a
+// waiting Acquire is (docs/waiting.md), and otherwise retries on the
+// Client's RetryStrategy, at most until the holder's key would expire. It
+// is not handed the keys by a Release: a handover moves one key.
 func (c *Client) AcquireAll(ctx context.Context, keys []string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	return c.acquireAll(ctx, "acquire-all", keys, ttl, opts, true)
 }
@@ -138,7 +140,16 @@ func (c *Client) acquireKeys(ctx context.Context, keys []string, ttl time.Durati
 		}
 	}
 	ttlArg := ttl.Milliseconds()
+	var wt *watcher
+	defer func() {
+		if wt != nil {
+			c.waits.unwatch(wt)
+		}
+	}()
 	for failed := 1; ; failed++ {
+		if wt != nil {
+			c.waits.forget(wt)
+		}
 		err := c.attempt(ctx, l, ttl, ttlArg, failed)
 		if err == nil {
 			return c.keep(l, nil)
@@ -150,17 +161,46 @@ func (c *Client) acquireKeys(ctx context.Context, keys []string, ttl time.Durati
 		if stop != nil {
 			return nil, stop
 		}
-		var qe *QuorumError
-		if errors.As(err, &qe) && qe.holderTTL >= 0 {
-			wait = min(wait, qe.holderTTL+holderTTLSlack)
+		var werr error
+		if wt == nil {
+			// Watch every key, then attempt again at once: a release
+			// that came before the subscriptions took effect is not
+			// missed.
+			var ready []<-chan struct{}
+			wt, ready = c.waits.watch(keys)
+			werr = c.waitAll(ctx, ready, c.cfg.nodeTimeout(ttl))
+		} else {
+			var qe *QuorumError
+			if errors.As(err, &qe) && qe.holderTTL >= 0 {
+				wait = min(wait, qe.holderTTL+holderTTLSlack)
+			}
+			timer := time.NewTimer(wait)
+			werr = c.waitFor(ctx, wt.wake, timer.C)
+			timer.Stop()
 		}
-		timer := time.NewTimer(wait)
-		werr := c.waitFor(ctx, nil, timer.C)
-		timer.Stop()
 		if werr != nil {
 			return nil, withCause(err, werr)
 		}
 	}
+}
+
+// waitAll waits until every channel of chs is closed, or for d, and
+// reports ctx's error or ErrClosed when either comes first.
+func (c *Client) waitAll(ctx context.Context, chs []<-chan struct{}, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for _, ch := range chs {
+		select {
+		case <-ch:
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.nodes.Life.Closing:
+			return ErrClosed
+		}
+	}
+	return nil
 }
 
 // hasCluster reports whether a node is a Redis Cluster client.

@@ -288,3 +288,50 @@ func TestAcquireAllCrossSlot(t *testing.T) {
 		require.NoError(t, c.Close(ctx))
 	}
 }
+
+// TestAcquireAllWokenOnRelease: a waiting AcquireAll is woken when one of
+// its keys is released, by a Lock of another Client (the release hint) or
+// of its own (at once), long before its backoff or the holder's TTL.
+func TestAcquireAllWokenOnRelease(t *testing.T) {
+	for _, same := range []bool{false, true} {
+		t.Run(fmt.Sprintf("same-client=%v", same), func(t *testing.T) {
+			e := newEnv(t, 3, fastClients)
+			waiterC := e.client(redlock.WithRetry(redlock.ExponentialBackoff(30*time.Second, 30*time.Second)))
+			holderC := waiterC
+			if !same {
+				holderC = e.client()
+			}
+			ctx := t.Context()
+			k := keysOf(t, 2)
+			held, err := holderC.TryAcquire(ctx, k[1], time.Minute)
+			require.NoError(t, err)
+
+			got := make(chan time.Time, 1)
+			go func() {
+				actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+				defer cancel()
+				l, err := waiterC.AcquireAll(actx, k, time.Minute)
+				if assert.NoError(t, err) {
+					got <- time.Now()
+					assert.NoError(t, l.Release(context.Background()))
+				}
+				close(got)
+			}()
+			// The waiter watches b's release channel on every node.
+			require.Eventually(t, func() bool {
+				for _, d := range e.direct {
+					n, err := d.PubSubNumSub(ctx, "redlock:released:"+k[1]).Result()
+					if err != nil || n["redlock:released:"+k[1]] == 0 {
+						return false
+					}
+				}
+				return true
+			}, 10*time.Second, 5*time.Millisecond, "the waiter did not subscribe")
+			released := time.Now()
+			require.NoError(t, held.Release(ctx))
+			at, ok := <-got
+			require.True(t, ok, "AcquireAll failed")
+			assert.Less(t, at.Sub(released), 3*time.Second, "not woken by the release")
+		})
+	}
+}

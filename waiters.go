@@ -45,6 +45,16 @@ type keyQueue struct {
 	// streak counts the handovers in a row made while other clients
 	// waited (waiters.go, the handover).
 	streak int
+	// watchers are the AcquireAll calls of this Client waiting for the
+	// key among others (watch): not in the FIFO, never handed the key,
+	// woken by the key's release hints as the head is.
+	watchers []*watcher
+}
+
+// watcher is one waiting AcquireAll: it watches each of its keys.
+type watcher struct {
+	wake  chan struct{}     // a hint that one of the keys may be free; capacity 1
+	heard map[string][]bool // by key, the nodes that announced its release since the last attempt
 }
 
 // waiter is one queued Acquire.
@@ -73,7 +83,8 @@ func (w *waiters) queue(key string) *keyQueue {
 func (w *waiters) waiting(key string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.queues[key] != nil
+	q := w.queues[key]
+	return q != nil && len(q.waiters) > 0
 }
 
 // join queues an Acquire for key. The returned waiter's turn channel is
@@ -113,11 +124,62 @@ func (w *waiters) leave(key string, wt *waiter, acquired bool) {
 		}
 		break
 	}
-	if len(q.waiters) == 0 {
-		delete(w.queues, key)
-		if q.subscribed {
-			w.send(releaseChannelPrefix+key, true)
+	w.dropIfIdle(q)
+}
+
+// dropIfIdle forgets q, and unsubscribes its key, once nobody waits for
+// the key any more.
+func (w *waiters) dropIfIdle(q *keyQueue) {
+	if len(q.waiters) > 0 || len(q.watchers) > 0 {
+		return
+	}
+	delete(w.queues, q.key)
+	if q.subscribed {
+		w.send(releaseChannelPrefix+q.key, true)
+	}
+}
+
+// watch makes a watcher for keys, an AcquireAll's, subscribed to the
+// release channel of each, and returns it with the channels closed once a
+// quorum of nodes confirmed each subscription.
+func (w *waiters) watch(keys []string) (*watcher, []<-chan struct{}) {
+	wt := &watcher{wake: make(chan struct{}, 1), heard: make(map[string][]bool, len(keys))}
+	ready := make([]<-chan struct{}, 0, len(keys))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, k := range keys {
+		q := w.queue(k)
+		q.watchers = append(q.watchers, wt)
+		wt.heard[k] = make([]bool, w.c.nodes.Len())
+		w.subscribeLocked(q)
+		ready = append(ready, q.ready)
+	}
+	return wt, ready
+}
+
+// unwatch takes wt off its keys.
+func (w *waiters) unwatch(wt *watcher) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k := range wt.heard {
+		if q := w.queues[k]; q != nil {
+			q.watchers = slices.DeleteFunc(q.watchers, func(x *watcher) bool { return x == wt })
+			w.dropIfIdle(q)
 		}
+	}
+}
+
+// forget clears what wt heard: its next attempt sees whatever the hints
+// announced.
+func (w *waiters) forget(wt *watcher) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, h := range wt.heard {
+		clear(h)
+	}
+	select {
+	case <-wt.wake:
+	default:
 	}
 }
 
@@ -145,12 +207,21 @@ func (w *waiters) subscribe(key string) <-chan struct{} {
 	if q == nil || q.subscribed {
 		return nil
 	}
+	w.subscribeLocked(q)
+	return q.ready
+}
+
+// subscribeLocked subscribes to q's key's release channel, unless it is
+// already. Called with w.mu held.
+func (w *waiters) subscribeLocked(q *keyQueue) {
+	if q.subscribed {
+		return
+	}
 	n := w.c.nodes.Len()
 	q.subscribed = true
 	q.heard, q.confirmed = make([]bool, n), make([]bool, n)
 	q.ready = make(chan struct{})
-	w.send(releaseChannelPrefix+key, false)
-	return q.ready
+	w.send(releaseChannelPrefix+q.key, false)
 }
 
 // hint records that node announced a release of key, and wakes the head once
@@ -159,7 +230,17 @@ func (w *waiters) hint(node int, key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[key]
-	if q == nil || !q.subscribed || len(q.waiters) == 0 {
+	if q == nil || !q.subscribed {
+		return
+	}
+	for _, wt := range q.watchers {
+		h := wt.heard[key]
+		h[node] = true
+		if engine.Count(h) >= w.c.nodes.Quorum {
+			wake(wt.wake)
+		}
+	}
+	if len(q.waiters) == 0 {
 		return
 	}
 	q.heard[node] = true
@@ -173,7 +254,14 @@ func (w *waiters) hint(node int, key string) {
 func (w *waiters) released(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if q := w.queues[key]; q != nil && len(q.waiters) > 0 {
+	q := w.queues[key]
+	if q == nil {
+		return
+	}
+	for _, wt := range q.watchers {
+		wake(wt.wake)
+	}
+	if len(q.waiters) > 0 {
 		wake(q.waiters[0].wake)
 	}
 }
@@ -228,7 +316,10 @@ func (w *waiters) claimOffer(key string) (off *handOffer, subscribed, streak boo
 		return nil, false, false
 	}
 	off.done = make(chan struct{})
-	return off, q.subscribed, q.streak < maxStreak
+	// An AcquireAll of this Client watching the key counts as another
+	// client waiting: the key is handed over only within a streak, then
+	// announced to all.
+	return off, q.subscribed && len(q.watchers) == 0, q.streak < maxStreak
 }
 
 // handedOver counts a handover of key made while other clients waited
