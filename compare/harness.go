@@ -53,6 +53,9 @@ func (s *scenario) runs(c contender) bool {
 	if c.experiment && (s.kind == contention || s.kind == multiProc || s.slow > 0) {
 		return false
 	}
+	if c.allKeys > 0 && (s.kind != uncontended || s.slow > 0) {
+		return false
+	}
 	return !c.floor || (s.kind != contention && s.kind != multiProc)
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -31,7 +32,10 @@ type contender struct {
 	// experiment: a minimal lock written here, without deadlines, to show
 	// what the commands themselves cost; healthy nodes, no contention.
 	experiment bool
-	open       func(clients []*redis.Client, sc *scenario) (locker, error)
+	// allKeys: redlock's AcquireAll over this many keys, in the uncontended
+	// scenarios only, to price a Lock of several keys against Acquire.
+	allKeys int
+	open    func(clients []*redis.Client, sc *scenario) (locker, error)
 }
 
 // locker is what a workload needs from a library. Handles are pointers, so
@@ -58,6 +62,7 @@ const (
 	nameRedsync    = "redsync"
 	nameRedsyncFF  = "redsync-failfast"
 	nameRedislock  = "redislock"
+	nameRedlockAll = "redlock-acquireall-%d"
 	floorTimeout   = 50 * time.Millisecond // as redlock's default per-node deadline for a 10s TTL
 	contendedRetry = 5 * time.Millisecond  // redislock's backoff bounds when contended: redlock's defaults
 	contendedMax   = 200 * time.Millisecond
@@ -72,6 +77,8 @@ func contenders() []contender {
 		{name: nameRedsync, open: openRedsync(false)},
 		{name: nameRedsyncFF, open: openRedsync(true)},
 		{name: nameRedislock, singleNode: true, open: openRedislock},
+		{name: fmt.Sprintf(nameRedlockAll, 1), allKeys: 1, open: openRedlockAll(1)},
+		{name: fmt.Sprintf(nameRedlockAll, 8), allKeys: 8, open: openRedlockAll(8)},
 		{name: nameMinPlain, experiment: true, open: openMinimal(releaseDel)},
 		{name: nameMinScript, experiment: true, open: openMinimal(releaseScript)},
 		{name: nameMinScripts, experiment: true, open: openMinimal(acquireScriptReleaseScript)},
@@ -137,6 +144,41 @@ func (r redlockLocker) unlock(ctx context.Context, h any) error {
 }
 
 func (r redlockLocker) close(ctx context.Context) error { return r.c.Close(ctx) }
+
+// ---- redlock's AcquireAll over n keys: the key and n-1 others derived
+// from it, built once per key so that the measured call allocates only
+// what AcquireAll does.
+
+type redlockAllLocker struct {
+	redlockLocker
+	n    int
+	mu   sync.Mutex
+	sets map[string][]string
+}
+
+func openRedlockAll(n int) func([]*redis.Client, *scenario) (locker, error) {
+	return func(clients []*redis.Client, sc *scenario) (locker, error) {
+		l, err := openRedlock(clients, sc)
+		if err != nil {
+			return nil, err
+		}
+		return &redlockAllLocker{redlockLocker: l.(redlockLocker), n: n, sets: map[string][]string{}}, nil
+	}
+}
+
+func (r *redlockAllLocker) lock(ctx context.Context, key string) (any, error) {
+	r.mu.Lock()
+	keys, ok := r.sets[key]
+	if !ok {
+		keys = []string{key}
+		for i := 1; i < r.n; i++ {
+			keys = append(keys, fmt.Sprintf("%s:%d", key, i))
+		}
+		r.sets[key] = keys
+	}
+	r.mu.Unlock()
+	return r.c.AcquireAll(ctx, keys, ttl)
+}
 
 // ---- redsync: its defaults (32 tries 50..250ms apart, a per-attempt deadline
 // of 5% of the expiry, waiting for every node), with the same expiry as the

@@ -22,6 +22,13 @@ const (
 	targetManyKeys = 0.9 // many keys: locks/s ÷ the bare floor's pairs/s
 )
 
+// Targets of the multikey issue (issue 30): AcquireAll's uncontended p50 ÷
+// Acquire's, both redlock's defaults, in the same interleaved rounds.
+const (
+	targetAll1 = 1.05 // one key: within noise of Acquire
+	targetAll8 = 1.3  // eight keys: one script per node, not a round trip per key
+)
+
 // Targets of the waiting issue (issue 10), for redlock's rows.
 const (
 	targetWaitP99     = 20 * time.Millisecond // 16 goroutines: each acquirer's wait, p99
@@ -521,6 +528,26 @@ func writeTargets(w io.Writer, results []*result) {
 			}
 			for _, g := range goals(r, rl) {
 				add(lib+", "+r.sc.name+": "+g.text, g.measured, g.met)
+			}
+		}
+		if lib == nameRedlock {
+			for _, r := range ofKind(results, uncontended) {
+				one, ok := statsOf(r.get(lib))
+				if !ok || r.sc.slow > 0 {
+					continue
+				}
+				for _, k := range []struct {
+					n   int
+					max float64
+				}{{1, targetAll1}, {8, targetAll8}} {
+					all, ok := statsOf(r.get(fmt.Sprintf(nameRedlockAll, k.n)))
+					if !ok {
+						continue
+					}
+					x := ratio(all.p50, one.p50)
+					add(fmt.Sprintf("AcquireAll of %d key(s), %s: p50 ≤ %.2f × Acquire's", k.n, r.sc.name, k.max),
+						fmt.Sprintf("%s = %.2f × %s", us(all.p50), x, us(one.p50)), x <= k.max)
+				}
 			}
 		}
 		for _, r := range ofKind(results, manyKeys) {
