@@ -335,3 +335,69 @@ func TestAcquireAllWokenOnRelease(t *testing.T) {
 		})
 	}
 }
+
+// TestAcquireAllRestartGuard: with WithRestartGuard, nodes new to the
+// guard refuse an AcquireAll, fenced or not, with ErrRestartGuard (the
+// guarded scripts' reply has the acquire's shape), and nothing is left;
+// once the guard has passed the keys are taken.
+func TestAcquireAllRestartGuard(t *testing.T) {
+	for _, fenced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fenced=%v", fenced), func(t *testing.T) {
+			t.Parallel() // most of it is waiting for the guard
+			e := newEnv(t, 3, fastClients)
+			opts := []redlock.Option{redlock.WithRestartGuard(testGuard)}
+			if fenced {
+				opts = append(opts, redlock.WithFencing())
+			}
+			c := e.client(opts...)
+			ctx := t.Context()
+			k := keysOf(t, 3)
+			start := time.Now()
+			_, err := c.TryAcquireAll(ctx, k, testGuard)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired)
+			assert.GreaterOrEqual(t, guardRefusals(t, err), 2, "%v", err)
+			for _, key := range k {
+				e.requireNoKey(key)
+			}
+			time.Sleep(time.Until(start.Add(testGuard + 50*time.Millisecond)))
+			require.Eventually(t, func() bool {
+				l, err := c.TryAcquireAll(ctx, k, testGuard)
+				if err != nil {
+					return false
+				}
+				if fenced {
+					assert.Positive(t, l.Fence())
+				}
+				assert.NoError(t, l.Release(ctx))
+				return true
+			}, 10*time.Second, 20*time.Millisecond, "the guard did not end")
+		})
+	}
+}
+
+// TestAcquireAllLateWrite: a failed AcquireAll whose write reaches a slow
+// node after the attempt gave up on it leaves nothing there: the rollback
+// follows the write on the node's lane, and where it finds the keys absent
+// it leaves tombstones that refuse the late write.
+func TestAcquireAllLateWrite(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client(redlock.WithNodeTimeout(100 * time.Millisecond))
+	ctx := t.Context()
+	k := keysOf(t, 2)
+	for i := range 2 { // b is another's on nodes 0 and 1: the attempt fails
+		require.NoError(t, e.direct[i].Set(ctx, k[1], "someone-else", time.Minute).Err())
+	}
+	sets := e.calls(2, "evalsha")
+	e.proxies[2].SetDelay(400 * time.Millisecond)
+	_, err := c.TryAcquireAll(ctx, k, time.Minute)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	// The late write, then the rollback, land on node 2.
+	require.Eventually(t, func() bool { return e.calls(2, "evalsha") >= sets+2 }, 10*time.Second, 5*time.Millisecond)
+	e.resetFaults()
+	e.settle(c)
+	for _, key := range k {
+		assert.Empty(t, e.value(2, key), "node 2 kept %s", key)
+	}
+	assert.Empty(t, e.value(0, k[0]))
+	assert.Empty(t, e.value(1, k[0]))
+}
