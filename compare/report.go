@@ -546,7 +546,7 @@ func writeTargets(w io.Writer, results []*result) {
 					}
 					x := ratio(all.p50, one.p50)
 					add(fmt.Sprintf("AcquireAll of %d key(s), %s: p50 ≤ %.2f × Acquire's", k.n, r.sc.name, k.max),
-						fmt.Sprintf("%s = %.2f × %s", us(all.p50), x, us(one.p50)), x <= k.max)
+						fmt.Sprintf("%s µs = %.2f × %s µs", us(all.p50), x, us(one.p50)), x <= k.max)
 				}
 			}
 		}
