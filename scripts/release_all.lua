@@ -7,6 +7,27 @@
 --            under any key; otherwise 2 when a later generation of ours is
 --            there, -1 when another holder's value is, 0 when every key
 --            was absent.
+-- A Release (ARGV[2] 0, no tombstone) that finds every key holding our
+-- value, without a chain, does what release_key would for each, in one DEL:
+-- the common case, which costs a call per key less.
+if tonumber(ARGV[2]) == 0 and not ARGV[3] then
+  local plain = true
+  for i = 1, #KEYS do
+    local v = redis.call('GET', KEYS[i])
+    if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] or string.find(v, '|', 1, true) then
+      plain = false
+      break
+    end
+  end
+  if plain then
+    redis.call('DEL', unpack(KEYS))
+    for i = 1, #KEYS do
+      -- The key's release channel: releaseChannelPrefix in waiters.go.
+      pcall(redis.call, 'PUBLISH', 'redlock:released:' .. KEYS[i], '')
+    end
+    return 1
+  end
+end
 local best = 0
 local rank = {[0] = 0, [-1] = 1, [2] = 2, [1] = 3}
 for i = 1, #KEYS do

@@ -50,6 +50,10 @@ type Lanes struct {
 	// rounds (see keyArg).
 	key    any
 	keyStr string
+	// many is the keys of an op over many keys (Op.Many), boxed once for
+	// the command lines of the lock's rounds; manyOf is the slice it boxes.
+	many   []any
+	manyOf []string
 }
 
 // keyArg returns k boxed, from the Lanes' cache when it is the lock's
@@ -61,6 +65,22 @@ func (s *Lanes) keyArg(k string) any {
 		s.key, s.keyStr = k, k
 	}
 	return s.key
+}
+
+// manyArgs returns keys boxed, from the Lanes' cache when keys is the
+// slice it boxed last: a lock over many keys sends the same slice in each
+// of its rounds.
+func (s *Lanes) manyArgs(keys []string) []any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.manyOf) != len(keys) || len(keys) == 0 || &s.manyOf[0] != &keys[0] {
+		s.many = make([]any, len(keys))
+		for i, k := range keys {
+			s.many[i] = k
+		}
+		s.manyOf = keys
+	}
+	return s.many
 }
 
 // lane is one lock's calls to one node.

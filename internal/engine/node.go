@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,6 +141,10 @@ func (p *Set) evalArgs(seq *Lanes, op *Op, a []any) []any {
 	}
 	keys := op.KeyList()
 	a = append(a, "evalsha", hash, len(keys))
+	if op.Many != nil && seq != nil {
+		a = append(slices.Grow(a, len(keys)+op.NArgs), seq.manyArgs(keys)...)
+		return append(a, op.Args[:op.NArgs]...)
+	}
 	for i, k := range keys {
 		if i == 0 && seq != nil {
 			a = append(a, seq.keyArg(k))

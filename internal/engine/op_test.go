@@ -43,3 +43,18 @@ func TestOpManyKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestManyArgsCached: a lock's rounds over the same keys box them once; a
+// round over other keys (a guarded acquire's, with the marker) gets its own.
+func TestManyArgsCached(t *testing.T) {
+	s := NewLanes(1)
+	keys := []string{"a", "b", "c"}
+	first := s.manyArgs(keys)
+	require.Equal(t, []any{"a", "b", "c"}, first)
+	again := s.manyArgs(keys)
+	require.Same(t, &first[0], &again[0], "boxed again")
+	require.Zero(t, testing.AllocsPerRun(10, func() { s.manyArgs(keys) }))
+	other := append(keys[:3:3], "marker")
+	require.Equal(t, []any{"a", "b", "c", "marker"}, s.manyArgs(other))
+	require.Equal(t, []any{"a", "b", "c"}, s.manyArgs(keys))
+}
