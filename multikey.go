@@ -21,24 +21,12 @@ const MaxKeys = 128
 
 // AcquireAll takes keys together, all or none, for ttl, as Acquire takes one
 // key: while the Lock holds them no other Lock holds any of them. Keys are
-// de-duplicated and sorted, so two calls that name the same keys in other
-// orders contend for the same thing and cannot deadlock. A failed AcquireAll
-// leaves none of its keys held (its rollback is Acquire's). The Lock's
-// Release frees every key; Extend, KeepAlive and Do renew all of them, and
-// a renewal that cannot renew every key on a quorum of nodes loses the
-// lock. With WithFencing its one Fence is above the fence of every earlier
-// holder of each key.
-//
-// Bad input is an error matching ErrInvalidArgument, before anything is
-// sent: no keys, more than MaxKeys distinct ones, WithOwner (an owner's
-// takeover is for a Lock of one key), or, when a node is a Redis Cluster
-// client, keys in different hash slots (give them a common {hash tag}). One
-// distinct key is Acquire's Lock.
-//
-// A waiting AcquireAll is woken when any of its keys is released, as a
-// waiting Acquire is (docs/waiting.md), and otherwise retries on the
-// Client's RetryStrategy, at most until the holder's key would expire. It
-// is not handed the keys by a Release: a handover moves one key.
+// de-duplicated and sorted, so no two calls deadlock. Release, Extend,
+// KeepAlive and Fence cover every key (docs/multikey.md). Bad input is
+// ErrInvalidArgument before anything is sent: no keys, more than MaxKeys,
+// WithOwner, or keys in several hash slots on a Redis Cluster node (give
+// them a common {hash tag}). A waiter is woken when any of its keys is
+// released.
 func (c *Client) AcquireAll(ctx context.Context, keys []string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	return c.acquireAll(ctx, "acquire-all", keys, ttl, opts, true)
 }
