@@ -401,3 +401,45 @@ func TestAcquireAllLateWrite(t *testing.T) {
 	assert.Empty(t, e.value(0, k[0]))
 	assert.Empty(t, e.value(1, k[0]))
 }
+
+// TestAcquireAllStaleAndSkewed: an AcquireAll whose clock says the
+// validity was used up is refused and rolled back on every key; a released
+// Lock's handle extends nothing and puts no key back; an Extend racing the
+// Release leaves no key behind either way.
+func TestAcquireAllStaleAndSkewed(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	clock := &fakeClock{}
+	skewed := e.client(redlock.WithClock(clock))
+	c := e.client()
+	ctx := t.Context()
+	ttl := 10 * time.Second
+	drift := time.Duration(float64(ttl)*redlock.DefaultDriftFactor) + redlock.DefaultDriftConst
+
+	k := keysOf(t, 3)
+	clock.set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ttl-drift) // each read jumps past the budget
+	_, err := skewed.TryAcquireAll(ctx, k, ttl)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	for _, key := range k {
+		e.eventuallyNoKey(key, 10*time.Second)
+	}
+
+	l, err := c.TryAcquireAll(ctx, k, ttl)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	require.ErrorIs(t, l.Extend(ctx, ttl), redlock.ErrNotHeld)
+	for _, key := range k {
+		e.eventuallyNoKey(key, 10*time.Second)
+	}
+
+	for range 10 {
+		l, err := c.TryAcquireAll(ctx, k, ttl)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = l.Extend(ctx, ttl) })
+		wg.Go(func() { assert.NoError(t, l.Release(ctx)) })
+		wg.Wait()
+		for _, key := range k {
+			e.eventuallyNoKey(key, 10*time.Second)
+		}
+	}
+}
