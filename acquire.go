@@ -173,11 +173,7 @@ func (cn *contender) waitNext(ctx context.Context, err error, wait time.Duration
 			return false, nil
 		}
 	}
-	var qe *QuorumError
-	if errors.As(err, &qe) && qe.holderTTL >= 0 {
-		wait = min(wait, qe.holderTTL+holderTTLSlack)
-	}
-	timer := time.NewTimer(wait)
+	timer := time.NewTimer(untilHolderExpires(err, wait))
 	got, werr = c.waitHandover(ctx, cn.wt, c.newOffer(cn.l, cn.ttl, cn.ttlArg), cn.wt.wake, timer.C)
 	timer.Stop()
 	if got {
@@ -187,6 +183,17 @@ func (cn *contender) waitNext(ctx context.Context, err error, wait time.Duration
 		return false, withCause(err, werr)
 	}
 	return false, nil
+}
+
+// untilHolderExpires caps wait, after an attempt that failed with err, at
+// the longest remaining TTL the refusing nodes reported for the holder's
+// key: a waiter sleeps no longer than the key can live.
+func untilHolderExpires(err error, wait time.Duration) time.Duration {
+	var qe *QuorumError
+	if errors.As(err, &qe) && qe.holderTTL >= 0 {
+		wait = min(wait, qe.holderTTL+holderTTLSlack)
+	}
+	return wait
 }
 
 // unavailableTooLong notes whether a failed attempt's err matches

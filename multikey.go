@@ -2,11 +2,9 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/script"
 )
 
@@ -100,7 +98,7 @@ func (c *Client) checkKeys(keys []string, opts []AcquireOption) ([]string, error
 	if ac, err := acquireOptions(opts); err == nil && ac.ownerSet {
 		return nil, invalid("WithOwner with %d keys: an owner's Lock has one key", len(keys))
 	}
-	if c.hasCluster() {
+	if c.cluster {
 		slot := script.Slot(keys[0])
 		for _, k := range keys[1:] {
 			if script.Slot(k) != slot {
@@ -158,11 +156,7 @@ func (c *Client) acquireKeys(ctx context.Context, keys []string, ttl time.Durati
 			wt, ready = c.waits.watch(keys)
 			werr = c.waitAll(ctx, ready, c.cfg.nodeTimeout(ttl))
 		} else {
-			var qe *QuorumError
-			if errors.As(err, &qe) && qe.holderTTL >= 0 {
-				wait = min(wait, qe.holderTTL+holderTTLSlack)
-			}
-			timer := time.NewTimer(wait)
+			timer := time.NewTimer(untilHolderExpires(err, wait))
 			werr = c.waitFor(ctx, wt.wake, timer.C)
 			timer.Stop()
 		}
@@ -189,14 +183,4 @@ func (c *Client) waitAll(ctx context.Context, chs []<-chan struct{}, d time.Dura
 		}
 	}
 	return nil
-}
-
-// hasCluster reports whether a node is a Redis Cluster client.
-func (c *Client) hasCluster() bool {
-	for i := range c.nodes.Len() {
-		if _, ok := c.nodes.Client(i).(*redis.ClusterClient); ok {
-			return true
-		}
-	}
-	return false
 }

@@ -30,6 +30,10 @@ type Client struct {
 	// by every Acquire, so that those queued behind one that gave up do
 	// not each wait the bound again.
 	downSince atomic.Int64
+
+	// cluster is set when a node is a Redis Cluster client: a Lock of
+	// several keys then needs them in one hash slot.
+	cluster bool
 }
 
 // New returns a Client over nodes, one go-redis client per independent master
@@ -50,14 +54,15 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.restartGuard > 0 {
-		for i, n := range nodes {
-			if _, ok := n.(*redis.ClusterClient); ok {
+	c := &Client{cfg: cfg, obs: newObserver(cfg.hooks, cfg.logger)}
+	for i, n := range nodes {
+		if _, ok := n.(*redis.ClusterClient); ok {
+			if cfg.restartGuard > 0 {
 				return nil, invalid("WithRestartGuard: node %d is a Redis Cluster client, which the guard does not support", i)
 			}
+			c.cluster = true
 		}
 	}
-	c := &Client{cfg: cfg, obs: newObserver(cfg.hooks, cfg.logger)}
 	c.renewals = engine.Bounded[*lease]{Max: maxConcurrentRenewals, Run: (*lease).renew}
 	ec := engine.Config{Scripts: allScripts, KeyLife: c.cfg.keyLife, Timing: engineTiming}
 	if c.obs.on {

@@ -207,7 +207,10 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration, held b
 		rr.await(bound)
 	}
 	if rr.t.Reached() {
-		for _, k := range l.Keys() {
+		if l.keys == nil {
+			c.waits.released(l.key)
+		}
+		for _, k := range l.keys {
 			c.waits.released(k)
 		}
 		return nil
