@@ -150,36 +150,11 @@ func BenchmarkManyKeys(b *testing.B) {
 // see the same machine load. extra-p50-ns is what fencing adds to an
 // uncontended acquisition and its release.
 func BenchmarkFencedAcquireRelease(b *testing.B) {
-	servers := redistest.StartT(b, 5)
-	var nodes []redis.UniversalClient
-	for _, s := range servers {
-		rc := redis.NewClient(&redis.Options{Addr: s.Addr()})
-		b.Cleanup(func() { _ = rc.Close() })
-		nodes = append(nodes, rc)
-	}
+	nodes := benchNodes(b, 5)
 	ctx := context.Background()
-	newClient := func(opts ...redlock.Option) *redlock.Client {
-		c, err := redlock.New(nodes, opts...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = c.Close(context.Background()) })
-		if err := c.Warm(ctx); err != nil {
-			b.Fatal(err)
-		}
-		return c
-	}
-	plain, fenced := newClient(), newClient(redlock.WithFencing())
+	plain, fenced := benchLockClient(b, nodes), benchLockClient(b, nodes, redlock.WithFencing())
 	op := func(c *redlock.Client, key string) time.Duration {
-		start := time.Now()
-		l, err := c.Acquire(ctx, key, benchTTL)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Release(ctx); err != nil {
-			b.Fatal(err)
-		}
-		return time.Since(start)
+		return benchTimed(b, func() (*redlock.Lock, error) { return c.Acquire(ctx, key, benchTTL) })
 	}
 	keys := benchKeyRing("bench:fenced:" + b.Name())
 	for i := range 64 {
@@ -211,38 +186,13 @@ func BenchmarkFencedAcquireRelease(b *testing.B) {
 // AcquireAll's p50 over Acquire's: one script per node takes all the keys,
 // so it stays near 1 rather than growing with k.
 func BenchmarkAcquireAll(b *testing.B) {
-	servers := redistest.StartT(b, 5)
-	var nodes []redis.UniversalClient
-	for _, s := range servers {
-		rc := redis.NewClient(&redis.Options{Addr: s.Addr()})
-		b.Cleanup(func() { _ = rc.Close() })
-		nodes = append(nodes, rc)
-	}
 	ctx := context.Background()
-	c, err := redlock.New(nodes)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = c.Close(context.Background()) })
-	if err := c.Warm(ctx); err != nil {
-		b.Fatal(err)
-	}
-	timed := func(acquire func() (*redlock.Lock, error)) time.Duration {
-		start := time.Now()
-		l, err := acquire()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Release(ctx); err != nil {
-			b.Fatal(err)
-		}
-		return time.Since(start)
-	}
+	c := benchLockClient(b, benchNodes(b, 5))
 	for _, k := range []int{1, 8} {
 		b.Run("nodes=5/keys="+strconv.Itoa(k), func(b *testing.B) {
 			ring := benchKeyRing("bench:all:" + b.Name())
 			one := func(i int) time.Duration {
-				return timed(func() (*redlock.Lock, error) { return c.Acquire(ctx, ring[i%len(ring)], benchTTL) })
+				return benchTimed(b, func() (*redlock.Lock, error) { return c.Acquire(ctx, ring[i%len(ring)], benchTTL) })
 			}
 			sets := make([][]string, len(ring))
 			for i := range sets {
@@ -251,7 +201,7 @@ func BenchmarkAcquireAll(b *testing.B) {
 				}
 			}
 			all := func(i int) time.Duration {
-				return timed(func() (*redlock.Lock, error) { return c.AcquireAll(ctx, sets[i%len(sets)], benchTTL) })
+				return benchTimed(b, func() (*redlock.Lock, error) { return c.AcquireAll(ctx, sets[i%len(sets)], benchTTL) })
 			}
 			for i := range 64 {
 				one(i)
@@ -275,6 +225,44 @@ func BenchmarkAcquireAll(b *testing.B) {
 			b.ReportMetric(float64(ap)/float64(pp), "ratio")
 		})
 	}
+}
+
+// benchNodes starts n servers and returns a go-redis client with its
+// defaults on each.
+func benchNodes(b *testing.B, n int) []redis.UniversalClient {
+	var nodes []redis.UniversalClient
+	for _, s := range redistest.StartT(b, n) {
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		b.Cleanup(func() { _ = rc.Close() })
+		nodes = append(nodes, rc)
+	}
+	return nodes
+}
+
+// benchLockClient is a lock client over nodes, warmed, closed at cleanup.
+func benchLockClient(b *testing.B, nodes []redis.UniversalClient, opts ...redlock.Option) *redlock.Client {
+	c, err := redlock.New(nodes, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close(context.Background()) })
+	if err := c.Warm(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// benchTimed returns how long acquire and the Lock's Release took.
+func benchTimed(b *testing.B, acquire func() (*redlock.Lock, error)) time.Duration {
+	start := time.Now()
+	l, err := acquire()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
 }
 
 // benchUncontended measures Acquire+Release in a loop, in blocks alternating
