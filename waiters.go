@@ -135,7 +135,7 @@ func (w *waiters) dropIfIdle(q *keyQueue) {
 	}
 	delete(w.queues, q.key)
 	if q.subscribed {
-		w.send(releaseChannelPrefix+q.key, true)
+		w.send(true, releaseChannelPrefix+q.key)
 	}
 }
 
@@ -221,7 +221,7 @@ func (w *waiters) subscribeLocked(q *keyQueue) {
 	q.subscribed = true
 	q.heard, q.confirmed = make([]bool, n), make([]bool, n)
 	q.ready = make(chan struct{})
-	w.send(releaseChannelPrefix+q.key, false)
+	w.send(false, releaseChannelPrefix+q.key)
 }
 
 // hint records that node announced a release of key, and wakes the head once
@@ -336,11 +336,11 @@ func (w *waiters) handedOver(key string, inStreak bool) {
 	}
 }
 
-// send changes the subscription to channel on every node, in order,
-// starting the nodes' subscribers on first use. Called with w.mu held, from
-// within a public call (so the lifecycle can count the goroutines it
-// starts).
-func (w *waiters) send(channel string, unsubscribe bool) {
+// send changes the subscription to channels on every node, in order and
+// in one command, starting the nodes' subscribers on first use. Called with
+// w.mu held, from within a public call (so the lifecycle can count the
+// goroutines it starts).
+func (w *waiters) send(unsubscribe bool, channels ...string) {
 	if w.subs == nil {
 		w.subs = make([]*engine.Subscriber, w.c.nodes.Len())
 		for i := range w.subs {
@@ -358,7 +358,7 @@ func (w *waiters) send(channel string, unsubscribe bool) {
 		}
 	}
 	for _, s := range w.subs {
-		s.Change(channel, unsubscribe)
+		s.Change(unsubscribe, channels...)
 	}
 }
 

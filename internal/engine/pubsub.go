@@ -23,9 +23,10 @@ type Subscriber struct {
 	kick    chan struct{} // capacity 1: pending has work
 }
 
-// subChange is a change to the subscriptions.
+// subChange is a change to the subscriptions: its channels, in one
+// command.
 type subChange struct {
-	channel     string
+	channels    []string
 	unsubscribe bool
 }
 
@@ -42,10 +43,11 @@ func (p *Set) Subscribe(i int, timeout time.Duration, confirmed, message func(ch
 	return s
 }
 
-// Change queues a change of the subscription to channel.
-func (s *Subscriber) Change(channel string, unsubscribe bool) {
+// Change queues a change of the subscription to channels, sent as one
+// command.
+func (s *Subscriber) Change(unsubscribe bool, channels ...string) {
 	s.mu.Lock()
-	s.pending = append(s.pending, subChange{channel, unsubscribe})
+	s.pending = append(s.pending, subChange{channels, unsubscribe})
 	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
@@ -73,9 +75,9 @@ func (s *Subscriber) apply() {
 		for _, op := range ops {
 			ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 			if op.unsubscribe {
-				_ = s.ps.Unsubscribe(ctx, op.channel)
+				_ = s.ps.Unsubscribe(ctx, op.channels...)
 			} else {
-				_ = s.ps.Subscribe(ctx, op.channel)
+				_ = s.ps.Subscribe(ctx, op.channels...)
 			}
 			cancel()
 		}
