@@ -118,3 +118,28 @@ local function chain_restore(K, els)
   redis.call('SET', K, v, 'PX', left)
   return true
 end
+
+-- A key taken shared (shared.lua) holds "^" and entries "deadline=item"
+-- joined by ",": item is a shared Lock's value, or "!tag:gen", a
+-- tombstone's entry (above) kept while shared Locks hold the key; deadline
+-- is the node-clock millisecond at which the entry expires. The key lives
+-- as long as its last entry. A shared Lock's value never holds ":", so
+-- tomb_refuses reads a shared value's tombstone entries alone.
+
+-- shared_live: the entries of shared value v still live at node-clock
+-- millisecond now, each {deadline, item}, and the milliseconds until the
+-- last shared Lock's entry expires (0 when none is live: then the key is
+-- absent to an exclusive Lock, as a tombstone is).
+local function shared_live(v, now)
+  local out, left = {}, 0
+  for dl, item in string.gmatch(v, '(%d+)=([^,]+)') do
+    dl = tonumber(dl)
+    if dl > now then
+      out[#out + 1] = {dl, item}
+      if string.sub(item, 1, 1) ~= '!' then
+        left = math.max(left, dl - now)
+      end
+    end
+  end
+  return out, left
+end

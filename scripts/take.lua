@@ -19,7 +19,8 @@
 -- Taking over our own earlier value is what makes a retry after a lost reply
 -- succeed instead of locking its own holder out for the whole TTL. A
 -- tombstone (lib.lua) is an absent key for everyone but the writes it names;
--- a refusal leaves it as it is, for the other writes it still covers.
+-- a refusal leaves it as it is, for the other writes it still covers. A key
+-- taken shared refuses while a shared Lock holds it (lib.lua).
 -- Taking over another Lock of the same owner keeps what it replaces, as an
 -- element of the chain (lib.lua) with that value's own deadline, and the key
 -- lives at least as long. The attempt may still fail; its rollback
@@ -38,6 +39,23 @@ local function take(K, v)
   if string.sub(v, 1, 1) == '!' then
     if tomb_refuses(v, mine, ARGV[4]) then
       return 2
+    end
+    return 1, ARGV[1], ARGV[2], false
+  end
+  if string.sub(v, 1, 1) == '^' then
+    -- Taken shared (lib.lua): refused while a shared Lock's entry is live,
+    -- for as long as the last one lives; otherwise absent, as a tombstone
+    -- is, but for the writes its tombstone entries refuse.
+    if tomb_refuses(v, mine, ARGV[4]) then
+      return 2
+    end
+    local okt, now = pcall(now_ms)
+    if not okt then
+      return 0 -- an ACL without TIME: the entries' expiry is unknown
+    end
+    local _, left = shared_live(v, now)
+    if left > 0 then
+      return -left - 1
     end
     return 1, ARGV[1], ARGV[2], false
   end

@@ -1,0 +1,103 @@
+-- shared: what the scripts of a shared Lock (Shared) share, prepended to
+-- each after lib.lua: acquire_shared.lua, extend_shared.lua,
+-- restore_shared.lua and release_shared.lua. Nothing here runs on its own.
+-- lib.lua describes a shared key's value. Every entry's deadline is the
+-- node's clock plus a time to live, as PX would set it, so a share expires
+-- by the node's clock and by no client's. A shared Lock has no owner: its
+-- holder's prefix is its own.
+
+-- shared_tombs: the entries of tombstone v under key K, as shared entries
+-- that live as long as the tombstone does.
+local function shared_tombs(K, v, now)
+  local out = {}
+  local ok, pttl = pcall(redis.call, 'PTTL', K)
+  if ok and pttl > 0 then
+    for t, g in string.gmatch(v, '(%x+):(%d+)') do
+      out[#out + 1] = {now + pttl, '!' .. t .. ':' .. g}
+    end
+  end
+  return out
+end
+
+-- shared_from: the live entries a script that writes key K starts from,
+-- for a write of prefix P's Lock of generation gen; or nil and the reply
+-- when it must not write: 2 when a tombstone refuses the generation, false
+-- when an exclusive Lock holds the key.
+local function shared_from(K, v, P, gen, now)
+  if not v then
+    return {}
+  end
+  local c = string.sub(v, 1, 1)
+  if c ~= '!' and c ~= '^' then
+    return nil, false
+  end
+  if tomb_refuses(v, P, gen) then
+    return nil, 2
+  end
+  if c == '!' then
+    return shared_tombs(K, v, now)
+  end
+  local els, left = shared_live(v, now)
+  return els, left
+end
+
+-- shared_find: the index in els of prefix P's entry, and its generation.
+local function shared_find(els, P)
+  for i, e in ipairs(els) do
+    if string.sub(e[2], 1, #P) == P then
+      return i, tonumber(string.sub(e[2], #P + 1))
+    end
+  end
+end
+
+-- shared_tomb: raise in els the tombstone entry against prefix P's writes
+-- up to generation gen to live at least ms from now.
+local function shared_tomb(els, P, gen, ms, now)
+  local tag = tomb_tag(P)
+  local g, dl = tonumber(gen), now + tonumber(ms)
+  for i, e in ipairs(els) do
+    local t, og = string.match(e[2], '^!(%x+):(%d+)$')
+    if t == tag then
+      els[i] = {math.max(e[1], dl), '!' .. t .. ':' .. string.format('%d', math.max(g, tonumber(og)))}
+      return
+    end
+  end
+  els[#els + 1] = {dl, '!' .. tag .. ':' .. string.format('%d', g)}
+end
+
+-- shared_write: write els, live at now, under key K, and report whether a
+-- shared Lock's entry is among them. Without one, the key becomes the
+-- tombstone of its tombstone entries, or is deleted: nothing of the shared
+-- state is left behind. At most eight tombstone entries are kept, the
+-- longest lived, as tomb_leave keeps eight.
+local function shared_write(K, els, now)
+  local parts, tombs, last = {}, {}, 0
+  for _, e in ipairs(els) do
+    if string.sub(e[2], 1, 1) == '!' then
+      tombs[#tombs + 1] = e
+    else
+      parts[#parts + 1] = string.format('%d', e[1]) .. '=' .. e[2]
+      last = math.max(last, e[1])
+    end
+  end
+  table.sort(tombs, function(a, b) return a[1] > b[1] end)
+  local readers = #parts > 0
+  local items = {}
+  for i = 1, math.min(#tombs, 8) do
+    local e = tombs[i]
+    last = math.max(last, e[1])
+    if readers then
+      parts[#parts + 1] = string.format('%d', e[1]) .. '=' .. e[2]
+    else
+      items[#items + 1] = string.sub(e[2], 2)
+    end
+  end
+  if readers then
+    redis.call('SET', K, '^' .. table.concat(parts, ','), 'PX', last - now)
+  elseif #items > 0 then
+    redis.call('SET', K, '!' .. table.concat(items, ','), 'PX', last - now)
+  else
+    redis.call('DEL', K)
+  end
+  return readers
+end
