@@ -44,6 +44,9 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 	if l.owner != "" {
 		return c.keep(c.asOwner(ctx, l, ttl, retry))
 	}
+	if l.shared {
+		return c.keep(c.acquireShared(ctx, l, ttl, retry))
+	}
 	return c.keep(c.acquireOnNodes(ctx, l, ttl, retry))
 }
 
@@ -309,6 +312,7 @@ func (c *Client) newLock(key string, ac acquireConfig) *Lock {
 		client:    c,
 		key:       key,
 		owner:     ac.owner,
+		shared:    ac.shared,
 		vals:      script.NewPrefixes(ac.owner, ac.ownerSet),
 		seq:       engine.NewLanes(c.nodes.Len()),
 		extending: make(chan struct{}, 1),

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,19 +16,33 @@ import (
 // KeyState is what the nodes hold under a lock's key, as Client.Inspect
 // read it.
 type KeyState struct {
-	Key   string
-	Held  bool           // a quorum of nodes holds the key (for one holder)
-	Nodes []NodeKeyState // in the order of the nodes given to New
+	Key string
+	// Held: a quorum of nodes holds the key for one exclusive Lock, or
+	// for a shared one (Shared > 0).
+	Held bool
+	// Shared is how many shared Locks (Shared) a quorum of nodes holds
+	// the key for.
+	Shared int
+	Nodes  []NodeKeyState // in the order of the nodes given to New
 }
 
 // NodeKeyState is what one node holds under a lock's key.
 type NodeKeyState struct {
 	Addr   string
 	Held   bool
-	Holder string        // a short prefix of the holder's token, never the whole token
-	TTL    time.Duration // the key's remaining time to live on this node
+	Holder string        // a short prefix of the exclusive holder's token, never the whole token
+	TTL    time.Duration // the key's remaining time to live on this node (taken shared: its last share's)
 	Fence  uint64        // the node's fence counter for the key, 0 if none
 	Err    error         // why this node could not be read
+	// Shared are the shared Locks that hold the key on this node, when it
+	// is taken shared.
+	Shared []SharedHolder
+}
+
+// SharedHolder is one shared Lock holding a key on a node.
+type SharedHolder struct {
+	Holder string        // a short prefix of its token, as NodeKeyState.Holder
+	TTL    time.Duration // its share's remaining time to live on the node
 }
 
 // holderPrefix is how many characters of a token Inspect shows: enough to
@@ -60,18 +76,30 @@ func (c *Client) Inspect(ctx context.Context, key string) (KeyState, error) {
 	}
 	reads := c.readKey(ctx, key, timeout)
 	st := KeyState{Key: key, Nodes: make([]NodeKeyState, len(reads))}
-	holders := map[string]int{}
+	holders, shares := map[string]int{}, map[string]int{}
 	for i, r := range reads {
 		st.Nodes[i] = r.state
 		// Only nodes whose server is known count toward Held, as toward
 		// any quorum: two addresses of one server must not hold it twice.
-		if r.state.Held && c.nodes.Vote(engine.Reply{Node: i, Status: engine.OK}).Status == engine.OK {
+		if !r.state.Held || c.nodes.Vote(engine.Reply{Node: i, Status: engine.OK}).Status != engine.OK {
+			continue
+		}
+		if r.shares == nil {
 			holders[r.token]++
+		}
+		for _, s := range r.shares {
+			shares[s.token]++
 		}
 	}
 	for _, n := range holders {
 		st.Held = st.Held || n >= c.nodes.Quorum
 	}
+	for _, n := range shares {
+		if n >= c.nodes.Quorum {
+			st.Shared++
+		}
+	}
+	st.Held = st.Held || st.Shared > 0
 	return st, nil
 }
 
@@ -108,13 +136,16 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 			t.Replies[i] = engine.Reply{Node: i, Err: r.state.Err}
 		case !r.state.Held:
 			t.Replies[i] = engine.Reply{Node: i, Status: engine.Refused, Err: ErrKeyAbsent}
-		case !l.vals.Mine(r.token):
-			t.Replies[i] = engine.Reply{Node: i, Status: engine.Refused, Err: ErrHeldByOther}
 		default:
+			ttl, err := r.holding(l)
+			if err != nil {
+				t.Replies[i] = engine.Reply{Node: i, Status: engine.Refused, Err: err}
+				continue
+			}
 			v := c.nodes.Vote(engine.Reply{Node: i, Status: engine.OK})
 			t.Add(v)
 			if v.Status == engine.OK {
-				left = append(left, r.state.TTL)
+				left = append(left, ttl)
 			}
 		}
 	}
@@ -128,9 +159,36 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 
 // keyRead is one node's answer to the inspect script.
 type keyRead struct {
-	node  int
-	state NodeKeyState
-	token string // the holder's whole token, when the node holds the key
+	node   int
+	state  NodeKeyState
+	token  string      // the exclusive holder's whole token, when the node holds the key
+	shares []shareRead // the shared Locks', when the key is taken shared
+}
+
+// shareRead is one shared Lock's entry on a node.
+type shareRead struct {
+	token string
+	ttl   time.Duration
+}
+
+// holding returns the remaining TTL of l's value on the node, or why the
+// node does not hold it for l (the node holds the key).
+func (r *keyRead) holding(l *Lock) (time.Duration, error) {
+	if r.shares == nil {
+		if l.shared || !l.vals.Mine(r.token) {
+			return 0, ErrHeldByOther
+		}
+		return r.state.TTL, nil
+	}
+	for _, s := range r.shares {
+		if l.vals.Mine(s.token) {
+			return s.ttl, nil
+		}
+	}
+	if l.shared {
+		return 0, ErrKeyAbsent
+	}
+	return 0, ErrHeldByOther
 }
 
 // readKey runs the inspect script on every node in parallel and returns
@@ -174,13 +232,13 @@ func (c *Client) readNode(ctx context.Context, i int, key string) keyRead {
 	return r
 }
 
-// parseInspect reads {value, pttl, counter} into r.
+// parseInspect reads {value, pttl, counter[, now]} into r.
 func parseInspect(cmd *redis.Cmd, r *keyRead) error {
 	v, err := cmd.Slice()
 	if err != nil {
 		return err
 	}
-	if len(v) != 3 {
+	if len(v) != 3 && len(v) != 4 {
 		return script.Unexpected(v)
 	}
 	pttl, ok := v[1].(int64)
@@ -188,7 +246,13 @@ func parseInspect(cmd *redis.Cmd, r *keyRead) error {
 		return script.Unexpected(v)
 	}
 	s, _ := v[0].(string)
-	if token, ok := script.HolderToken(s); ok && s != "" {
+	if len(v) == 4 {
+		now, ok := v[3].(int64)
+		if !ok || !strings.HasPrefix(s, "^") {
+			return script.Unexpected(v)
+		}
+		parseShared(s, now, r)
+	} else if token, ok := script.HolderToken(s); ok && s != "" {
 		r.token = token
 		r.state.Held = true
 		r.state.Holder = token[:min(len(token), holderPrefix)]
@@ -205,4 +269,24 @@ func parseInspect(cmd *redis.Cmd, r *keyRead) error {
 		r.state.Fence = uint64(f)
 	}
 	return nil
+}
+
+// parseShared reads the shared Locks of a key taken shared, whose value is
+// s (scripts/lib.lua), at the node's clock now in milliseconds: those whose
+// entry is live. None live is an absent key, as for a Lock.
+func parseShared(s string, now int64, r *keyRead) {
+	r.shares = []shareRead{}
+	for e := range strings.SplitSeq(s[1:], ",") {
+		dl, item, ok := strings.Cut(e, "=")
+		at, err := strconv.ParseInt(dl, 10, 64)
+		if !ok || err != nil || at <= now || strings.HasPrefix(item, "!") {
+			continue
+		}
+		token, _ := script.HolderToken(item)
+		ttl := time.Duration(at-now) * time.Millisecond
+		r.shares = append(r.shares, shareRead{token: token, ttl: ttl})
+		r.state.Shared = append(r.state.Shared, SharedHolder{Holder: token[:min(len(token), holderPrefix)], TTL: ttl})
+		r.state.TTL = max(r.state.TTL, ttl)
+	}
+	r.state.Held = len(r.shares) > 0
 }

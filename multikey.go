@@ -97,6 +97,8 @@ func (c *Client) checkKeys(keys []string, opts []AcquireOption) ([]string, error
 	}
 	if ac, err := acquireOptions(opts); err == nil && ac.ownerSet {
 		return nil, invalid("WithOwner with %d keys: an owner's Lock has one key", len(keys))
+	} else if err == nil && ac.shared {
+		return nil, invalid("Shared with %d keys: a shared Lock has one key", len(keys))
 	}
 	if c.cluster {
 		slot := script.Slot(keys[0])
@@ -125,6 +127,14 @@ func (c *Client) acquireKeys(ctx context.Context, keys []string, ttl time.Durati
 			l.keysAndCounters = append(l.keysAndCounters, script.CounterKey(k))
 		}
 	}
+	return c.keep(c.acquireWatching(ctx, l, ttl, keys, retry))
+}
+
+// acquireWatching acquires l, whose keys are keys, on the nodes: with one
+// attempt, or (retry) attempting until one succeeds, watching the keys'
+// releases in between. Unlike Acquire's queue it never hands over: a Lock
+// of several keys, or a shared one, is never handed a key.
+func (c *Client) acquireWatching(ctx context.Context, l *Lock, ttl time.Duration, keys []string, retry bool) (*Lock, error) {
 	ttlArg := ttl.Milliseconds()
 	var wt *watcher
 	defer func() {
@@ -138,7 +148,7 @@ func (c *Client) acquireKeys(ctx context.Context, keys []string, ttl time.Durati
 		}
 		err := c.attempt(ctx, l, ttl, ttlArg, failed)
 		if err == nil {
-			return c.keep(l, nil)
+			return l, nil
 		}
 		if !retry {
 			return nil, err
@@ -153,7 +163,7 @@ func (c *Client) acquireKeys(ctx context.Context, keys []string, ttl time.Durati
 			// that came before the subscriptions took effect is not
 			// missed.
 			var ready []<-chan struct{}
-			wt, ready = c.waits.watch(keys)
+			wt, ready = c.waits.watch(keys, l.shared)
 			werr = c.waitAll(ctx, ready, c.cfg.nodeTimeout(ttl))
 		} else {
 			timer := time.NewTimer(untilHolderExpires(err, wait))

@@ -219,11 +219,15 @@ func (f acquireOptionFunc) applyAcquire(c *acquireConfig) { f(c) }
 type acquireConfig struct {
 	owner    string
 	ownerSet bool
+	shared   bool
 }
 
 func (ac *acquireConfig) validate() error {
 	if ac.ownerSet && (ac.owner == "" || len(ac.owner) > MaxOwnerLen) {
 		return invalid("WithOwner: id must be 1 to %d bytes, got %d", MaxOwnerLen, len(ac.owner))
+	}
+	if ac.ownerSet && ac.shared {
+		return invalid("WithOwner with Shared: a shared Lock has no owner")
 	}
 	return nil
 }

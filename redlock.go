@@ -122,6 +122,7 @@ type Lock struct {
 	client   *Client
 	key      string
 	owner    string          // the WithOwner id, if any
+	shared   bool            // the key is held shared (Shared)
 	vals     script.Prefixes // the token and the prefixes of the values the Lock writes
 	fenceKey string          // the fence counter's key, with WithFencing
 	// keys, for a Lock of several keys (AcquireAll), are its keys, distinct

@@ -69,6 +69,16 @@ var (
 	handoverSrc string
 	//go:embed scripts/inspect.lua
 	inspectSrc string
+	//go:embed scripts/shared.lua
+	sharedSrc string
+	//go:embed scripts/acquire_shared.lua
+	acquireSharedSrc string
+	//go:embed scripts/extend_shared.lua
+	extendSharedSrc string
+	//go:embed scripts/restore_shared.lua
+	restoreSharedSrc string
+	//go:embed scripts/release_shared.lua
+	releaseSharedSrc string
 
 	// The scripts that write a lock key share lib.lua, prepended; the
 	// acquire scripts take.lua too, and those of several keys take_all.lua.
@@ -85,6 +95,12 @@ var (
 	handoverScript         = redis.NewScript(libSrc + takeSrc + handoverSrc)
 	inspectScript          = redis.NewScript(inspectSrc)
 
+	// A shared Lock's scripts (shared.go) share shared.lua, after lib.lua.
+	acquireSharedScript = redis.NewScript(libSrc + sharedSrc + acquireSharedSrc)
+	extendSharedScript  = redis.NewScript(libSrc + sharedSrc + extendSharedSrc)
+	restoreSharedScript = redis.NewScript(libSrc + sharedSrc + restoreSharedSrc)
+	releaseSharedScript = redis.NewScript(libSrc + sharedSrc + releaseSharedSrc)
+
 	// The guarded acquires run the restart guard's prologue first, told
 	// whether the acquire that follows is fenced (the shape of its reply).
 	guardPlain  = "local guard_fenced = false\n" + restartGuardSrc
@@ -94,6 +110,7 @@ var (
 	acquireFencedGuardedScript    = redis.NewScript(guardFenced + libSrc + takeSrc + acquireFencedSrc)
 	acquireAllGuardedScript       = redis.NewScript(guardPlain + libSrc + takeSrc + takeAllSrc + acquireAllSrc)
 	acquireAllFencedGuardedScript = redis.NewScript(guardFenced + libSrc + takeSrc + takeAllSrc + acquireAllFencedSrc)
+	acquireSharedGuardedScript    = redis.NewScript(guardPlain + libSrc + sharedSrc + acquireSharedSrc)
 
 	// guardedForm is each acquire script's restart-guarded form.
 	guardedForm = map[*redis.Script]*redis.Script{
@@ -101,12 +118,14 @@ var (
 		acquireFencedScript:    acquireFencedGuardedScript,
 		acquireAllScript:       acquireAllGuardedScript,
 		acquireAllFencedScript: acquireAllFencedGuardedScript,
+		acquireSharedScript:    acquireSharedGuardedScript,
 	}
 
 	allScripts = []*redis.Script{acquireScript, acquireFencedScript, acquireAllScript, acquireAllFencedScript,
 		fenceCommitScript, extendScript, extendAllScript, restoreScript, releaseScript, releaseAllScript,
 		handoverScript, acquireGuardedScript, acquireFencedGuardedScript, acquireAllGuardedScript,
-		acquireAllFencedGuardedScript, inspectScript}
+		acquireAllFencedGuardedScript, inspectScript,
+		acquireSharedScript, extendSharedScript, restoreSharedScript, releaseSharedScript, acquireSharedGuardedScript}
 )
 
 // name says what the op does, for the hooks and the log.
@@ -114,11 +133,11 @@ func opName(o *engine.Op) string {
 	switch o.Script {
 	case fenceCommitScript:
 		return "commit"
-	case extendScript, extendAllScript:
+	case extendScript, extendAllScript, extendSharedScript:
 		return "extend"
-	case restoreScript:
+	case restoreScript, restoreSharedScript:
 		return "restore"
-	case releaseScript, releaseAllScript:
+	case releaseScript, releaseAllScript, releaseSharedScript:
 		return "delete"
 	case handoverScript:
 		return "handover"
@@ -148,6 +167,12 @@ func (l *Lock) address(o *engine.Op, counters bool) {
 // nil) it also reads the node's fencing counters and clock, and keeps the
 // counters for horizonMs once idle.
 func acquireOp(l *Lock, v script.Value, ttlMs, horizonMs any) engine.Op {
+	if l.shared {
+		op := engine.Op{Script: acquireSharedScript, Read: script.ReadAcquire, Args: script.WriteArgs(v, ttlMs, true), NArgs: 5}
+		op.Args[4] = maxSharedArg
+		l.address(&op, false)
+		return op
+	}
 	fenced := horizonMs != nil
 	op := engine.Op{Script: acquireScript, Read: script.ReadAcquire, Args: script.WriteArgs(v, ttlMs, true), NArgs: 4}
 	if fenced {
@@ -180,6 +205,11 @@ func fenceCommitOp(l *Lock, v script.Value, fence uint64, horizonMs any) engine.
 // nil) it also raises the nodes' fencing counters to the lock's fence and
 // keeps them for horizonMs more.
 func extendOp(l *Lock, v script.Value, ttlMs any, fence uint64, horizonMs any) engine.Op {
+	if l.shared {
+		op := engine.Op{Script: extendSharedScript, Read: script.ReadExtend, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
+		l.address(&op, false)
+		return op
+	}
 	fenced := horizonMs != nil
 	op := engine.Op{Script: extendScript, Read: script.ReadExtend, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
 	l.address(&op, fenced)
@@ -197,6 +227,9 @@ func extendOp(l *Lock, v script.Value, ttlMs any, fence uint64, horizonMs any) e
 
 func restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
 	op := engine.Op{Script: restoreScript, Read: script.ReadRestore, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
+	if l.shared {
+		op.Script = restoreSharedScript
+	}
 	l.address(&op, false)
 	return op
 }
@@ -205,8 +238,11 @@ func restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
 func deleteOp(l *Lock, v script.Value, upTo uint64) engine.Op {
 	op := engine.Op{Script: releaseScript, Read: script.ReadDelete, Args: [engine.MaxArgs]any{v.Prefix, upTo}, NArgs: 2}
 	l.address(&op, false)
-	if l.keys != nil {
+	switch {
+	case l.keys != nil:
 		op.Script = releaseAllScript
+	case l.shared:
+		op.Script = releaseSharedScript
 	}
 	return op
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,16 @@ import (
 // (scripts/handover.lua) spell it as a Lua literal, and
 // TestReleaseChannelSpelling keeps the three equal.
 const releaseChannelPrefix = "redlock:released:"
+
+// writerChannelPrefix names a key's writer channel, to which a Client
+// subscribes on every node while an exclusive Acquire or AcquireAll of it
+// waits for the key: the shared acquire script (scripts/acquire_shared.lua,
+// spelling it as a Lua literal) admits no new shared Lock while the channel
+// has a subscriber, so that shared Locks overlapping back to back do not
+// starve the waiting exclusive one. Nothing is published to it. The
+// subscription ends when the waiter holds or gives up, or with the
+// Client's connection, so a waiter that died holds no shared Lock back.
+const writerChannelPrefix = "redlock:writer:"
 
 // waiters is one Client's queues and subscriptions.
 type waiters struct {
@@ -49,12 +60,16 @@ type keyQueue struct {
 	// key among others (watch): not in the FIFO, never handed the key,
 	// woken by the key's release hints as the head is.
 	watchers []*watcher
+	// announced: the key's writer channel is subscribed on every node
+	// (announce).
+	announced bool
 }
 
 // watcher is one waiting AcquireAll: it watches each of its keys.
 type watcher struct {
-	wake  chan struct{}     // a hint that one of the keys may be free; capacity 1
-	heard map[string][]bool // by key, the nodes that announced its release since the last attempt
+	wake   chan struct{}     // a hint that one of the keys may be free; capacity 1
+	heard  map[string][]bool // by key, the nodes that announced its release since the last attempt
+	shared bool              // a shared Acquire's, which announces no writer
 }
 
 // waiter is one queued Acquire.
@@ -131,19 +146,23 @@ func (w *waiters) leave(key string, wt *waiter, acquired bool) {
 // the key any more.
 func (w *waiters) dropIfIdle(q *keyQueue) {
 	if len(q.waiters) > 0 || len(q.watchers) > 0 {
+		w.announce(q)
 		return
 	}
 	delete(w.queues, q.key)
-	if q.subscribed {
+	switch {
+	case q.announced:
+		w.send(true, releaseChannelPrefix+q.key, writerChannelPrefix+q.key)
+	case q.subscribed:
 		w.send(true, releaseChannelPrefix+q.key)
 	}
 }
 
-// watch makes a watcher for keys, an AcquireAll's, subscribed to the
-// release channel of each, and returns it with the channels closed once a
-// quorum of nodes confirmed each subscription.
-func (w *waiters) watch(keys []string) (*watcher, []<-chan struct{}) {
-	wt := &watcher{wake: make(chan struct{}, 1), heard: make(map[string][]bool, len(keys))}
+// watch makes a watcher for keys, an AcquireAll's or a shared Acquire's
+// (shared), subscribed to the release channel of each, and returns it with
+// the channels closed once a quorum of nodes confirmed each subscription.
+func (w *waiters) watch(keys []string, shared bool) (*watcher, []<-chan struct{}) {
+	wt := &watcher{wake: make(chan struct{}, 1), heard: make(map[string][]bool, len(keys)), shared: shared}
 	ready := make([]<-chan struct{}, 0, len(keys))
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -204,24 +223,51 @@ func (w *waiters) subscribe(key string) <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[key]
-	if q == nil || q.subscribed {
+	if q == nil {
+		return nil
+	}
+	if q.subscribed {
+		w.announce(q) // subscribed for a watcher: the writer may not be announced
 		return nil
 	}
 	w.subscribeLocked(q)
 	return q.ready
 }
 
-// subscribeLocked subscribes to q's key's release channel, unless it is
-// already. Called with w.mu held.
+// announce subscribes to q's key's writer channel while an exclusive
+// Acquire or AcquireAll that has been refused waits for the key (q is
+// subscribed, and a queued Acquire or a watcher that is not shared is
+// there), and unsubscribes once none does. Called with w.mu held.
+func (w *waiters) announce(q *keyQueue) {
+	if want := q.subscribed && w.writerWaits(q); want != q.announced {
+		q.announced = want
+		w.send(!want, writerChannelPrefix+q.key)
+	}
+}
+
+// writerWaits reports whether an exclusive Acquire or AcquireAll waits for
+// q's key: one in its queue, or a watcher that is not shared.
+func (w *waiters) writerWaits(q *keyQueue) bool {
+	return len(q.waiters) > 0 || slices.ContainsFunc(q.watchers, func(x *watcher) bool { return !x.shared })
+}
+
+// subscribeLocked subscribes to q's key's release channel, and its writer
+// channel when a writer waits (announce), in one command; once subscribed,
+// it announces. Called with w.mu held.
 func (w *waiters) subscribeLocked(q *keyQueue) {
 	if q.subscribed {
+		w.announce(q)
 		return
 	}
 	n := w.c.nodes.Len()
 	q.subscribed = true
 	q.heard, q.confirmed = make([]bool, n), make([]bool, n)
 	q.ready = make(chan struct{})
-	w.send(false, releaseChannelPrefix+q.key)
+	if q.announced = w.writerWaits(q); q.announced {
+		w.send(false, releaseChannelPrefix+q.key, writerChannelPrefix+q.key)
+	} else {
+		w.send(false, releaseChannelPrefix+q.key)
+	}
 }
 
 // hint records that node announced a release of key, and wakes the head once
@@ -346,12 +392,12 @@ func (w *waiters) send(unsubscribe bool, channels ...string) {
 		for i := range w.subs {
 			w.subs[i] = w.c.nodes.Subscribe(i, w.c.cfg.cleanupTimeout,
 				func(ch string) {
-					if len(ch) > len(releaseChannelPrefix) {
+					if strings.HasPrefix(ch, releaseChannelPrefix) {
 						w.confirm(i, ch)
 					}
 				},
 				func(ch string) {
-					if len(ch) > len(releaseChannelPrefix) {
+					if strings.HasPrefix(ch, releaseChannelPrefix) {
 						w.hint(i, ch[len(releaseChannelPrefix):])
 					}
 				})

@@ -71,6 +71,10 @@ var scriptParts = map[string][]string{
 	"release_all.lua":        {"lib.lua", "release.lua"},
 	"handover.lua":           {"lib.lua", "take.lua"},
 	"inspect.lua":            nil,
+	"acquire_shared.lua":     {"lib.lua", "shared.lua"},
+	"extend_shared.lua":      {"lib.lua", "shared.lua"},
+	"restore_shared.lua":     {"lib.lua", "shared.lua"},
+	"release_shared.lua":     {"lib.lua", "shared.lua"},
 }
 
 // ScriptSource is the script that the library runs for the file name of

@@ -1,0 +1,272 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock"
+)
+
+// sharedFaults are the faults of a minority node that change nothing for a
+// shared Lock, as for a lock.
+var sharedFaults = []struct {
+	name string
+	set  func(e *env)
+}{
+	{"none", func(*env) {}},
+	{"blackhole", func(e *env) { e.proxies[2].SetBlackhole(true) }},
+	{"delay", func(e *env) { e.proxies[2].SetDelay(100 * time.Millisecond) }},
+	{"drop-replies", func(e *env) { e.proxies[2].SetDropReplies(true) }},
+}
+
+// shares counts the live shared entries on node i under key, from its raw
+// value: "^" then "deadline=value" entries (scripts/lib.lua).
+func (e *env) shares(i int, key string) int {
+	e.t.Helper()
+	v := e.bed.Get(i, key)
+	if !strings.HasPrefix(v, "^") {
+		return 0
+	}
+	n := 0
+	for _, ent := range strings.Split(v[1:], ",") {
+		if _, item, ok := strings.Cut(ent, "="); ok && !strings.HasPrefix(item, "!") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSharedExclusion: shared Locks hold a key together; while one does,
+// no exclusive Lock (Acquire, AcquireAll with the key) holds it; while an
+// exclusive Lock holds it, no shared Lock does; releasing one reader keeps
+// the others; all with a minority node blackholed, slow or dropping
+// replies.
+func TestSharedExclusion(t *testing.T) {
+	for _, fault := range sharedFaults {
+		t.Run(fault.name, func(t *testing.T) {
+			e := newEnv(t, 3, fastClients)
+			c1 := e.client(redlock.WithNodeTimeout(300 * time.Millisecond))
+			c2 := e.client(redlock.WithNodeTimeout(300 * time.Millisecond))
+			ctx := t.Context()
+			key := newKey(t)
+			fault.set(e)
+
+			r1, err := c1.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+			require.NoError(t, err)
+			assert.True(t, r1.Shared())
+			r2, err := c2.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+			require.NoError(t, err, "readers together")
+			r3, err := c1.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+			require.NoError(t, err, "readers together, same Client")
+			assert.NotEqual(t, r1.Token(), r2.Token())
+
+			_, err = c2.TryAcquire(ctx, key, time.Minute)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, "a writer while readers hold")
+			require.NotErrorIs(t, err, redlock.ErrUnavailable)
+			_, err = c2.TryAcquireAll(ctx, []string{key, key + ":other"}, time.Minute)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, "AcquireAll with the key while readers hold")
+
+			// One reader's Release keeps the others.
+			require.NoError(t, r1.Release(ctx))
+			require.NoError(t, r2.Extend(ctx, time.Minute))
+			ttl, err := r3.TTL(ctx)
+			require.NoError(t, err)
+			assert.Greater(t, ttl, 30*time.Second)
+			_, err = c2.TryAcquire(ctx, key, time.Minute)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, "two readers left")
+			require.NoError(t, r2.Release(ctx))
+			_, err = c2.TryAcquire(ctx, key, time.Minute)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, "one reader left")
+			require.NoError(t, r3.Release(ctx))
+
+			w, err := c2.TryAcquire(ctx, key, time.Minute)
+			require.NoError(t, err, "the last reader gone")
+			_, err = c1.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, "a reader while a writer holds")
+			require.NotErrorIs(t, err, redlock.ErrUnavailable)
+			require.NoError(t, w.Release(ctx))
+			r, err := c1.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+			require.NoError(t, err, "the writer gone")
+			require.NoError(t, r.Release(ctx))
+			e.resetFaults()
+			// Nothing of the shared state stays behind.
+			e.eventuallyNoKey(key, 10*time.Second)
+		})
+	}
+}
+
+// TestSharedQuorum: one reader on a quorum excludes a writer, and a writer
+// on a quorum a reader, although the other nodes are free: the node the
+// two majorities share refuses.
+func TestSharedQuorum(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+
+	e.proxies[2].SetBlackhole(true)
+	r, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+	require.NoError(t, err)
+	e.resetFaults()
+	e.reachable(2)
+	require.Equal(t, 0, e.shares(2, key), "node 2 missed the reader")
+	_, err = c.TryAcquire(ctx, key, time.Minute)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "nodes 0 and 1 hold the reader, node 2 is free")
+	require.NoError(t, r.Release(ctx))
+
+	e.proxies[0].SetBlackhole(true)
+	w, err := c.TryAcquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+	e.resetFaults()
+	e.reachable(0)
+	require.Empty(t, e.value(0, key), "node 0 missed the writer")
+	_, err = c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "nodes 1 and 2 hold the writer, node 0 is free")
+	require.NoError(t, w.Release(ctx))
+}
+
+// TestSharedCrashedReader: a reader that never releases (its process
+// died) blocks a writer only until its own TTL, by the nodes' clocks,
+// while another reader's longer share goes on.
+func TestSharedCrashedReader(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+	_, err := c.TryAcquire(ctx, key, 600*time.Millisecond, redlock.Shared()) // never released
+	require.NoError(t, err)
+	long, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+	require.NoError(t, err)
+	require.NoError(t, long.Release(ctx))
+	_, err = c.TryAcquire(ctx, key, time.Minute)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "the crashed reader's share is live")
+
+	start := time.Now()
+	w, err := c.Acquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), 5*time.Second, "the writer waited past the reader's TTL")
+	require.NoError(t, w.Release(ctx))
+	e.eventuallyNoKey(key, 10*time.Second)
+}
+
+// TestSharedWriterNotStarved: while six goroutines take 300 ms shared
+// Locks back to back, so that a reader always holds the key, a waiting
+// exclusive Acquire gets it within a bound: once it waits, new readers
+// wait behind it. Readers and writer never hold together.
+func TestSharedWriterNotStarved(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	readers, writer := e.client(), e.client()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	key := newKey(t)
+	var inside, writing atomic.Int32
+	var overlap atomic.Bool
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				l, err := readers.Acquire(ctx, key, 5*time.Second, redlock.Shared())
+				if err != nil {
+					continue
+				}
+				inside.Add(1)
+				if writing.Load() > 0 {
+					overlap.Store(true)
+				}
+				select {
+				case <-time.After(300 * time.Millisecond):
+				case <-ctx.Done():
+				}
+				inside.Add(-1)
+				_ = l.Release(context.Background())
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return inside.Load() >= 2 }, 10*time.Second, time.Millisecond)
+	for range 3 {
+		start := time.Now()
+		wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+		w, err := writer.Acquire(wctx, key, 5*time.Second)
+		wcancel()
+		require.NoError(t, err, "the writer starved")
+		writing.Add(1)
+		took := time.Since(start)
+		t.Logf("writer waited %v", took)
+		assert.Less(t, took, 2500*time.Millisecond, "the writer waited too long")
+		if inside.Load() > 0 {
+			overlap.Store(true)
+		}
+		time.Sleep(50 * time.Millisecond)
+		writing.Add(-1)
+		require.NoError(t, w.Release(ctx))
+		// Readers go on after the writer.
+		require.Eventually(t, func() bool { return inside.Load() > 0 }, 10*time.Second, time.Millisecond, "readers did not resume")
+	}
+	cancel()
+	wg.Wait()
+	assert.False(t, overlap.Load(), "a reader and the writer held together")
+}
+
+// TestSharedWriterWithdraws: an exclusive Acquire that gives up (its ctx
+// ends) withdraws its announcement at once: new readers are admitted again.
+func TestSharedWriterWithdraws(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+	r, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+	require.NoError(t, err)
+	wctx, wcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(wctx, key, time.Minute)
+		done <- err
+	}()
+	// The waiting writer holds new readers back.
+	require.Eventually(t, func() bool {
+		l, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+		if err == nil {
+			require.NoError(t, l.Release(ctx))
+		}
+		return err != nil
+	}, 10*time.Second, 10*time.Millisecond, "a waiting writer did not hold readers back")
+	wcancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	gave := time.Now()
+	var l *redlock.Lock
+	require.Eventually(t, func() bool {
+		l, err = c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+		return err == nil
+	}, 10*time.Second, 5*time.Millisecond, "readers stay held back after the writer gave up")
+	t.Logf("readers admitted %v after the writer gave up", time.Since(gave))
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, r.Release(ctx))
+}
+
+// TestSharedBadInput: WithOwner with Shared, and Shared with several keys,
+// are ErrInvalidArgument before anything is sent; nothing is left locked.
+func TestSharedBadInput(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+	_, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared(), redlock.WithOwner("req-1"))
+	require.ErrorIs(t, err, redlock.ErrInvalidArgument)
+	_, err = c.Acquire(ctx, key, time.Minute, redlock.WithOwner("req-1"), redlock.Shared())
+	require.ErrorIs(t, err, redlock.ErrInvalidArgument)
+	_, err = c.TryAcquireAll(ctx, []string{key, key + ":b"}, time.Minute, redlock.Shared())
+	require.ErrorIs(t, err, redlock.ErrInvalidArgument)
+	require.True(t, errors.Is(c.Do(ctx, key, time.Minute, func(context.Context, *redlock.Lock) error { return nil },
+		redlock.Shared(), redlock.WithOwner("x")), redlock.ErrInvalidArgument))
+	e.requireNoKey(key)
+	var nilLock *redlock.Lock
+	assert.False(t, nilLock.Shared())
+}
