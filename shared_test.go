@@ -160,10 +160,18 @@ func TestSharedCrashedReader(t *testing.T) {
 // TestSharedWriterNotStarved: while six goroutines take 300 ms shared
 // Locks back to back, so that a reader always holds the key, a waiting
 // exclusive Acquire gets it within a bound: once it waits, new readers
-// wait behind it. Readers and writer never hold together.
+// wait behind it. Readers and writer never hold together. Also with a
+// minority node blackholed.
 func TestSharedWriterNotStarved(t *testing.T) {
+	for _, fault := range sharedFaults[:2] {
+		t.Run(fault.name, func(t *testing.T) { writerNotStarved(t, fault.set) })
+	}
+}
+
+func writerNotStarved(t *testing.T, fault func(*env)) {
 	e := newEnv(t, 3, fastClients)
 	readers, writer := e.client(), e.client()
+	fault(e)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	key := newKey(t)
@@ -210,6 +218,7 @@ func TestSharedWriterNotStarved(t *testing.T) {
 		// Readers go on after the writer.
 		require.Eventually(t, func() bool { return inside.Load() > 0 }, 10*time.Second, time.Millisecond, "readers did not resume")
 	}
+	e.resetFaults()
 	cancel()
 	wg.Wait()
 	assert.False(t, overlap.Load(), "a reader and the writer held together")
@@ -269,4 +278,151 @@ func TestSharedBadInput(t *testing.T) {
 	e.requireNoKey(key)
 	var nilLock *redlock.Lock
 	assert.False(t, nilLock.Shared())
+}
+
+// TestSharedRenewal: a shared Lock's KeepAlive renews its share alone, by
+// the nodes' clocks, and puts it back on a node that lost the key (here
+// deleted by hand, as a restart without persistence would) once a quorum
+// confirmed it; another reader's shorter share expires meanwhile.
+func TestSharedRenewal(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+	r, err := c.TryAcquire(ctx, key, 900*time.Millisecond, redlock.Shared())
+	require.NoError(t, err)
+	short, err := c.TryAcquire(ctx, key, 900*time.Millisecond, redlock.Shared())
+	require.NoError(t, err)
+	kctx, stop := context.WithCancel(ctx)
+	defer stop()
+	lost := r.KeepAlive(kctx)
+	require.NoError(t, e.direct[0].Del(ctx, key).Err())
+	require.Eventually(t, func() bool { return e.shares(0, key) == 1 }, 10*time.Second, 5*time.Millisecond,
+		"the share was not put back on node 0")
+	// short was never renewed: it is gone once its TTL passed, r stays.
+	require.Eventually(t, func() bool {
+		_, err := short.TTL(ctx)
+		return errors.Is(err, redlock.ErrNotHeld)
+	}, 10*time.Second, 10*time.Millisecond, "the unrenewed share outlived its TTL")
+	time.Sleep(time.Second) // past r's first TTL: renewed, not expired
+	ttl, err := r.TTL(ctx)
+	require.NoError(t, err, "the renewed share")
+	assert.Positive(t, ttl)
+	assert.True(t, time.Now().Before(r.Until()))
+	select {
+	case <-lost.Done():
+		t.Fatalf("KeepAlive lost the share: %v", context.Cause(lost))
+	default:
+	}
+	stop()
+	require.NoError(t, r.Release(ctx))
+	e.eventuallyNoKey(key, 10*time.Second)
+}
+
+// TestSharedInspect: Inspect reports how many shared Locks hold the key on
+// a quorum and each node's shares with their remaining times; an exclusive
+// holder as before.
+func TestSharedInspect(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+	st, err := c.Inspect(ctx, key)
+	require.NoError(t, err)
+	assert.False(t, st.Held)
+	assert.Zero(t, st.Shared)
+
+	r1, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+	require.NoError(t, err)
+	r2, err := c.TryAcquire(ctx, key, 20*time.Second, redlock.Shared())
+	require.NoError(t, err)
+	e.proxies[2].SetBlackhole(true)
+	r3, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared()) // misses node 2
+	require.NoError(t, err)
+	e.resetFaults()
+	e.reachable(2)
+	st, err = c.Inspect(ctx, key)
+	require.NoError(t, err)
+	assert.True(t, st.Held)
+	assert.Equal(t, 3, st.Shared)
+	for i, n := range st.Nodes {
+		want := 3
+		if i == 2 {
+			want = 2
+		}
+		require.Len(t, n.Shared, want, "node %d", i)
+		assert.True(t, n.Held)
+		assert.Empty(t, n.Holder, "no exclusive holder")
+		assert.InDelta(t, time.Minute, n.TTL, float64(10*time.Second))
+		var short int
+		for _, s := range n.Shared {
+			assert.Len(t, s.Holder, 8)
+			if s.TTL < 30*time.Second {
+				short++
+			}
+		}
+		assert.Equal(t, 1, short, "node %d: r2's 20 s share", i)
+	}
+	ttl, err := r2.TTL(ctx)
+	require.NoError(t, err)
+	assert.InDelta(t, 20*time.Second, ttl, float64(5*time.Second), "r2's own share")
+	for _, r := range []*redlock.Lock{r1, r2, r3} {
+		require.NoError(t, r.Release(ctx))
+	}
+	st, err = c.Inspect(ctx, key)
+	require.NoError(t, err)
+	assert.False(t, st.Held)
+	assert.Zero(t, st.Shared)
+
+	w, err := c.TryAcquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+	st, err = c.Inspect(ctx, key)
+	require.NoError(t, err)
+	assert.True(t, st.Held)
+	assert.Zero(t, st.Shared)
+	assert.Equal(t, w.Token()[:8], st.Nodes[0].Holder)
+	_, err = r1.TTL(ctx)
+	require.ErrorIs(t, err, redlock.ErrNotHeld)
+	require.NoError(t, w.Release(ctx))
+}
+
+// TestSharedDo: Do with Shared runs fn while holding a share, beside
+// another reader, and releases it.
+func TestSharedDo(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+	other, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+	require.NoError(t, err)
+	ran := false
+	require.NoError(t, c.Do(ctx, key, time.Minute, func(ctx context.Context, l *redlock.Lock) error {
+		ran = l.Shared()
+		return nil
+	}, redlock.Shared()))
+	assert.True(t, ran)
+	require.NoError(t, other.Release(ctx))
+	e.eventuallyNoKey(key, 10*time.Second)
+}
+
+// TestSharedFence: with WithFencing, a shared Lock's Fence is 0 and it
+// commits nothing; the exclusive holders before and after it get
+// increasing fences.
+func TestSharedFence(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client(redlock.WithFencing())
+	ctx := t.Context()
+	key := newKey(t)
+	w1, err := c.TryAcquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, w1.Release(ctx))
+	r, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+	require.NoError(t, err)
+	assert.Zero(t, r.Fence())
+	require.NoError(t, r.Extend(ctx, time.Minute))
+	require.NoError(t, r.Release(ctx))
+	w2, err := c.TryAcquire(ctx, key, time.Minute)
+	require.NoError(t, err)
+	assert.Greater(t, w2.Fence(), w1.Fence())
+	require.NoError(t, w2.Release(ctx))
 }

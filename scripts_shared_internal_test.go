@@ -1,0 +1,185 @@
+package redlock
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Shared Locks R and S, as the library sends their calls: a shared Lock's
+// holder prefix is its own.
+const (
+	shareR = "R."
+	shareS = "S."
+)
+
+func (n *scriptNode) acquireShared(p string, gen, ttlMs int) int64 {
+	return n.code(acquireSharedScript, []string{n.key}, p+strconv.Itoa(gen), ttlMs, p, gen, MaxShared)
+}
+
+func (n *scriptNode) extendShared(p string, gen, ttlMs int) int64 {
+	return n.code(extendSharedScript, []string{n.key}, p+strconv.Itoa(gen), ttlMs, p, gen)
+}
+
+func (n *scriptNode) restoreShared(p string, gen, ttlMs int) int64 {
+	return n.code(restoreSharedScript, []string{n.key}, p+strconv.Itoa(gen), ttlMs, p, gen)
+}
+
+// releaseShared takes p's entry out up to generation limit (0: a
+// Release), leaving a tombstone entry against tomb when it is above 0.
+func (n *scriptNode) releaseShared(p string, limit, tomb int) int64 {
+	if tomb > 0 {
+		return n.code(releaseSharedScript, []string{n.key}, p, limit, tomb, 2000)
+	}
+	return n.code(releaseSharedScript, []string{n.key}, p, limit)
+}
+
+// entries are the shared value's items, in order, without deadlines.
+func (n *scriptNode) entries() []string {
+	v := n.get()
+	if !strings.HasPrefix(v, "^") {
+		return nil
+	}
+	var out []string
+	for _, e := range strings.Split(v[1:], ",") {
+		_, item, _ := strings.Cut(e, "=")
+		out = append(out, item)
+	}
+	return out
+}
+
+// TestSharedScripts: what each shared script does with what it finds
+// under the key, on a real node.
+func TestSharedScripts(t *testing.T) {
+	n := newScriptNode(t)
+	ctx := context.Background()
+	i := 0
+	run := func(name string, f func(t *testing.T)) {
+		i++
+		t.Run(name, func(t *testing.T) {
+			n.t, n.key = t, "shared:"+strconv.Itoa(i)
+			f(t)
+		})
+	}
+	run("readers together, writer refused, last out deletes", func(t *testing.T) {
+		require.EqualValues(t, 1, n.acquireShared(shareR, 1, 20_000))
+		require.EqualValues(t, 1, n.acquireShared(shareS, 1, 5_000))
+		assert.Equal(t, []string{shareR + "1", shareS + "1"}, n.entries())
+		assert.Greater(t, n.pttl(), 15*time.Second, "the key lives as long as its last share")
+		code := n.acquire(lockY, 1, 20_000)
+		require.LessOrEqual(t, code, int64(-15_000), "a writer is refused for the last share's time")
+		require.EqualValues(t, 1, n.releaseShared(shareR, 0, 0))
+		assert.Equal(t, []string{shareS + "1"}, n.entries(), "S keeps its share")
+		assert.LessOrEqual(t, n.pttl(), 5*time.Second, "the key lives as long as S's share now")
+		ps := n.rc.Subscribe(ctx, releaseChannelPrefix+n.key)
+		defer ps.Close()
+		_, err := ps.Receive(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n.releaseShared(shareS, 0, 0))
+		assert.Zero(t, n.rc.Exists(ctx, n.key).Val(), "nothing left behind")
+		msg, err := ps.ReceiveTimeout(ctx, 5*time.Second)
+		require.NoError(t, err, "the last Release is announced")
+		assert.Contains(t, msg.(interface{ String() string }).String(), n.key)
+		require.EqualValues(t, 1, n.acquire(lockY, 1, 20_000), "then a writer takes it")
+	})
+	run("a writer excludes readers", func(t *testing.T) {
+		require.EqualValues(t, 1, n.acquire(lockY, 1, 20_000))
+		assert.LessOrEqual(t, n.acquireShared(shareR, 1, 20_000), int64(-15_000))
+		assert.EqualValues(t, -1, n.extendShared(shareR, 2, 20_000))
+		assert.EqualValues(t, 0, n.restoreShared(shareR, 2, 20_000))
+		assert.EqualValues(t, -1, n.releaseShared(shareR, 0, 3))
+		assert.Equal(t, lockY+"1", n.get(), "untouched")
+	})
+	run("expired shares are absent to a writer", func(t *testing.T) {
+		require.EqualValues(t, 1, n.acquireShared(shareR, 1, 20_000))
+		now := n.now()
+		// A share that expired on the node's clock, beside a tombstone
+		// entry that lives on: the key is still there.
+		n.set("^"+strconv.FormatInt(now-1, 10)+"=R.1,"+strconv.FormatInt(now+20_000, 10)+"="+tombstoneOf(lockY, 4), 20*time.Second)
+		assert.EqualValues(t, 2, n.acquire(lockY, 4, 20_000), "the tombstone entry still refuses its write")
+		assert.EqualValues(t, 1, n.acquire(lockY, 5, 20_000), "a later write: no live share, an absent key")
+		assert.Equal(t, lockY+"5", n.get())
+	})
+	run("a stale handle changes nothing", func(t *testing.T) {
+		require.EqualValues(t, 1, n.acquireShared(shareR, 3, 20_000))
+		assert.EqualValues(t, 2, n.acquireShared(shareR, 2, 20_000), "an earlier attempt landing late")
+		assert.EqualValues(t, 2, n.extendShared(shareR, 2, 20_000), "an earlier extension landing late")
+		assert.EqualValues(t, 2, n.releaseShared(shareR, 2, 0), "a rollback of an earlier attempt")
+		assert.Equal(t, []string{shareR + "3"}, n.entries())
+		assert.EqualValues(t, 1, n.acquireShared(shareR, 4, 20_000), "a retry renews its own share")
+		assert.Equal(t, []string{shareR + "4"}, n.entries(), "one entry per Lock")
+		assert.EqualValues(t, 1, n.extendShared(shareR, 5, 20_000))
+		assert.EqualValues(t, 0, n.restoreShared(shareR, 6, 20_000), "present: nothing to restore")
+		assert.EqualValues(t, 1, n.releaseShared(shareR, 0, 0), "a Release takes any generation")
+		assert.EqualValues(t, 0, n.extendShared(shareR, 7, 20_000), "an extension never creates a share")
+		assert.Zero(t, n.rc.Exists(ctx, n.key).Val())
+	})
+	run("a late acquire after the rollback is refused", func(t *testing.T) {
+		// S holds; R's attempt 2 got no reply; its rollback ran first and
+		// left a tombstone entry; the write lands after it.
+		require.EqualValues(t, 1, n.acquireShared(shareS, 1, 20_000))
+		require.EqualValues(t, 0, n.releaseShared(shareR, 2, 2))
+		assert.EqualValues(t, 2, n.acquireShared(shareR, 2, 20_000), "refused by the tombstone entry")
+		assert.EqualValues(t, 2, n.restoreShared(shareR, 2, 20_000), "a late restore too")
+		assert.Equal(t, []string{shareS + "1", tombstoneOf(shareR, 2)}, n.entries())
+		// S leaves: the tombstone entry is a tombstone again, which goes
+		// on refusing R's write, and is absent to everyone else.
+		require.EqualValues(t, 1, n.releaseShared(shareS, 0, 0))
+		assert.Equal(t, tombstoneOf(shareR, 2), n.get())
+		assert.Greater(t, n.pttl(), time.Duration(0))
+		assert.EqualValues(t, 2, n.acquireShared(shareR, 2, 20_000))
+		assert.EqualValues(t, 1, n.acquireShared(shareR, 3, 20_000), "a later attempt of R")
+		assert.EqualValues(t, 1, n.acquireShared(shareS, 2, 20_000))
+	})
+	run("a tombstone is carried while shares hold the key", func(t *testing.T) {
+		// A writer's rollback left a tombstone against its write 4.
+		n.set(tombstoneOf(lockY, 4), 10*time.Second)
+		require.EqualValues(t, 1, n.acquireShared(shareR, 1, 1_000))
+		assert.Contains(t, n.entries(), tombstoneOf(lockY, 4))
+		assert.LessOrEqual(t, n.acquire(lockY, 5, 20_000), int64(0), "R holds")
+		assert.EqualValues(t, 2, n.acquire(lockY, 4, 20_000), "the late write is refused")
+		require.EqualValues(t, 1, n.releaseShared(shareR, 0, 0))
+		assert.Equal(t, tombstoneOf(lockY, 4), n.get(), "a tombstone again once R left")
+		assert.Greater(t, n.pttl(), 5*time.Second, "with the life it had")
+		assert.EqualValues(t, 2, n.acquire(lockY, 4, 20_000))
+	})
+	run("a rollback where the key is absent leaves a tombstone", func(t *testing.T) {
+		require.EqualValues(t, 0, n.releaseShared(shareR, 2, 2))
+		assert.Equal(t, tombstoneOf(shareR, 2), n.get())
+		assert.EqualValues(t, 2, n.acquireShared(shareR, 2, 20_000))
+	})
+	run("restore puts a lost share back, never over a writer", func(t *testing.T) {
+		require.EqualValues(t, 1, n.restoreShared(shareR, 3, 20_000))
+		assert.Equal(t, []string{shareR + "3"}, n.entries())
+		require.EqualValues(t, 1, n.releaseShared(shareR, 0, 0))
+	})
+	run("a waiting writer holds new readers back", func(t *testing.T) {
+		require.EqualValues(t, 1, n.acquireShared(shareR, 1, 20_000))
+		ps := n.rc.Subscribe(ctx, writerChannelPrefix+n.key)
+		_, err := ps.Receive(ctx)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, n.acquireShared(shareS, 1, 20_000), int64(-15_000), "S waits behind the writer, for R's time at most")
+		assert.EqualValues(t, 1, n.acquireShared(shareR, 2, 20_000), "R's own retry renews its share")
+		assert.EqualValues(t, 1, n.extendShared(shareR, 3, 20_000), "and R extends")
+		require.NoError(t, ps.Close())
+		require.Eventually(t, func() bool { return n.acquireShared(shareS, 2, 20_000) == 1 }, 5*time.Second, time.Millisecond,
+			"the writer gone, S is admitted")
+	})
+	run("at most MaxShared shares", func(t *testing.T) {
+		for k := range 3 {
+			require.EqualValues(t, 1, n.code(acquireSharedScript, []string{n.key}, "T"+strconv.Itoa(k)+".1", 20_000, "T"+strconv.Itoa(k)+".", 1, 3))
+		}
+		assert.Less(t, n.code(acquireSharedScript, []string{n.key}, "T9.1", 20_000, "T9.", 1, 3), int64(0))
+	})
+	run("the restart guard", func(t *testing.T) {
+		marker := n.key + ":boot"
+		code := n.code(acquireSharedGuardedScript, []string{n.key, marker}, shareR+"1", 20_000, shareR, 1, MaxShared, 60_000)
+		assert.EqualValues(t, 3, code, "a new node is within its guard")
+		assert.Zero(t, n.rc.Exists(ctx, n.key).Val(), "and took nothing")
+	})
+}
