@@ -426,3 +426,48 @@ func TestSharedFence(t *testing.T) {
 	assert.Greater(t, w2.Fence(), w1.Fence())
 	require.NoError(t, w2.Release(ctx))
 }
+
+// TestSharedStaleAndSkewed: a shared acquire whose clock says the validity
+// was used up is refused and its share rolled back, beside another reader
+// whose share stays; a released share's handle extends nothing and puts
+// nothing back; an Extend racing the Release leaves no share behind; two
+// readers' Acquires, Releases and Extends racing leave nothing behind once
+// all are released.
+func TestSharedStaleAndSkewed(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	clock := &fakeClock{}
+	skewed := e.client(redlock.WithClock(clock))
+	c := e.client()
+	ctx := t.Context()
+	ttl := 10 * time.Second
+	drift := time.Duration(float64(ttl)*redlock.DefaultDriftFactor) + redlock.DefaultDriftConst
+	key := newKey(t)
+
+	other, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+	require.NoError(t, err)
+	clock.set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ttl-drift) // each read jumps past the budget
+	_, err = skewed.TryAcquire(ctx, key, ttl, redlock.Shared())
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.Eventually(t, func() bool { return e.shares(0, key)+e.shares(1, key)+e.shares(2, key) == 3 }, 10*time.Second,
+		5*time.Millisecond, "the refused share was not rolled back, or the other reader's went with it")
+
+	l, err := c.TryAcquire(ctx, key, ttl, redlock.Shared())
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	require.ErrorIs(t, l.Extend(ctx, ttl), redlock.ErrNotHeld)
+	for i := range e.direct {
+		assert.Equal(t, 1, e.shares(i, key), "node %d: the released share came back", i)
+	}
+	for range 10 {
+		l, err := c.TryAcquire(ctx, key, ttl, redlock.Shared())
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = l.Extend(ctx, ttl) })
+		wg.Go(func() { assert.NoError(t, l.Release(ctx)) })
+		wg.Wait()
+		require.Eventually(t, func() bool { return e.shares(0, key)+e.shares(1, key)+e.shares(2, key) == 3 }, 10*time.Second,
+			5*time.Millisecond, "a share left behind")
+	}
+	require.NoError(t, other.Release(ctx))
+	e.eventuallyNoKey(key, 10*time.Second)
+}
