@@ -475,3 +475,51 @@ func benchKeyRing(prefix string) []string {
 	}
 	return keys
 }
+
+// BenchmarkShared: a shared Acquire+Release of a free key against an
+// exclusive one, interleaved on the same 5 nodes, with the p50 of each and
+// their ratio; "readers=4" takes the share beside 4 live shares of others.
+func BenchmarkShared(b *testing.B) {
+	ctx := context.Background()
+	c := benchLockClient(b, benchNodes(b, 5))
+	for _, others := range []int{0, 4} {
+		b.Run("nodes=5/readers="+strconv.Itoa(others), func(b *testing.B) {
+			ring := benchKeyRing("bench:shared:" + b.Name())
+			for _, k := range ring {
+				for range others {
+					if _, err := c.TryAcquire(ctx, k+":shared", time.Hour, redlock.Shared()); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			one := func(i int) time.Duration {
+				return benchTimed(b, func() (*redlock.Lock, error) { return c.Acquire(ctx, ring[i%len(ring)], benchTTL) })
+			}
+			shared := func(i int) time.Duration {
+				return benchTimed(b, func() (*redlock.Lock, error) {
+					return c.Acquire(ctx, ring[i%len(ring)]+":shared", benchTTL, redlock.Shared())
+				})
+			}
+			for i := range 64 {
+				one(i)
+				shared(i)
+			}
+			var p, s []time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				if i%2 == 0 {
+					p = append(p, one(i))
+					s = append(s, shared(i))
+				} else {
+					s = append(s, shared(i))
+					p = append(p, one(i))
+				}
+			}
+			b.StopTimer()
+			pp, sp := benchkit.Percentile(p, 50), benchkit.Percentile(s, 50)
+			b.ReportMetric(float64(pp.Nanoseconds()), "acquire-p50-ns")
+			b.ReportMetric(float64(sp.Nanoseconds()), "shared-p50-ns")
+			b.ReportMetric(float64(sp)/float64(pp), "ratio")
+		})
+	}
+}

@@ -54,7 +54,8 @@
 // Each topic is explained once, in the repository's docs directory:
 // [algorithm] (the algorithm, the guarantee's reasons, the restart guard),
 // [waiting] (a busy key, handover), [lease] (KeepAlive, Do, Close),
-// [fencing], [owners] (WithOwner, reentrancy), [late-writes] (rollbacks,
+// [fencing], [owners] (WithOwner, reentrancy), [shared] (Shared, readers
+// and writers), [late-writes] (rollbacks,
 // tombstones), [operations] (clients, ACL, dead nodes, errors),
 // [observability] and [internals] (glossary, files, lock order).
 //
@@ -63,6 +64,7 @@
 // [lease]: https://github.com/redlock-go/redlock/blob/main/docs/lease.md
 // [fencing]: https://github.com/redlock-go/redlock/blob/main/docs/fencing.md
 // [owners]: https://github.com/redlock-go/redlock/blob/main/docs/owners.md
+// [shared]: https://github.com/redlock-go/redlock/blob/main/docs/shared.md
 // [late-writes]: https://github.com/redlock-go/redlock/blob/main/docs/late-writes.md
 // [operations]: https://github.com/redlock-go/redlock/blob/main/docs/operations.md
 // [observability]: https://github.com/redlock-go/redlock/blob/main/docs/observability.md

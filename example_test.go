@@ -162,6 +162,53 @@ func ExampleClient_AcquireAll() {
 	// <nil>
 }
 
+func ExampleShared() {
+	var nodes []redis.UniversalClient
+	for _, addr := range exampleAddrs() {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
+	}
+	locks, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
+	ctx := context.Background()
+
+	// Two readers of the report at once.
+	r1, err := locks.Acquire(ctx, "report:2026", time.Minute, redlock.Shared())
+	if err != nil {
+		panic(err)
+	}
+	r2, err := locks.Acquire(ctx, "report:2026", time.Minute, redlock.Shared())
+	if err != nil {
+		panic(err)
+	}
+	st, _ := locks.Inspect(ctx, "report:2026")
+	fmt.Println(r1.Shared(), st.Shared)
+
+	// A writer waits for both; once it waits, new readers wait behind it.
+	written := make(chan error)
+	go func() {
+		written <- locks.Do(ctx, "report:2026", time.Minute, func(ctx context.Context, l *redlock.Lock) error {
+			fmt.Println("writing, shared:", l.Shared())
+			return nil
+		})
+	}()
+	time.Sleep(100 * time.Millisecond)
+	fmt.Println("readers done")
+	if err := errors.Join(r1.Release(ctx), r2.Release(ctx)); err != nil {
+		panic(err)
+	}
+	fmt.Println(<-written)
+	// Output:
+	// true 2
+	// readers done
+	// writing, shared: false
+	// <nil>
+}
+
 func ExampleClient_Do() {
 	var nodes []redis.UniversalClient
 	for _, addr := range exampleAddrs() {
