@@ -65,6 +65,10 @@ type Spec struct {
 	// every node's reply once a node's acquire kept a chain (take.lua), so
 	// that the Lock settles the chains of all the nodes that kept one.
 	HearAll bool
+	// ByVal counts the confirmations by their Val: the round reaches its
+	// quorum once a quorum confirmed the same Val (Tally.Val), as when
+	// each node picks what it confirms (a permit's slot).
+	ByVal bool
 }
 
 // WriteRound is a round of writes that set the key for ttl: the caller waits
@@ -351,6 +355,7 @@ func (p *Set) SendAndCount(ctx context.Context, seq *Lanes, spec Spec) (*Tally, 
 	}
 	t := &r.tally
 	t.Init(len(p.nodes), p.Quorum)
+	t.byVal = spec.ByVal
 	if r.out == nil {
 		return t, p.waitOne(ctx, r, mine != nil)
 	}
@@ -426,10 +431,14 @@ func (p *Set) unwait(r *round, waiting bool) {
 
 // Tally is the state of one round of replies.
 type Tally struct {
-	Replies   []Reply // by node index; unanswered nodes hold Unknown and ErrNotNeeded or ErrNoReply
+	Replies []Reply // by node index; unanswered nodes hold Unknown and ErrNotNeeded or ErrNoReply
+	// Confirmed counts the confirmations; with ByVal, those of Val, the
+	// value the most nodes confirmed (the first to get there on a tie).
 	Confirmed int
+	Val       int64
 	Chained   int // confirmations whose value keeps a chain (reply.chained)
 	Quorum    int
+	byVal     bool
 	buf       [maxInline]Reply // replies for up to maxInline nodes, in the round's allocation
 }
 
@@ -456,11 +465,24 @@ func (t *Tally) enough(HearAll bool) bool {
 
 func (t *Tally) Add(r Reply) {
 	t.Replies[r.Node] = r
-	if r.Status == OK {
+	if r.Status != OK {
+		return
+	}
+	if r.Chained {
+		t.Chained++
+	}
+	if !t.byVal {
 		t.Confirmed++
-		if r.Chained {
-			t.Chained++
+		return
+	}
+	same := 0
+	for _, x := range t.Replies {
+		if x.Status == OK && x.Val == r.Val {
+			same++
 		}
+	}
+	if same > t.Confirmed {
+		t.Confirmed, t.Val = same, r.Val
 	}
 }
 
