@@ -1,6 +1,6 @@
 // Command redlock works with Redlock locks over independent Redis masters.
 //
-//	redlock run --nodes NODE,... --key K [--key K2 ...] [--ttl 30s] [--wait 0] [--fencing] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]
+//	redlock run --nodes NODE,... --key K [--key K2 ...] [--ttl 30s] [--wait 0] [--fencing | --shared] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]
 //	redlock status --nodes NODE,... --key K [--json]
 //	redlock check --nodes NODE,... [--strict] [--json]
 //	redlock demo [-addrs host:port,...] [-miniredis] [-workers n] [-rounds n]

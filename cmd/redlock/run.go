@@ -97,6 +97,13 @@ then gets REDLOCK_KEYS, the keys sorted, one per line, instead of
 REDLOCK_KEY. Two runs that name the same keys in other orders contend for
 the same lock and cannot deadlock.
 
+--shared takes the key shared, as a read lock (the library's Shared): any
+number of shared runs hold the key at once, each renewed, lost and released
+on its own as an exclusive run's lock is, and none holds it while an
+exclusive run does. Once an exclusive run waits for the key, new shared runs
+wait behind it, so that a stream of readers cannot starve it. --shared takes
+one --key, and no --fencing: a shared lock has no fencing token.
+
 Exit statuses:
   the command's   it ran under the lock to the end (128+n: killed by signal n)
   64              a usage error or a bad node
@@ -116,10 +123,11 @@ func runCmd(args []string) error {
 	ttl := durationVar(fs, "ttl", 30*time.Second, "the lock's time to live (a `duration`, at least "+minTTL.String()+"); it is renewed while the command runs")
 	wait := durationVar(fs, "wait", 0, "how long to wait for the lock, a `duration` (0: one try)")
 	fencing := fs.Bool("fencing", false, "take a fencing token and pass it to the command as $REDLOCK_FENCE")
+	shared := fs.Bool("shared", false, "take the key shared (a read lock): any number of shared runs hold it at once, and none while an exclusive run does; one --key, no --fencing")
 	grace := durationVar(fs, "grace", 0, "the `duration` between SIGTERM and SIGKILL when the lock is lost; shorter than --ttl (default: a third of --ttl)")
 	guard := durationVar(fs, "restart-guard", 0, "count a node that restarted or lost its data only this `duration` after it is back, at least the longest TTL in use (default $"+restartGuardEnv+", 0: off)")
 	verbose := fs.Bool("verbose", false, "log each step on stderr")
-	if err := parseFlags(fs, "--key K [--key K2 ...] [--nodes NODE,...] [--ttl 30s] [--wait 0] [--fencing] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]", runHelp, args); err != nil {
+	if err := parseFlags(fs, "--key K [--key K2 ...] [--nodes NODE,...] [--ttl 30s] [--wait 0] [--fencing | --shared] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]", runHelp, args); err != nil {
 		return err
 	}
 	if !grace.set {
@@ -141,6 +149,10 @@ func runCmd(args []string) error {
 		return usageError(fs, "--key must not be empty")
 	case len(keys) > redlock.MaxKeys:
 		return usageError(fs, "--key given for %d distinct keys, more than the %d one lock holds", len(keys), redlock.MaxKeys)
+	case *shared && len(keys) > 1:
+		return usageError(fs, "--shared with %d keys (%s): a shared lock holds one key; give --key once", len(keys), quoteKeys(keys))
+	case *shared && *fencing:
+		return usageError(fs, "--shared with --fencing: a shared lock has no fencing token (fences order exclusive holders)")
 	case ttl.d <= 0:
 		return usageError(fs, "--ttl must be positive")
 	case ttl.d < minTTL:
@@ -156,7 +168,12 @@ func runCmd(args []string) error {
 	case fs.NArg() == 0:
 		return usageError(fs, "no command to run: give it after --")
 	}
-	what := quoteKeys(keys) // "k", or "a", "b" for several keys
+	what := quoteKeys(keys) // "k", or "a", "b" for several keys, or "k" (shared)
+	var acqOpts []redlock.AcquireOption
+	if *shared {
+		what += " (shared)"
+		acqOpts = append(acqOpts, redlock.Shared())
+	}
 	logf := func(string, ...any) {}
 	if *verbose {
 		logf = func(format string, args ...any) {
@@ -215,7 +232,7 @@ func runCmd(args []string) error {
 	}
 	logf("a quorum of nodes is reachable")
 	logf("acquiring %s for %v on %d nodes (quorum %d), waiting up to %v", what, ttl.d, len(nodes), locks.Quorum(), wait.d)
-	lock, err := acquire(locks, keys, ttl.d, wait.d, sigs)
+	lock, err := acquire(locks, keys, what, ttl.d, wait.d, sigs, acqOpts...)
 	if err != nil {
 		return err
 	}
@@ -320,8 +337,9 @@ func unjoin(err error) []error {
 }
 
 // acquire takes the lock on keys, all of them or none, within wait (one try
-// for 0). A signal ends the wait.
-func acquire(locks *redlock.Client, keys []string, ttl, wait time.Duration, sigs <-chan os.Signal) (*redlock.Lock, error) {
+// for 0), with opts (Shared, for one key). A signal ends the wait. what
+// names the lock in errors.
+func acquire(locks *redlock.Client, keys []string, what string, ttl, wait time.Duration, sigs <-chan os.Signal, opts ...redlock.AcquireOption) (*redlock.Lock, error) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	if wait > 0 {
@@ -338,13 +356,13 @@ func acquire(locks *redlock.Client, keys []string, ttl, wait time.Duration, sigs
 		var r result
 		switch {
 		case len(keys) == 1 && wait > 0:
-			r.lock, r.err = locks.Acquire(ctx, keys[0], ttl)
+			r.lock, r.err = locks.Acquire(ctx, keys[0], ttl, opts...)
 		case len(keys) == 1:
-			r.lock, r.err = locks.TryAcquire(ctx, keys[0], ttl)
+			r.lock, r.err = locks.TryAcquire(ctx, keys[0], ttl, opts...)
 		case wait > 0:
-			r.lock, r.err = locks.AcquireAll(ctx, keys, ttl)
+			r.lock, r.err = locks.AcquireAll(ctx, keys, ttl, opts...)
 		default:
-			r.lock, r.err = locks.TryAcquireAll(ctx, keys, ttl)
+			r.lock, r.err = locks.TryAcquireAll(ctx, keys, ttl, opts...)
 		}
 		done <- r
 	}()
@@ -365,16 +383,16 @@ func acquire(locks *redlock.Client, keys []string, ttl, wait time.Duration, sigs
 		_ = r.lock.Release(rctx)
 		fallthrough
 	case got != nil:
-		return nil, exit(128+int(got.(syscall.Signal)), "%v while waiting for %s", got, quoteKeys(keys))
+		return nil, exit(128+int(got.(syscall.Signal)), "%v while waiting for %s", got, what)
 	case unreachable(r.err):
 		return nil, exit(exitUnavailable, "%v", r.err)
 	case errors.Is(r.err, redlock.ErrInvalidArgument):
 		return nil, exit(exitUsage, "%v", r.err)
 	}
 	if wait == 0 {
-		return nil, exit(exitTempFail, "%s not acquired in one try (--wait 0): %v", quoteKeys(keys), r.err)
+		return nil, exit(exitTempFail, "%s not acquired in one try (--wait 0): %v", what, r.err)
 	}
-	return nil, exit(exitTempFail, "%s not acquired within --wait %v: %v", quoteKeys(keys), wait, r.err)
+	return nil, exit(exitTempFail, "%s not acquired within --wait %v: %v", what, wait, r.err)
 }
 
 // unreachable reports a failed acquire in which too few nodes answered to

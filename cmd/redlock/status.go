@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -24,6 +26,7 @@ const holderChars = 8
 // Verdicts of status.
 const (
 	verdictHeld    = "held"    // a quorum holds one token
+	verdictShared  = "shared"  // a quorum holds the key for one or more shared locks
 	verdictFree    = "free"    // no reachable node holds it, and a quorum answered
 	verdictSplit   = "split"   // some nodes hold it, no quorum agrees on a holder
 	verdictUnknown = "unknown" // fewer than a quorum answered
@@ -43,8 +46,23 @@ type keyState struct {
 	TTLMillis *int64 `json:"ttl_ms,omitempty"`
 	// Fence is the fence counter, absent when the node has none.
 	Fence *uint64 `json:"fence,omitempty"`
+	// Shared are the shared locks holding the key on this node, when it
+	// is taken shared: Held then has no Holder, and TTLMillis is the
+	// longest of theirs.
+	Shared []sharedHolder `json:"shared,omitempty"`
 
-	token string // the whole token, to compare holders; never shown
+	token string // the exclusive holder's token prefix, to compare holders
+}
+
+// sharedHolder is one shared lock holding the key.
+type sharedHolder struct {
+	Holder string `json:"holder"` // the start of its token, as keyState.Holder
+	// TTLMillis is its remaining time to live: on the node, or in
+	// keyStatus.SharedHolders the time left before fewer than a quorum
+	// of nodes hold it.
+	TTLMillis int64 `json:"ttl_ms"`
+	// HeldOn is how many nodes hold it, in keyStatus.SharedHolders.
+	HeldOn int `json:"held_on,omitempty"`
 }
 
 // keyStatus is status's report.
@@ -57,6 +75,11 @@ type keyStatus struct {
 	// with verdict held.
 	Holder string `json:"holder,omitempty"`
 	HeldOn int    `json:"held_on,omitempty"`
+	// Shared is how many shared locks a quorum holds the key for, and
+	// SharedHolders are those locks, longest-lived first, with verdict
+	// shared.
+	Shared        int            `json:"shared,omitempty"`
+	SharedHolders []sharedHolder `json:"shared_holders,omitempty"`
 }
 
 func statusCmd(args []string) error {
@@ -124,7 +147,13 @@ func readStatus(ctx context.Context, nodes []node, key string) *keyStatus {
 			ns := ks.Nodes[i]
 			s.Reachable = true
 			if ns.Held {
-				s.Held, s.Holder, s.token = true, ns.Holder, ns.Holder
+				s.Held = true
+				if len(ns.Shared) == 0 {
+					s.Holder, s.token = ns.Holder, ns.Holder
+				}
+				for _, h := range ns.Shared {
+					s.Shared = append(s.Shared, sharedHolder{Holder: h.Holder, TTLMillis: h.TTL.Milliseconds()})
+				}
 				ms := ns.TTL.Milliseconds()
 				if ns.TTL < 0 {
 					ms = -1
@@ -149,14 +178,22 @@ func shortHolder(token string) string {
 	return token
 }
 
-// judge sets the verdict: held when a quorum of nodes holds one token.
+// judge sets the verdict: held when a quorum of nodes holds one token,
+// shared when a quorum holds the key for one shared lock or more.
 func (st *keyStatus) judge() {
 	count := map[string]int{}
+	shares := map[string][]int64{} // a shared lock's TTL on each node that holds it
 	holding := 0
 	for _, n := range st.Nodes {
-		if n.Held {
+		if !n.Held {
+			continue
+		}
+		holding++
+		if len(n.Shared) == 0 {
 			count[n.token]++
-			holding++
+		}
+		for _, h := range n.Shared {
+			shares[h.Holder] = append(shares[h.Holder], h.TTLMillis)
 		}
 	}
 	for token, c := range count {
@@ -164,6 +201,20 @@ func (st *keyStatus) judge() {
 			st.Verdict, st.Holder, st.HeldOn = verdictHeld, shortHolder(token), c
 			return
 		}
+	}
+	for holder, ttls := range shares {
+		if len(ttls) >= st.Quorum {
+			// Once the quorum-th longest runs out, fewer than a quorum hold it.
+			slices.Sort(ttls)
+			st.SharedHolders = append(st.SharedHolders, sharedHolder{Holder: holder, TTLMillis: ttls[len(ttls)-st.Quorum], HeldOn: len(ttls)})
+		}
+	}
+	if len(st.SharedHolders) > 0 {
+		slices.SortFunc(st.SharedHolders, func(a, b sharedHolder) int {
+			return cmp.Or(cmp.Compare(b.TTLMillis, a.TTLMillis), strings.Compare(a.Holder, b.Holder))
+		})
+		st.Verdict, st.Shared = verdictShared, len(st.SharedHolders)
+		return
 	}
 	switch {
 	case st.reachable() < st.Quorum:
@@ -197,6 +248,8 @@ func printStatus(st *keyStatus) {
 			state = "unreachable"
 		case n.Error != "":
 			state = "error"
+		case len(n.Shared) > 0:
+			state, holder = "shared", plural(len(n.Shared), "lock")
 		case n.Held:
 			state, holder = "held", n.Holder+"…"
 		}
@@ -221,6 +274,11 @@ func printStatus(st *keyStatus) {
 	switch st.Verdict {
 	case verdictHeld:
 		fmt.Printf("verdict: held by a quorum (%s… on %d of %d nodes)\n", st.Holder, st.HeldOn, len(st.Nodes))
+	case verdictShared:
+		for _, h := range st.SharedHolders {
+			fmt.Printf("shared by %s… for %v on %d of %d nodes\n", h.Holder, time.Duration(h.TTLMillis)*time.Millisecond, h.HeldOn, len(st.Nodes))
+		}
+		fmt.Printf("verdict: shared by a quorum (%s)\n", plural(st.Shared, "lock"))
 	case verdictFree:
 		fmt.Println("verdict: free")
 	case verdictSplit:
@@ -243,4 +301,12 @@ func cell(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// plural is "1 lock", "2 locks".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
