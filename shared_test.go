@@ -336,6 +336,8 @@ func TestSharedInspect(t *testing.T) {
 	require.NoError(t, err)
 	r2, err := c.TryAcquire(ctx, key, 20*time.Second, redlock.Shared())
 	require.NoError(t, err)
+	// TryAcquire returns at a quorum: node 2's write may still be on its way.
+	require.Eventually(t, func() bool { return e.shares(2, key) == 2 }, 10*time.Second, time.Millisecond)
 	e.proxies[2].SetBlackhole(true)
 	r3, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared()) // misses node 2
 	require.NoError(t, err)
