@@ -8,7 +8,8 @@
 --            take.lua): the Lock settles it once it holds,
 --          -(pttl + 1), 0 or less, when another holder's value is there
 --            (nothing is changed),
---          2 when this call is stale and changes nothing (see take.lua).
+--          2 when this call is stale and changes nothing (see take.lua),
+--          7 when permits hold the key (see take.lua).
 local code, value, ttl, chained = take(KEYS[1], redis.call('GET', KEYS[1]))
 if code ~= 1 then
   return code

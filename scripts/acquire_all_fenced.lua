@@ -19,8 +19,8 @@ for i = 1, n do
 end
 local t = redis.call('TIME')
 local code, vals, ttls, chained = all_take()
-if code == 2 then
-  return {2, c, t[1], t[2]}
+if code == 2 or code == 7 then
+  return {code, c, t[1], t[2]}
 elseif code ~= 1 then
   return {0, c, t[1], t[2], -code - 1}
 end

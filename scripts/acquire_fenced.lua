@@ -17,8 +17,8 @@
 local c = redis.call('GET', KEYS[2]) or '0'
 local t = redis.call('TIME')
 local code, value, ttl, chained = take(KEYS[1], redis.call('GET', KEYS[1]))
-if code == 2 then
-  return {2, c, t[1], t[2]}
+if code == 2 or code == 7 then
+  return {code, c, t[1], t[2]}
 elseif code ~= 1 then
   return {0, c, t[1], t[2], -code - 1}
 end

@@ -14,7 +14,8 @@
 --            waits for it, or ARGV[5] shared Locks hold it (pttl the time
 --            until the last of them expires, -1 when none does): a new
 --            shared Lock waits behind a waiting exclusive one,
---          2 when this call is stale and changes nothing (as for take.lua).
+--          2 when this call is stale and changes nothing (as for take.lua),
+--          7 when permits hold the key (Permits): nothing is changed.
 -- An exclusive Acquire waits for the key subscribed to its writer channel
 -- (writerChannelPrefix in waiters.go), from its first refusal until it
 -- gives up or holds: the subscription ends with its connection, so a
@@ -25,8 +26,8 @@ local now = now_ms()
 local v = redis.call('GET', K)
 local els, left = shared_from(K, v, ARGV[3], gen, now)
 if not els then
-  if left == 2 then
-    return 2
+  if left == 2 or left == 7 then
+    return left
   end
   local ok, pttl = pcall(redis.call, 'PTTL', K)
   if not ok then
@@ -57,5 +58,5 @@ else
   i = #els + 1
 end
 els[i] = {now + tonumber(ARGV[2]), ARGV[1]}
-shared_write(K, els, now)
+shared_write(K, els, now, '^')
 return 1

@@ -25,5 +25,5 @@ if g and g > tonumber(ARGV[4]) then
   return 2
 end
 els[i] = {now + tonumber(ARGV[2]), ARGV[1]}
-shared_write(K, els, now)
+shared_write(K, els, now, '^')
 return 1

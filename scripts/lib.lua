@@ -123,13 +123,15 @@ end
 -- joined by ",": item is a shared Lock's value, or "!tag:gen", a
 -- tombstone's entry (above) kept while shared Locks hold the key; deadline
 -- is the node-clock millisecond at which the entry expires. The key lives
--- as long as its last entry. A shared Lock's value never holds ":", so
--- tomb_refuses reads a shared value's tombstone entries alone.
+-- as long as its last entry. A key taken by permits (permits.lua) holds
+-- "#", the count, "," and the same entries, a permit's item being its slot,
+-- "/" and its Lock's value. A Lock's value never holds ":", so tomb_refuses
+-- reads the tombstone entries alone.
 
--- shared_live: the entries of shared value v still live at node-clock
--- millisecond now, each {deadline, item}, and the milliseconds until the
--- last shared Lock's entry expires (0 when none is live: then the key is
--- absent to an exclusive Lock, as a tombstone is).
+-- shared_live: the entries of shared value v (or a permits' value) still
+-- live at node-clock millisecond now, each {deadline, item}, and the
+-- milliseconds until the last Lock's entry expires (0 when none is live:
+-- then the key is absent to any Lock, as a tombstone is).
 local function shared_live(v, now)
   local out, left = {}, 0
   for dl, item in string.gmatch(v, '(%d+)=([^,]+)') do

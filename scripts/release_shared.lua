@@ -38,7 +38,7 @@ end
 if ARGV[3] then
   shared_tomb(els, P, ARGV[3], ARGV[4], now)
 end
-local readers = shared_write(K, els, now)
+local readers = shared_write(K, els, now, '^')
 if not i then
   return 0
 end

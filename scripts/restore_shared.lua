@@ -21,5 +21,5 @@ if shared_find(els, ARGV[3]) then
   return 0
 end
 els[#els + 1] = {now + tonumber(ARGV[2]), ARGV[1]}
-shared_write(K, els, now)
+shared_write(K, els, now, '^')
 return 1

@@ -21,14 +21,15 @@ end
 
 -- shared_from: the live entries a script that writes key K starts from,
 -- for a write of prefix P's Lock of generation gen; or nil and the reply
--- when it must not write: 2 when a tombstone refuses the generation, false
--- when an exclusive Lock holds the key.
+-- when it must not write: 2 when a tombstone refuses the generation, 7
+-- when live permits hold the key (permits.lua), false when an exclusive
+-- Lock does. Expired permits are absent: their tombstone entries are kept.
 local function shared_from(K, v, P, gen, now)
   if not v then
     return {}
   end
   local c = string.sub(v, 1, 1)
-  if c ~= '!' and c ~= '^' then
+  if c ~= '!' and c ~= '^' and c ~= '#' then
     return nil, false
   end
   if tomb_refuses(v, P, gen) then
@@ -38,6 +39,12 @@ local function shared_from(K, v, P, gen, now)
     return shared_tombs(K, v, now)
   end
   local els, left = shared_live(v, now)
+  if c == '#' then
+    if left > 0 then
+      return nil, 7
+    end
+    return els, 0
+  end
   return els, left
 end
 
@@ -65,12 +72,13 @@ local function shared_tomb(els, P, gen, ms, now)
   els[#els + 1] = {dl, '!' .. tag .. ':' .. string.format('%d', g)}
 end
 
--- shared_write: write els, live at now, under key K, and report whether a
--- shared Lock's entry is among them. Without one, the key becomes the
--- tombstone of its tombstone entries, or is deleted: nothing of the shared
--- state is left behind. At most eight tombstone entries are kept, the
--- longest lived, as tomb_leave keeps eight.
-local function shared_write(K, els, now)
+-- shared_write: write els, live at now, under key K after head ("^", or
+-- for permits "#", the count and ","), and report whether a Lock's entry
+-- is among them. Without one, the key becomes the tombstone of its
+-- tombstone entries, or is deleted: nothing of the shared state (nor the
+-- permits' count) is left behind. At most eight tombstone entries are
+-- kept, the longest lived, as tomb_leave keeps eight.
+local function shared_write(K, els, now, head)
   local parts, tombs, last = {}, {}, 0
   for _, e in ipairs(els) do
     if string.sub(e[2], 1, 1) == '!' then
@@ -93,7 +101,7 @@ local function shared_write(K, els, now)
     end
   end
   if readers then
-    redis.call('SET', K, '^' .. table.concat(parts, ','), 'PX', last - now)
+    redis.call('SET', K, head .. table.concat(parts, ','), 'PX', last - now)
   elseif #items > 0 then
     redis.call('SET', K, '!' .. table.concat(items, ','), 'PX', last - now)
   else

@@ -15,12 +15,15 @@
 --            unknown (a waiter sleeps at most that),
 --          2 when this call is stale and must change nothing: a later
 --            generation of the same Lock is there, or a tombstone that a
---            delete of the Lock left for this generation or a later one.
+--            delete of the Lock left for this generation or a later one,
+--          7 when permits (Permits) hold the key: a Lock of another kind
+--            must not wait for it (ErrInvalidArgument).
 -- Taking over our own earlier value is what makes a retry after a lost reply
 -- succeed instead of locking its own holder out for the whole TTL. A
 -- tombstone (lib.lua) is an absent key for everyone but the writes it names;
 -- a refusal leaves it as it is, for the other writes it still covers. A key
--- taken shared refuses while a shared Lock holds it (lib.lua).
+-- taken shared refuses while a shared Lock holds it, one taken by permits
+-- while a permit does (lib.lua).
 -- Taking over another Lock of the same owner keeps what it replaces, as an
 -- element of the chain (lib.lua) with that value's own deadline, and the key
 -- lives at least as long. The attempt may still fail; its rollback
@@ -42,10 +45,12 @@ local function take(K, v)
     end
     return 1, ARGV[1], ARGV[2], false
   end
-  if string.sub(v, 1, 1) == '^' then
-    -- Taken shared (lib.lua): refused while a shared Lock's entry is live,
-    -- for as long as the last one lives; otherwise absent, as a tombstone
-    -- is, but for the writes its tombstone entries refuse.
+  local kind = string.sub(v, 1, 1)
+  if kind == '^' or kind == '#' then
+    -- Taken shared or by permits (lib.lua): while an entry is live,
+    -- refused for as long as the last one lives, or as taken with another
+    -- kind of lock (7) by permits; otherwise absent, as a tombstone is,
+    -- but for the writes its tombstone entries refuse.
     if tomb_refuses(v, mine, ARGV[4]) then
       return 2
     end
@@ -54,7 +59,9 @@ local function take(K, v)
       return 0 -- an ACL without TIME: the entries' expiry is unknown
     end
     local _, left = shared_live(v, now)
-    if left > 0 then
+    if left > 0 and kind == '#' then
+      return 7
+    elseif left > 0 then
       return -left - 1
     end
     return 1, ARGV[1], ARGV[2], false

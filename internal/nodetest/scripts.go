@@ -75,6 +75,10 @@ var scriptParts = map[string][]string{
 	"extend_shared.lua":      {"lib.lua", "shared.lua"},
 	"restore_shared.lua":     {"lib.lua", "shared.lua"},
 	"release_shared.lua":     {"lib.lua", "shared.lua"},
+	"acquire_permit.lua":     {"lib.lua", "shared.lua", "permits.lua"},
+	"extend_permit.lua":      {"lib.lua", "shared.lua", "permits.lua"},
+	"restore_permit.lua":     {"lib.lua", "shared.lua", "permits.lua"},
+	"release_permit.lua":     {"lib.lua", "shared.lua", "permits.lua"},
 }
 
 // ScriptSource is the script that the library runs for the file name of

@@ -28,6 +28,47 @@ func ReadAcquire(cmd *redis.Cmd) engine.Reply {
 		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrLater}
 	case v == 3:
 		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrRestartGuard}
+	case v == Mismatch:
+		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrMismatch}
+	}
+	return engine.Reply{Err: Unexpected(v)}
+}
+
+// Mismatch is the acquire scripts' refusal of a key that another kind of
+// Lock holds: permits, or for permits an exclusive or shared Lock, or
+// permits of another count.
+const Mismatch = 7
+
+// ReadPermit reads acquire_permit.lua's reply ({code, ...}, or the restart
+// guard's 3): a confirmation's val is the slot the node gave, a refusal's
+// the time until the first permit there expires, in milliseconds (-1 when
+// unknown).
+func ReadPermit(cmd *redis.Cmd) engine.Reply {
+	if v, err := cmd.Int64(); err == nil && v == 3 {
+		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrRestartGuard}
+	}
+	v, err := cmd.Slice()
+	if err != nil {
+		return engine.Reply{Err: err}
+	}
+	if len(v) == 0 {
+		return engine.Reply{Err: Unexpected(v)}
+	}
+	code, ok := v[0].(int64)
+	var val int64 = -1
+	if len(v) > 1 {
+		val, _ = v[1].(int64)
+	}
+	switch {
+	case !ok:
+	case code == 1 && len(v) == 2 && val >= 0:
+		return engine.Reply{Status: engine.OK, Val: val}
+	case code == 0:
+		return engine.Reply{Status: engine.Refused, Val: val, Err: ErrHeldByOther}
+	case code == 2:
+		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrLater}
+	case code == Mismatch:
+		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrMismatch}
 	}
 	return engine.Reply{Err: Unexpected(v)}
 }
@@ -93,6 +134,8 @@ func ReadAcquireFenced(cmd *redis.Cmd) engine.Reply {
 		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrLater}
 	case 3:
 		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrRestartGuard}
+	case Mismatch:
+		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrMismatch}
 	}
 	return engine.Reply{Err: Unexpected(v)}
 }
@@ -147,6 +190,8 @@ func ReadHandover(cmd *redis.Cmd) engine.Reply {
 		return engine.Reply{Status: engine.Refused, Val: v, Err: ErrHeldByOther}
 	case v == 2:
 		return engine.Reply{Status: engine.Refused, Val: v, Err: ErrLater}
+	case v == Mismatch:
+		return engine.Reply{Status: engine.Refused, Val: v, Err: ErrMismatch}
 	case v <= 0:
 		return engine.Reply{Status: engine.Refused, Val: v, Err: ErrHeldByOther}
 	}
@@ -184,4 +229,7 @@ var (
 	ErrRestartGuard = errors.New("redlock: node within its restart guard")
 	ErrLater        = errors.New("stale call: the key holds a later write of the same lock, or its delete came first")
 	ErrNotHeld      = errors.New("redlock: not held")
+	// ErrMismatch is a refusal that matches engine.ErrInvalidArgument: an
+	// Acquire must not wait for a key that another kind of Lock holds.
+	ErrMismatch = fmt.Errorf("%w: the key is held by permits, or by another kind of lock than Permits of this count", engine.ErrInvalidArgument)
 )

@@ -1,0 +1,67 @@
+-- acquire_permit: give this Lock a slot of the key's permits on this node
+-- (permits.lua): the preferred slot if it is free, else the slot an earlier
+-- attempt of the same Lock holds here, else the lowest free one. Nodes that
+-- find the same state give the same slot; the Lock holds when a quorum
+-- gave it the same one (the round counts by slot).
+-- KEYS[1]  the key
+-- ARGV[1..4] as for take.lua; the holder's prefix is the Lock's own
+-- ARGV[5]  the count n
+-- ARGV[6]  the preferred slot, -1 for none
+-- Returns  {1, slot} when this Lock's entry now holds slot, living ARGV[2]
+--            milliseconds,
+--          {0, pttl} when every slot is another Lock's (pttl: until the
+--            first of them expires),
+--          {2} when this call is stale and changes nothing (as for take.lua),
+--          {7} when the key is held otherwise: by an exclusive Lock, shared
+--            Locks or permits of another count (nothing is changed).
+-- A tombstone's entries are kept, as by acquire_shared.lua.
+local K = KEYS[1]
+local P, gen, n = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local now = now_ms()
+local v = redis.call('GET', K)
+local els = {}
+if v then
+  local c = string.sub(v, 1, 1)
+  if c ~= '!' and c ~= '^' and c ~= '#' then
+    return {7}
+  end
+  if tomb_refuses(v, P, gen) then
+    return {2}
+  end
+  if c == '!' then
+    els = shared_tombs(K, v, now)
+  else
+    local left
+    els, left = shared_live(v, now)
+    if left > 0 and (c == '^' or permit_count(v) ~= n) then
+      return {7}
+    end
+  end
+end
+local mine, slot, g, taken, soonest = permit_find(els, P, now)
+if mine and g and g > gen then
+  return {2}
+end
+local pref = tonumber(ARGV[6])
+if pref >= 0 and pref < n and not taken[pref] then
+  slot = pref
+elseif not mine then
+  slot = nil
+  for s = 0, n - 1 do
+    if not taken[s] then
+      slot = s
+      break
+    end
+  end
+end
+if not slot then
+  return {0, soonest or -1}
+end
+local e = permit_entry(slot, ARGV[1], ARGV[2], now)
+if mine then
+  els[mine] = e
+else
+  els[#els + 1] = e
+end
+shared_write(K, els, now, permit_head(n))
+return {1, slot}
