@@ -44,8 +44,8 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 	if l.owner != "" {
 		return c.keep(c.asOwner(ctx, l, ttl, retry))
 	}
-	if l.shared {
-		return c.keep(c.acquireShared(ctx, l, ttl, retry))
+	if !l.exclusive() {
+		return c.keep(c.acquireAlongside(ctx, l, ttl, retry))
 	}
 	return c.keep(c.acquireOnNodes(ctx, l, ttl, retry))
 }
@@ -313,6 +313,8 @@ func (c *Client) newLock(key string, ac acquireConfig) *Lock {
 		key:       key,
 		owner:     ac.owner,
 		shared:    ac.shared,
+		permits:   ac.permits,
+		pref:      -1,
 		vals:      script.NewPrefixes(ac.owner, ac.ownerSet),
 		seq:       engine.NewLanes(c.nodes.Len()),
 		extending: make(chan struct{}, 1),
@@ -320,6 +322,9 @@ func (c *Client) newLock(key string, ac acquireConfig) *Lock {
 	}
 	if c.cfg.fencing {
 		l.fenceKey = script.CounterKey(key)
+	}
+	if l.permits > 0 {
+		l.permitArg = int64(l.permits)
 	}
 	return l
 }

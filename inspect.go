@@ -23,7 +23,10 @@ type KeyState struct {
 	// Shared is how many shared Locks (Shared) a quorum of nodes holds
 	// the key for.
 	Shared int
-	Nodes  []NodeKeyState // in the order of the nodes given to New
+	// Permits is how many permits (Permits) a quorum of nodes holds the
+	// key for, each Lock in one slot.
+	Permits int
+	Nodes   []NodeKeyState // in the order of the nodes given to New
 }
 
 // NodeKeyState is what one node holds under a lock's key.
@@ -37,6 +40,17 @@ type NodeKeyState struct {
 	// Shared are the shared Locks that hold the key on this node, when it
 	// is taken shared.
 	Shared []SharedHolder
+	// Permits are the permits that hold the key on this node, when it is
+	// taken by permits, and Count the n they were taken with.
+	Permits []PermitHolder
+	Count   int
+}
+
+// PermitHolder is one permit (Permits) holding a key on a node.
+type PermitHolder struct {
+	Slot   int           // its slot, 0 to n-1
+	Holder string        // a short prefix of its token, as NodeKeyState.Holder
+	TTL    time.Duration // its remaining time to live on the node
 }
 
 // SharedHolder is one shared Lock holding a key on a node.
@@ -76,7 +90,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (KeyState, error) {
 	}
 	reads := c.readKey(ctx, key, timeout)
 	st := KeyState{Key: key, Nodes: make([]NodeKeyState, len(reads))}
-	holders, shares := map[string]int{}, map[string]int{}
+	holders, shares, permits := map[string]int{}, map[string]int{}, map[shareRead]int{}
 	for i, r := range reads {
 		st.Nodes[i] = r.state
 		// Only nodes whose server is known count toward Held, as toward
@@ -84,11 +98,17 @@ func (c *Client) Inspect(ctx context.Context, key string) (KeyState, error) {
 		if !r.state.Held || c.nodes.Vote(engine.Reply{Node: i, Status: engine.OK}).Status != engine.OK {
 			continue
 		}
-		if r.shares == nil {
+		switch {
+		case r.shares == nil:
 			holders[r.token]++
-		}
-		for _, s := range r.shares {
-			shares[s.token]++
+		case r.state.Count > 0:
+			for _, s := range r.shares {
+				permits[shareRead{token: s.token, slot: s.slot}]++
+			}
+		default:
+			for _, s := range r.shares {
+				shares[s.token]++
+			}
 		}
 	}
 	for _, n := range holders {
@@ -99,7 +119,12 @@ func (c *Client) Inspect(ctx context.Context, key string) (KeyState, error) {
 			st.Shared++
 		}
 	}
-	st.Held = st.Held || st.Shared > 0
+	for _, n := range permits {
+		if n >= c.nodes.Quorum {
+			st.Permits++
+		}
+	}
+	st.Held = st.Held || st.Shared > 0 || st.Permits > 0
 	return st, nil
 }
 
@@ -162,30 +187,35 @@ type keyRead struct {
 	node   int
 	state  NodeKeyState
 	token  string      // the exclusive holder's whole token, when the node holds the key
-	shares []shareRead // the shared Locks', when the key is taken shared
+	shares []shareRead // the shared Locks' or the permits', when the key is taken so
 }
 
-// shareRead is one shared Lock's entry on a node.
+// shareRead is one shared Lock's or permit's entry on a node.
 type shareRead struct {
 	token string
 	ttl   time.Duration
+	slot  int // a permit's
 }
 
 // holding returns the remaining TTL of l's value on the node, or why the
 // node does not hold it for l (the node holds the key).
 func (r *keyRead) holding(l *Lock) (time.Duration, error) {
 	if r.shares == nil {
-		if l.shared || !l.vals.Mine(r.token) {
+		if !l.exclusive() || !l.vals.Mine(r.token) {
 			return 0, ErrHeldByOther
 		}
 		return r.state.TTL, nil
 	}
+	l.mu.Lock()
+	slot := l.slot
+	l.mu.Unlock()
+	along := l.shared && r.state.Count == 0 || l.permits > 0 && r.state.Count == l.permits
 	for _, s := range r.shares {
-		if l.vals.Mine(s.token) {
+		if along && l.vals.Mine(s.token) && (l.permits == 0 || s.slot == slot) {
 			return s.ttl, nil
 		}
 	}
-	if l.shared {
+	if along {
 		return 0, ErrKeyAbsent
 	}
 	return 0, ErrHeldByOther
@@ -248,7 +278,7 @@ func parseInspect(cmd *redis.Cmd, r *keyRead) error {
 	s, _ := v[0].(string)
 	if len(v) == 4 {
 		now, ok := v[3].(int64)
-		if !ok || !strings.HasPrefix(s, "^") {
+		if !ok || !strings.HasPrefix(s, "^") && !strings.HasPrefix(s, "#") {
 			return script.Unexpected(v)
 		}
 		parseShared(s, now, r)
@@ -271,22 +301,45 @@ func parseInspect(cmd *redis.Cmd, r *keyRead) error {
 	return nil
 }
 
-// parseShared reads the shared Locks of a key taken shared, whose value is
-// s (scripts/lib.lua), at the node's clock now in milliseconds: those whose
-// entry is live. None live is an absent key, as for a Lock.
+// parseShared reads the shared Locks of a key taken shared, or the permits
+// of a key taken by permits, whose value is s (scripts/lib.lua), at the
+// node's clock now in milliseconds: those whose entry is live. None live is
+// an absent key, as for a Lock.
 func parseShared(s string, now int64, r *keyRead) {
 	r.shares = []shareRead{}
-	for e := range strings.SplitSeq(s[1:], ",") {
+	entries := s[1:]
+	if s[0] == '#' {
+		count, rest, _ := strings.Cut(entries, ",")
+		r.state.Count, _ = strconv.Atoi(count)
+		entries = rest
+	}
+	for e := range strings.SplitSeq(entries, ",") {
 		dl, item, ok := strings.Cut(e, "=")
 		at, err := strconv.ParseInt(dl, 10, 64)
 		if !ok || err != nil || at <= now || strings.HasPrefix(item, "!") {
 			continue
 		}
+		slot := -1
+		if r.state.Count > 0 {
+			n, rest, ok := strings.Cut(item, "/")
+			if slot, err = strconv.Atoi(n); !ok || err != nil {
+				continue
+			}
+			item = rest
+		}
 		token, _ := script.HolderToken(item)
 		ttl := time.Duration(at-now) * time.Millisecond
-		r.shares = append(r.shares, shareRead{token: token, ttl: ttl})
-		r.state.Shared = append(r.state.Shared, SharedHolder{Holder: token[:min(len(token), holderPrefix)], TTL: ttl})
+		r.shares = append(r.shares, shareRead{token: token, ttl: ttl, slot: slot})
+		holder := token[:min(len(token), holderPrefix)]
+		if slot >= 0 {
+			r.state.Permits = append(r.state.Permits, PermitHolder{Slot: slot, Holder: holder, TTL: ttl})
+		} else {
+			r.state.Shared = append(r.state.Shared, SharedHolder{Holder: holder, TTL: ttl})
+		}
 		r.state.TTL = max(r.state.TTL, ttl)
 	}
 	r.state.Held = len(r.shares) > 0
+	if !r.state.Held {
+		r.state.Count = 0
+	}
 }

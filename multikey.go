@@ -99,6 +99,8 @@ func (c *Client) checkKeys(keys []string, opts []AcquireOption) ([]string, error
 		return nil, invalid("WithOwner with %d keys: an owner's Lock has one key", len(keys))
 	} else if err == nil && ac.shared {
 		return nil, invalid("Shared with %d keys: a shared Lock has one key", len(keys))
+	} else if err == nil && ac.permitsSet {
+		return nil, invalid("Permits with %d keys: a permit has one key", len(keys))
 	}
 	if c.cluster {
 		slot := script.Slot(keys[0])
@@ -163,7 +165,7 @@ func (c *Client) acquireWatching(ctx context.Context, l *Lock, ttl time.Duration
 			// that came before the subscriptions took effect is not
 			// missed.
 			var ready []<-chan struct{}
-			wt, ready = c.waits.watch(keys, l.shared)
+			wt, ready = c.waits.watch(keys, l.exclusive())
 			werr = c.waitAll(ctx, ready, c.cfg.nodeTimeout(ttl))
 		} else {
 			timer := time.NewTimer(untilHolderExpires(err, wait))

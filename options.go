@@ -217,9 +217,11 @@ func (f acquireOptionFunc) applyAcquire(c *acquireConfig) { f(c) }
 
 // acquireConfig is what the AcquireOptions of one call set.
 type acquireConfig struct {
-	owner    string
-	ownerSet bool
-	shared   bool
+	owner      string
+	ownerSet   bool
+	shared     bool
+	permits    int
+	permitsSet bool
 }
 
 func (ac *acquireConfig) validate() error {
@@ -228,6 +230,17 @@ func (ac *acquireConfig) validate() error {
 	}
 	if ac.ownerSet && ac.shared {
 		return invalid("WithOwner with Shared: a shared Lock has no owner")
+	}
+	if !ac.permitsSet {
+		return nil
+	}
+	switch {
+	case ac.permits < 1 || ac.permits > MaxPermits:
+		return invalid("Permits: n must be 1 to %d, got %d", MaxPermits, ac.permits)
+	case ac.ownerSet:
+		return invalid("WithOwner with Permits: a permit has no owner")
+	case ac.shared:
+		return invalid("Shared with Permits: a permit is taken alongside the others already")
 	}
 	return nil
 }

@@ -41,10 +41,11 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	}
 	spec := engine.WriteRound(op, timeout, ttl)
 	spec.HearAll = l.vals.TakesOver()
+	spec.ByVal = l.permits > 0 // a permit holds one slot on a quorum
 	t, err := c.nodes.SendAndCount(ctx, l.seq, spec)
 	acq := t
 	var fence uint64
-	if err == nil && t.Reached() && c.cfg.fencing && !l.shared {
+	if err == nil && t.Reached() && c.cfg.fencing && l.exclusive() {
 		fence, t, err = c.commitFence(ctx, l, v, t, timeout, ttl)
 	}
 	quorum := err == nil && t.Reached()
@@ -52,9 +53,16 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	if quorum && now.Before(until) {
 		l.mu.Lock()
 		l.until, l.ttl, l.fence = until, ttl, fence
+		if l.permits > 0 {
+			l.slot, l.slotArg = int(t.Val), t.Val
+		}
 		l.mu.Unlock()
 		c.dropChains(l, v, ttl, acq)
+		c.dropStray(l, v, t)
 		return nil
+	}
+	if l.permits > 0 {
+		l.pref = nextSlot(t, l.pref)
 	}
 	c.rollback(l, v, ttl, t)
 	qe := newQuorumError("acquire", l.key, ErrNotAcquired, err, t, c.nodes)
@@ -75,6 +83,45 @@ func (c *Client) rollback(l *Lock, v script.Value, ttl time.Duration, t *engine.
 	if c.obs.on {
 		c.obs.rollback(l.key, engine.Count(only))
 	}
+}
+
+// dropStray takes out, in the background, the entries that l's held
+// permit write of v left in another slot than the one a quorum gave it (t):
+// such a node does not count for the Lock, and the slot is someone else's
+// to take there. The entries a node wrote after the round stopped waiting
+// expire with their TTL, never extended.
+func (c *Client) dropStray(l *Lock, v script.Value, t *engine.Tally) {
+	if l.permits == 0 || t.Confirmed == engine.Count(t.Where(func(r engine.Reply) bool { return r.Status == engine.OK })) {
+		return
+	}
+	only := t.Where(func(r engine.Reply) bool { return r.Status == engine.OK && r.Val != t.Val })
+	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Kind: engine.Delete, Op: deleteOp(l, v, v.Gen),
+		Wait: c.cfg.cleanupTimeout, CallTimeout: c.cfg.cleanupTimeout, Only: only})
+}
+
+// nextSlot is the slot the next attempt of a permit prefers, after an
+// attempt whose nodes gave the slots in t and which preferred pref: the
+// lowest slot a node gave above pref, else the lowest a node gave, so that
+// attempts go through the slots some node found free until a quorum finds
+// one free; -1 (each node's lowest free slot) when no node gave one.
+func nextSlot(t *engine.Tally, pref int) int {
+	next, lowest := -1, -1
+	for _, r := range t.Replies {
+		if r.Status != engine.OK {
+			continue
+		}
+		s := int(r.Val)
+		if lowest < 0 || s < lowest {
+			lowest = s
+		}
+		if s > pref && (next < 0 || s < next) {
+			next = s
+		}
+	}
+	if next < 0 {
+		return lowest
+	}
+	return next
 }
 
 // dropChains drops, in the background, the chain that l's held write of v

@@ -123,6 +123,14 @@ type Lock struct {
 	key      string
 	owner    string          // the WithOwner id, if any
 	shared   bool            // the key is held shared (Shared)
+	// permits is n for a permit (Permits(n)), 0 otherwise; permitArg is n
+	// boxed, slot the slot the permit holds and slotArg the same boxed,
+	// and pref the slot the next attempt prefers (-1: the lowest free).
+	permits   int
+	permitArg any
+	slot      int
+	slotArg   any
+	pref      int
 	vals     script.Prefixes // the token and the prefixes of the values the Lock writes
 	fenceKey string          // the fence counter's key, with WithFencing
 	// keys, for a Lock of several keys (AcquireAll), are its keys, distinct

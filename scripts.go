@@ -79,6 +79,16 @@ var (
 	restoreSharedSrc string
 	//go:embed scripts/release_shared.lua
 	releaseSharedSrc string
+	//go:embed scripts/permits.lua
+	permitsSrc string
+	//go:embed scripts/acquire_permit.lua
+	acquirePermitSrc string
+	//go:embed scripts/extend_permit.lua
+	extendPermitSrc string
+	//go:embed scripts/restore_permit.lua
+	restorePermitSrc string
+	//go:embed scripts/release_permit.lua
+	releasePermitSrc string
 
 	// The scripts that write a lock key share lib.lua, prepended; the
 	// acquire scripts take.lua too, and those of several keys take_all.lua.
@@ -101,6 +111,12 @@ var (
 	restoreSharedScript = redis.NewScript(libSrc + sharedSrc + restoreSharedSrc)
 	releaseSharedScript = redis.NewScript(libSrc + sharedSrc + releaseSharedSrc)
 
+	// A permit's scripts (permits.go) share permits.lua, after shared.lua.
+	acquirePermitScript = redis.NewScript(libSrc + sharedSrc + permitsSrc + acquirePermitSrc)
+	extendPermitScript  = redis.NewScript(libSrc + sharedSrc + permitsSrc + extendPermitSrc)
+	restorePermitScript = redis.NewScript(libSrc + sharedSrc + permitsSrc + restorePermitSrc)
+	releasePermitScript = redis.NewScript(libSrc + sharedSrc + permitsSrc + releasePermitSrc)
+
 	// The guarded acquires run the restart guard's prologue first, told
 	// whether the acquire that follows is fenced (the shape of its reply).
 	guardPlain  = "local guard_fenced = false\n" + restartGuardSrc
@@ -111,6 +127,7 @@ var (
 	acquireAllGuardedScript       = redis.NewScript(guardPlain + libSrc + takeSrc + takeAllSrc + acquireAllSrc)
 	acquireAllFencedGuardedScript = redis.NewScript(guardFenced + libSrc + takeSrc + takeAllSrc + acquireAllFencedSrc)
 	acquireSharedGuardedScript    = redis.NewScript(guardPlain + libSrc + sharedSrc + acquireSharedSrc)
+	acquirePermitGuardedScript    = redis.NewScript(guardPlain + libSrc + sharedSrc + permitsSrc + acquirePermitSrc)
 
 	// guardedForm is each acquire script's restart-guarded form.
 	guardedForm = map[*redis.Script]*redis.Script{
@@ -119,13 +136,15 @@ var (
 		acquireAllScript:       acquireAllGuardedScript,
 		acquireAllFencedScript: acquireAllFencedGuardedScript,
 		acquireSharedScript:    acquireSharedGuardedScript,
+		acquirePermitScript:    acquirePermitGuardedScript,
 	}
 
 	allScripts = []*redis.Script{acquireScript, acquireFencedScript, acquireAllScript, acquireAllFencedScript,
 		fenceCommitScript, extendScript, extendAllScript, restoreScript, releaseScript, releaseAllScript,
 		handoverScript, acquireGuardedScript, acquireFencedGuardedScript, acquireAllGuardedScript,
 		acquireAllFencedGuardedScript, inspectScript,
-		acquireSharedScript, extendSharedScript, restoreSharedScript, releaseSharedScript, acquireSharedGuardedScript}
+		acquireSharedScript, extendSharedScript, restoreSharedScript, releaseSharedScript, acquireSharedGuardedScript,
+		acquirePermitScript, extendPermitScript, restorePermitScript, releasePermitScript, acquirePermitGuardedScript}
 )
 
 // name says what the op does, for the hooks and the log.
@@ -133,11 +152,11 @@ func opName(o *engine.Op) string {
 	switch o.Script {
 	case fenceCommitScript:
 		return "commit"
-	case extendScript, extendAllScript, extendSharedScript:
+	case extendScript, extendAllScript, extendSharedScript, extendPermitScript:
 		return "extend"
-	case restoreScript, restoreSharedScript:
+	case restoreScript, restoreSharedScript, restorePermitScript:
 		return "restore"
-	case releaseScript, releaseAllScript, releaseSharedScript:
+	case releaseScript, releaseAllScript, releaseSharedScript, releasePermitScript:
 		return "delete"
 	case handoverScript:
 		return "handover"
@@ -167,9 +186,15 @@ func (l *Lock) address(o *engine.Op, counters bool) {
 // nil) it also reads the node's fencing counters and clock, and keeps the
 // counters for horizonMs once idle.
 func acquireOp(l *Lock, v script.Value, ttlMs, horizonMs any) engine.Op {
-	if l.shared {
+	switch {
+	case l.shared:
 		op := engine.Op{Script: acquireSharedScript, Read: script.ReadAcquire, Args: script.WriteArgs(v, ttlMs, true), NArgs: 5}
 		op.Args[4] = maxSharedArg
+		l.address(&op, false)
+		return op
+	case l.permits > 0:
+		op := engine.Op{Script: acquirePermitScript, Read: script.ReadPermit, Args: script.WriteArgs(v, ttlMs, true), NArgs: 6}
+		op.Args[4], op.Args[5] = l.permitArg, int64(l.pref)
 		l.address(&op, false)
 		return op
 	}
@@ -205,8 +230,14 @@ func fenceCommitOp(l *Lock, v script.Value, fence uint64, horizonMs any) engine.
 // nil) it also raises the nodes' fencing counters to the lock's fence and
 // keeps them for horizonMs more.
 func extendOp(l *Lock, v script.Value, ttlMs any, fence uint64, horizonMs any) engine.Op {
-	if l.shared {
+	switch {
+	case l.shared:
 		op := engine.Op{Script: extendSharedScript, Read: script.ReadExtend, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
+		l.address(&op, false)
+		return op
+	case l.permits > 0:
+		op := engine.Op{Script: extendPermitScript, Read: script.ReadExtend, Args: script.WriteArgs(v, ttlMs, false), NArgs: 5}
+		op.Args[4] = l.slotArg
 		l.address(&op, false)
 		return op
 	}
@@ -227,8 +258,12 @@ func extendOp(l *Lock, v script.Value, ttlMs any, fence uint64, horizonMs any) e
 
 func restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
 	op := engine.Op{Script: restoreScript, Read: script.ReadRestore, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
-	if l.shared {
+	switch {
+	case l.shared:
 		op.Script = restoreSharedScript
+	case l.permits > 0:
+		op.Script = restorePermitScript
+		op.Args[4], op.Args[5], op.NArgs = l.slotArg, l.permitArg, 6
 	}
 	l.address(&op, false)
 	return op
@@ -243,6 +278,8 @@ func deleteOp(l *Lock, v script.Value, upTo uint64) engine.Op {
 		op.Script = releaseAllScript
 	case l.shared:
 		op.Script = releaseSharedScript
+	case l.permits > 0:
+		op.Script = releasePermitScript
 	}
 	return op
 }

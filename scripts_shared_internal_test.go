@@ -183,3 +183,135 @@ func TestSharedScripts(t *testing.T) {
 		assert.Zero(t, n.rc.Exists(ctx, n.key).Val(), "and took nothing")
 	})
 }
+
+// A permit's calls, as the library sends them: Lock p of a key's n
+// permits.
+func (n *scriptNode) acquirePermit(p string, gen, ttlMs, count, pref int) (code, slot int64) {
+	n.t.Helper()
+	v := n.run(acquirePermitScript, []string{n.key}, p+strconv.Itoa(gen), ttlMs, p, gen, count, pref)
+	r, ok := v.([]any)
+	require.True(n.t, ok, "reply %v", v)
+	code = r[0].(int64)
+	if len(r) > 1 {
+		slot = r[1].(int64)
+	}
+	return code, slot
+}
+
+func (n *scriptNode) extendPermit(p string, gen, ttlMs, slot int) int64 {
+	return n.code(extendPermitScript, []string{n.key}, p+strconv.Itoa(gen), ttlMs, p, gen, slot)
+}
+
+func (n *scriptNode) restorePermit(p string, gen, ttlMs, slot, count int) int64 {
+	return n.code(restorePermitScript, []string{n.key}, p+strconv.Itoa(gen), ttlMs, p, gen, slot, count)
+}
+
+func (n *scriptNode) releasePermit(p string, limit, tomb int) int64 {
+	if tomb > 0 {
+		return n.code(releasePermitScript, []string{n.key}, p, limit, tomb, 2000)
+	}
+	return n.code(releasePermitScript, []string{n.key}, p, limit)
+}
+
+// TestPermitScripts: what each permit script does with what it finds under
+// the key, on a real node.
+func TestPermitScripts(t *testing.T) {
+	n := newScriptNode(t)
+	ctx := context.Background()
+	i := 0
+	run := func(name string, f func(t *testing.T)) {
+		i++
+		t.Run(name, func(t *testing.T) {
+			n.t, n.key = t, "permits:"+strconv.Itoa(i)
+			f(t)
+		})
+	}
+	run("lowest free slot, n at most, last out deletes", func(t *testing.T) {
+		for k, p := range []string{"A.", "B.", "C."} {
+			code, slot := n.acquirePermit(p, 1, 20_000, 3, -1)
+			require.EqualValues(t, 1, code)
+			require.EqualValues(t, k, slot)
+		}
+		code, left := n.acquirePermit("D.", 1, 20_000, 3, -1)
+		assert.EqualValues(t, 0, code, "the fourth")
+		assert.Greater(t, left, int64(15_000), "until the first permit expires")
+		require.EqualValues(t, 1, n.releasePermit("B.", 0, 0))
+		code, slot := n.acquirePermit("D.", 2, 20_000, 3, 2)
+		assert.EqualValues(t, 1, code)
+		assert.EqualValues(t, 1, slot, "the preferred slot is taken: the free one")
+		for _, p := range []string{"A.", "C.", "D."} {
+			require.EqualValues(t, 1, n.releasePermit(p, 0, 0))
+		}
+		assert.Zero(t, n.rc.Exists(ctx, n.key).Val(), "nothing left behind, the count neither")
+	})
+	run("one count per key, one kind", func(t *testing.T) {
+		code, _ := n.acquirePermit("A.", 1, 20_000, 2, -1)
+		require.EqualValues(t, 1, code)
+		code, _ = n.acquirePermit("B.", 1, 20_000, 3, -1)
+		assert.EqualValues(t, 7, code, "another count")
+		assert.EqualValues(t, 7, n.acquire(lockY, 1, 20_000), "an exclusive Lock")
+		assert.EqualValues(t, 7, n.code(acquireFencedScript, []string{n.key, n.key + fenceOf}, lockY+"1", 20_000, lockY, 1, 60_000))
+		assert.EqualValues(t, 7, n.acquireShared(shareR, 1, 20_000), "a shared Lock")
+		assert.EqualValues(t, 0, n.restorePermit("B.", 1, 20_000, 1, 3), "a restore of another count")
+		require.EqualValues(t, 1, n.releasePermit("A.", 0, 0))
+		require.EqualValues(t, 1, n.acquire(lockY, 2, 20_000))
+		code, _ = n.acquirePermit("A.", 2, 20_000, 2, -1)
+		assert.EqualValues(t, 7, code, "permits on an exclusive Lock's key")
+		assert.EqualValues(t, -1, n.extendPermit("A.", 3, 20_000, 0))
+		assert.EqualValues(t, -1, n.releasePermit("A.", 0, 0))
+		assert.Equal(t, lockY+"2", n.get())
+	})
+	run("expired permits are absent to everyone", func(t *testing.T) {
+		now := n.now()
+		n.set("#2,"+strconv.FormatInt(now-1, 10)+"=0/A.1", 20*time.Second)
+		assert.EqualValues(t, 1, n.acquire(lockY, 1, 20_000))
+	})
+	run("a stale handle changes nothing", func(t *testing.T) {
+		code, _ := n.acquirePermit("A.", 3, 20_000, 2, -1)
+		require.EqualValues(t, 1, code)
+		code, _ = n.acquirePermit("A.", 2, 20_000, 2, -1)
+		assert.EqualValues(t, 2, code, "an earlier attempt landing late")
+		assert.EqualValues(t, 2, n.extendPermit("A.", 2, 20_000, 0))
+		assert.EqualValues(t, 2, n.releasePermit("A.", 2, 0))
+		code, slot := n.acquirePermit("A.", 4, 20_000, 2, 1)
+		assert.EqualValues(t, 1, code)
+		assert.EqualValues(t, 1, slot, "a retry moves to the preferred slot")
+		code, slot = n.acquirePermit("A.", 5, 20_000, 2, -1)
+		assert.EqualValues(t, 1, code)
+		assert.EqualValues(t, 1, slot, "and otherwise keeps its own")
+		assert.EqualValues(t, 0, n.extendPermit("A.", 6, 20_000, 0), "the entry is in another slot: no vote")
+		assert.EqualValues(t, 1, n.extendPermit("A.", 6, 20_000, 1))
+		assert.EqualValues(t, 0, n.restorePermit("A.", 7, 20_000, 0, 2), "present: nothing to restore")
+		assert.EqualValues(t, 1, n.releasePermit("A.", 0, 0))
+		assert.EqualValues(t, 0, n.extendPermit("A.", 8, 20_000, 1), "never creates a permit")
+		assert.Zero(t, n.rc.Exists(ctx, n.key).Val())
+	})
+	run("a late acquire after the rollback is refused", func(t *testing.T) {
+		code, _ := n.acquirePermit("B.", 1, 20_000, 2, -1)
+		require.EqualValues(t, 1, code)
+		require.EqualValues(t, 0, n.releasePermit("A.", 2, 2))
+		code, _ = n.acquirePermit("A.", 2, 20_000, 2, -1)
+		assert.EqualValues(t, 2, code, "refused by the tombstone entry")
+		assert.EqualValues(t, 2, n.restorePermit("A.", 2, 20_000, 1, 2), "a late restore too")
+		require.EqualValues(t, 1, n.releasePermit("B.", 0, 0))
+		assert.Equal(t, tombstoneOf("A.", 2), n.get(), "a tombstone once the last permit left")
+		code, _ = n.acquirePermit("A.", 2, 20_000, 2, -1)
+		assert.EqualValues(t, 2, code)
+		code, _ = n.acquirePermit("A.", 3, 20_000, 2, -1)
+		assert.EqualValues(t, 1, code, "a later attempt")
+	})
+	run("restore puts a lost permit back in its slot only", func(t *testing.T) {
+		code, _ := n.acquirePermit("B.", 1, 20_000, 2, 1)
+		require.EqualValues(t, 1, code)
+		assert.EqualValues(t, 0, n.restorePermit("A.", 2, 20_000, 1, 2), "the slot is B's here")
+		assert.EqualValues(t, 1, n.restorePermit("A.", 2, 20_000, 0, 2))
+		code, _ = n.acquirePermit("C.", 1, 20_000, 2, -1)
+		assert.EqualValues(t, 0, code, "both slots held")
+	})
+	run("the restart guard", func(t *testing.T) {
+		marker := n.key + ":boot"
+		code := n.code(acquirePermitGuardedScript, []string{n.key, marker}, "A.1", 20_000, "A.", 1, 2, -1, 60_000)
+		assert.EqualValues(t, 3, code, "a new node is within its guard")
+		assert.Zero(t, n.rc.Exists(ctx, n.key).Val())
+	})
+}

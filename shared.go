@@ -1,10 +1,5 @@
 package redlock
 
-import (
-	"context"
-	"time"
-)
-
 // A shared Lock (docs/shared.md) holds its key together with any number of
 // other shared Locks, and never with an exclusive one. On each node the key
 // then holds one entry per shared Lock, each expiring by the node's clock
@@ -42,9 +37,3 @@ func Shared() AcquireOption {
 // Shared reports whether the Lock holds its key shared (Shared); false for
 // a nil Lock.
 func (l *Lock) Shared() bool { return l != nil && l.shared }
-
-// acquireShared takes l's key shared: one attempt (TryAcquire), or
-// attempts until one succeeds, woken by the key's releases in between.
-func (c *Client) acquireShared(ctx context.Context, l *Lock, ttl time.Duration, retry bool) (*Lock, error) {
-	return c.acquireWatching(ctx, l, ttl, []string{l.key}, retry)
-}

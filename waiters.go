@@ -69,7 +69,7 @@ type keyQueue struct {
 type watcher struct {
 	wake   chan struct{}     // a hint that one of the keys may be free; capacity 1
 	heard  map[string][]bool // by key, the nodes that announced its release since the last attempt
-	shared bool              // a shared Acquire's, which announces no writer
+	writer bool              // an AcquireAll's, which announces a writer; not a shared Lock's or a permit's
 }
 
 // waiter is one queued Acquire.
@@ -158,11 +158,12 @@ func (w *waiters) dropIfIdle(q *keyQueue) {
 	}
 }
 
-// watch makes a watcher for keys, an AcquireAll's or a shared Acquire's
-// (shared), subscribed to the release channel of each, and returns it with
-// the channels closed once a quorum of nodes confirmed each subscription.
-func (w *waiters) watch(keys []string, shared bool) (*watcher, []<-chan struct{}) {
-	wt := &watcher{wake: make(chan struct{}, 1), heard: make(map[string][]bool, len(keys)), shared: shared}
+// watch makes a watcher for keys, an AcquireAll's (writer), a shared
+// Lock's or a permit's, subscribed to the release channel of each, and
+// returns it with the channels closed once a quorum of nodes confirmed each
+// subscription.
+func (w *waiters) watch(keys []string, writer bool) (*watcher, []<-chan struct{}) {
+	wt := &watcher{wake: make(chan struct{}, 1), heard: make(map[string][]bool, len(keys)), writer: writer}
 	ready := make([]<-chan struct{}, 0, len(keys))
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -236,7 +237,7 @@ func (w *waiters) subscribe(key string) <-chan struct{} {
 
 // announce subscribes to q's key's writer channel while an exclusive
 // Acquire or AcquireAll that has been refused waits for the key (q is
-// subscribed, and a queued Acquire or a watcher that is not shared is
+// subscribed, and a queued Acquire or a writer's watcher is
 // there), and unsubscribes once none does. Called with w.mu held.
 func (w *waiters) announce(q *keyQueue) {
 	if want := q.subscribed && w.writerWaits(q); want != q.announced {
@@ -246,9 +247,9 @@ func (w *waiters) announce(q *keyQueue) {
 }
 
 // writerWaits reports whether an exclusive Acquire or AcquireAll waits for
-// q's key: one in its queue, or a watcher that is not shared.
+// q's key: one in its queue, or a writer's watcher.
 func (w *waiters) writerWaits(q *keyQueue) bool {
-	return len(q.waiters) > 0 || slices.ContainsFunc(q.watchers, func(x *watcher) bool { return !x.shared })
+	return len(q.waiters) > 0 || slices.ContainsFunc(q.watchers, func(x *watcher) bool { return x.writer })
 }
 
 // subscribeLocked subscribes to q's key's release channel, and its writer

@@ -1,0 +1,55 @@
+package redlock
+
+import (
+	"context"
+	"time"
+)
+
+// Permits (docs/permits.md): a key's n permits are n slots, each a lock of
+// its own on every node (scripts/permits.lua). On each node one script
+// gives a Lock the preferred slot if free, else the lowest free one; the
+// round counts the confirmations by slot (engine.Spec.ByVal), and a permit
+// holds when a quorum of nodes gave its Lock the same slot. Two holders of
+// one slot would each need a quorum, and two quorums share a node, which
+// gave the slot to one of them only: each slot has at most one holder, so
+// the key has at most n. Counting holders on a majority instead is unsafe
+// for n >= 2 (TestPermitsMajorityCountingControl).
+
+// MaxPermits is the largest n of Permits.
+const MaxPermits = 1000
+
+// Permits takes one of the key's n permits (Acquire, TryAcquire, Do): at
+// most n Locks taken with Permits(n) hold the key at once. Each permit is
+// a Lock: Release, Extend, KeepAlive, Until and TTL touch it alone, and it
+// expires by the nodes' clocks. While permits hold a key, an acquire of it
+// with another n, or without Permits, fails at once with an error matching
+// ErrInvalidArgument, as does Permits with n below 1 or above MaxPermits,
+// with WithOwner or Shared, or with several keys. Fence of a permit is 0
+// (docs/permits.md).
+func Permits(n int) AcquireOption {
+	return acquireOptionFunc(func(c *acquireConfig) { c.permits, c.permitsSet = n, true })
+}
+
+// Permit returns the slot (0 to n-1) of the key's permits the Lock holds,
+// and false for a Lock not taken with Permits (or a nil Lock). Two Locks
+// that hold the key at once hold different slots.
+func (l *Lock) Permit() (slot int, ok bool) {
+	if l == nil || l.permits == 0 {
+		return 0, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.slot, true
+}
+
+// exclusive reports whether l is a Lock that holds its keys alone: not
+// shared (Shared) nor a permit (Permits). Only such a Lock is fenced and
+// handed over.
+func (l *Lock) exclusive() bool { return !l.shared && l.permits == 0 }
+
+// acquireAlongside acquires l, a shared Lock or a permit, on the nodes: one
+// attempt, or attempts until one succeeds, woken by the key's releases in
+// between.
+func (c *Client) acquireAlongside(ctx context.Context, l *Lock, ttl time.Duration, retry bool) (*Lock, error) {
+	return c.acquireWatching(ctx, l, ttl, []string{l.key}, retry)
+}
