@@ -119,10 +119,10 @@ func (c *Client) Close(ctx context.Context) error {
 
 // Lock is a held lock: a handle with its own state, safe for concurrent use.
 type Lock struct {
-	client   *Client
-	key      string
-	owner    string          // the WithOwner id, if any
-	shared   bool            // the key is held shared (Shared)
+	client *Client
+	key    string
+	owner  string // the WithOwner id, if any
+	shared bool   // the key is held shared (Shared)
 	// permits is n for a permit (Permits(n)), 0 otherwise; permitArg is n
 	// boxed, slot the slot the permit holds and slotArg the same boxed,
 	// and pref the slot the next attempt prefers (-1: the lowest free).
@@ -131,8 +131,8 @@ type Lock struct {
 	slot      int
 	slotArg   any
 	pref      int
-	vals     script.Prefixes // the token and the prefixes of the values the Lock writes
-	fenceKey string          // the fence counter's key, with WithFencing
+	vals      script.Prefixes // the token and the prefixes of the values the Lock writes
+	fenceKey  string          // the fence counter's key, with WithFencing
 	// keys, for a Lock of several keys (AcquireAll), are its keys, distinct
 	// and sorted (key is the first), and keysAndCounters the same followed
 	// by their fencing counters; both nil for a Lock of one key.
