@@ -266,6 +266,20 @@ func exerciseEveryFeature(t *testing.T, fresh func() []redis.UniversalClient) {
 	require.NoError(t, kept.Release(ctx))
 	require.NoError(t, c1.Do(ctx, "lock:do", time.Minute, func(context.Context, *redlock.Lock) error { return nil }))
 
+	// A shared Lock and a permit, each acquired, extended, inspected and
+	// released.
+	for _, opt := range []redlock.AcquireOption{redlock.Shared(), redlock.Permits(2)} {
+		l, err := c1.Acquire(ctx, "lock:along", 300*time.Millisecond, opt)
+		require.NoError(t, err)
+		require.NoError(t, l.Extend(ctx, time.Minute))
+		_, err = l.TTL(ctx)
+		require.NoError(t, err)
+		st, err := c1.Inspect(ctx, "lock:along")
+		require.NoError(t, err)
+		require.True(t, st.Held)
+		require.NoError(t, l.Release(ctx))
+	}
+
 	// Waiting: a waiter of c2 is woken by c1's release; then a waiter of
 	// plain is handed plain's lock.
 	for i, pair := range [][2]*redlock.Client{{c1, c2}, {plain, plain}} {
