@@ -523,3 +523,59 @@ func BenchmarkShared(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPermits: TryAcquire with Permits(n) and Release on a key with
+// free permits, against Acquire and Release of a free key, interleaved on
+// the same 5 nodes, with the p50 of each and their ratio; held=half takes
+// the permit beside n/2 held by others.
+func BenchmarkPermits(b *testing.B) {
+	ctx := context.Background()
+	c := benchLockClient(b, benchNodes(b, 5))
+	for _, n := range []int{1, 4, 16} {
+		for _, held := range []string{"none", "half"} {
+			if n == 1 && held == "half" {
+				continue
+			}
+			b.Run("nodes=5/n="+strconv.Itoa(n)+"/held="+held, func(b *testing.B) {
+				ring := benchKeyRing("bench:permits:" + b.Name())
+				if held == "half" {
+					for _, k := range ring {
+						for range n / 2 {
+							if _, err := c.TryAcquire(ctx, k+":permits", time.Hour, redlock.Permits(n)); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+				}
+				one := func(i int) time.Duration {
+					return benchTimed(b, func() (*redlock.Lock, error) { return c.Acquire(ctx, ring[i%len(ring)], benchTTL) })
+				}
+				permit := func(i int) time.Duration {
+					return benchTimed(b, func() (*redlock.Lock, error) {
+						return c.TryAcquire(ctx, ring[i%len(ring)]+":permits", benchTTL, redlock.Permits(n))
+					})
+				}
+				for i := range 64 {
+					one(i)
+					permit(i)
+				}
+				var p, q []time.Duration
+				b.ResetTimer()
+				for i := range b.N {
+					if i%2 == 0 {
+						p = append(p, one(i))
+						q = append(q, permit(i))
+					} else {
+						q = append(q, permit(i))
+						p = append(p, one(i))
+					}
+				}
+				b.StopTimer()
+				pp, qp := benchkit.Percentile(p, 50), benchkit.Percentile(q, 50)
+				b.ReportMetric(float64(pp.Nanoseconds()), "acquire-p50-ns")
+				b.ReportMetric(float64(qp.Nanoseconds()), "permit-p50-ns")
+				b.ReportMetric(float64(qp)/float64(pp), "ratio")
+			})
+		}
+	}
+}

@@ -55,7 +55,7 @@
 // [algorithm] (the algorithm, the guarantee's reasons, the restart guard),
 // [waiting] (a busy key, handover), [lease] (KeepAlive, Do, Close),
 // [fencing], [owners] (WithOwner, reentrancy), [shared] (Shared, readers
-// and writers), [late-writes] (rollbacks,
+// and writers), [permits] (Permits, a semaphore), [late-writes] (rollbacks,
 // tombstones), [operations] (clients, ACL, dead nodes, errors),
 // [observability] and [internals] (glossary, files, lock order).
 //
@@ -65,6 +65,7 @@
 // [fencing]: https://github.com/redlock-go/redlock/blob/main/docs/fencing.md
 // [owners]: https://github.com/redlock-go/redlock/blob/main/docs/owners.md
 // [shared]: https://github.com/redlock-go/redlock/blob/main/docs/shared.md
+// [permits]: https://github.com/redlock-go/redlock/blob/main/docs/permits.md
 // [late-writes]: https://github.com/redlock-go/redlock/blob/main/docs/late-writes.md
 // [operations]: https://github.com/redlock-go/redlock/blob/main/docs/operations.md
 // [observability]: https://github.com/redlock-go/redlock/blob/main/docs/observability.md

@@ -209,6 +209,56 @@ func ExampleShared() {
 	// <nil>
 }
 
+func ExamplePermits() {
+	var nodes []redis.UniversalClient
+	for _, addr := range exampleAddrs() {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
+	}
+	locks, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
+	ctx := context.Background()
+
+	// At most 2 GPU jobs at once, across every process.
+	var jobs []*redlock.Lock
+	for range 2 {
+		job, err := locks.TryAcquire(ctx, "gpu", time.Minute, redlock.Permits(2))
+		if err != nil {
+			panic(err)
+		}
+		slot, _ := job.Permit()
+		fmt.Println("job in slot", slot)
+		jobs = append(jobs, job)
+	}
+	_, err = locks.TryAcquire(ctx, "gpu", time.Minute, redlock.Permits(2))
+	fmt.Println("a third:", errors.Is(err, redlock.ErrNotAcquired))
+	_, err = locks.TryAcquire(ctx, "gpu", time.Minute, redlock.Permits(3))
+	fmt.Println("another count:", errors.Is(err, redlock.ErrInvalidArgument))
+
+	// A Release lets a waiting Acquire in.
+	if err := jobs[0].Release(ctx); err != nil {
+		panic(err)
+	}
+	third, err := locks.Acquire(ctx, "gpu", time.Minute, redlock.Permits(2))
+	if err != nil {
+		panic(err)
+	}
+	slot, _ := third.Permit()
+	fmt.Println("the third in slot", slot)
+	fmt.Println(errors.Join(third.Release(ctx), jobs[1].Release(ctx)))
+	// Output:
+	// job in slot 0
+	// job in slot 1
+	// a third: true
+	// another count: true
+	// the third in slot 0
+	// <nil>
+}
+
 func ExampleClient_Do() {
 	var nodes []redis.UniversalClient
 	for _, addr := range exampleAddrs() {
