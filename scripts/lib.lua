@@ -26,6 +26,9 @@ end
 -- tomb_refuses: whether tombstone v refuses a write of prefix's Lock of
 -- generation gen (its own or an earlier one's).
 local function tomb_refuses(v, prefix, gen)
+  if not string.find(v, ':', 1, true) then
+    return false -- no tombstone entry: spare the hash
+  end
   local tag = tomb_tag(prefix)
   for t, g in string.gmatch(v, '(%x+):(%d+)') do
     if t == tag and tonumber(g) >= tonumber(gen) then
@@ -129,15 +132,16 @@ end
 -- reads the tombstone entries alone.
 
 -- shared_live: the entries of shared value v (or a permits' value) still
--- live at node-clock millisecond now, each {deadline, item}, and the
--- milliseconds until the last Lock's entry expires (0 when none is live:
--- then the key is absent to any Lock, as a tombstone is).
+-- live at node-clock millisecond now, each {deadline, item, text} (text as
+-- v spells the entry, for shared_write to copy), and the milliseconds until
+-- the last Lock's entry expires (0 when none is live: then the key is
+-- absent to any Lock, as a tombstone is).
 local function shared_live(v, now)
   local out, left = {}, 0
-  for dl, item in string.gmatch(v, '(%d+)=([^,]+)') do
+  for text, dl, item in string.gmatch(v, '((%d+)=([^,]+))') do
     dl = tonumber(dl)
     if dl > now then
-      out[#out + 1] = {dl, item}
+      out[#out + 1] = {dl, item, text}
       if string.sub(item, 1, 1) ~= '!' then
         left = math.max(left, dl - now)
       end

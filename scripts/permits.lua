@@ -25,9 +25,10 @@ local function permit_find(els, P, now)
   local mine, slot, gen, taken, soonest
   taken = {}
   for i, e in ipairs(els) do
-    local s, val = string.match(e[2], '^(%d+)/(.+)$')
-    if s then
-      s = tonumber(s)
+    local item = e[2]
+    local cut = string.find(item, '/', 1, true)
+    if cut then
+      local s, val = tonumber(string.sub(item, 1, cut - 1)), string.sub(item, cut + 1)
       if string.sub(val, 1, #P) == P then
         mine, slot, gen = i, s, tonumber(string.sub(val, #P + 1))
       else

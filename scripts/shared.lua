@@ -84,18 +84,20 @@ local function shared_write(K, els, now, head)
     if string.sub(e[2], 1, 1) == '!' then
       tombs[#tombs + 1] = e
     else
-      parts[#parts + 1] = string.format('%d', e[1]) .. '=' .. e[2]
+      parts[#parts + 1] = e[3] or string.format('%d', e[1]) .. '=' .. e[2]
       last = math.max(last, e[1])
     end
   end
-  table.sort(tombs, function(a, b) return a[1] > b[1] end)
+  if #tombs > 8 then
+    table.sort(tombs, function(a, b) return a[1] > b[1] end)
+  end
   local readers = #parts > 0
   local items = {}
   for i = 1, math.min(#tombs, 8) do
     local e = tombs[i]
     last = math.max(last, e[1])
     if readers then
-      parts[#parts + 1] = string.format('%d', e[1]) .. '=' .. e[2]
+      parts[#parts + 1] = e[3] or string.format('%d', e[1]) .. '=' .. e[2]
     else
       items[#items + 1] = string.sub(e[2], 2)
     end
