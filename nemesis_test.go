@@ -496,24 +496,38 @@ func waitOrFail(t *testing.T, wg *sync.WaitGroup, within time.Duration, msg stri
 	}
 }
 
-// probes acquires every key at once, once healed and the workers stopped.
+// probes acquires every key at once, once healed and the workers stopped;
+// then, in a run with shared Locks, every key shared at once, so that
+// readers are not locked out either (by a writer's announcement left on a
+// node, say).
 func (run *nemRun) probes(bound time.Duration) []history.Probe {
 	c := run.slots[0].c.Load()
-	out := make([]history.Probe, len(run.keys))
-	var wg sync.WaitGroup
-	for i, key := range run.keys {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), bound+5*time.Second)
-			defer cancel()
-			start := time.Now()
-			l, err := c.Acquire(ctx, key, time.Second)
-			out[i] = history.Probe{Key: key, Took: time.Since(start), Err: err}
-			if err == nil {
-				_ = l.Release(ctx)
-			}
-		})
+	probe := func(shared bool) []history.Probe {
+		var opts []redlock.AcquireOption
+		if shared {
+			opts = append(opts, redlock.Shared())
+		}
+		out := make([]history.Probe, len(run.keys))
+		var wg sync.WaitGroup
+		for i, key := range run.keys {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), bound+5*time.Second)
+				defer cancel()
+				start := time.Now()
+				l, err := c.Acquire(ctx, key, time.Second, opts...)
+				out[i] = history.Probe{Key: key, Shared: shared, Took: time.Since(start), Err: err}
+				if err == nil {
+					_ = l.Release(ctx)
+				}
+			})
+		}
+		wg.Wait()
+		return out
 	}
-	wg.Wait()
+	out := probe(false)
+	if run.shared {
+		out = append(out, probe(true)...)
+	}
 	return out
 }
 

@@ -94,11 +94,13 @@ type LeaseObs struct {
 	Before, After time.Time
 }
 
-// Probe is the end-of-run acquire of a key, once every fault is healed.
+// Probe is the end-of-run acquire of a key, once every fault is healed:
+// exclusive, or Shared.
 type Probe struct {
-	Key  string
-	Took time.Duration
-	Err  error
+	Key    string
+	Shared bool
+	Took   time.Duration
+	Err    error
 }
 
 // NodeKey is a key found on a node by an end-of-run scan.
@@ -498,12 +500,16 @@ func checkLease(v *Verdict, r *Record) {
 	}
 }
 
-// checkLockout reports a key that could not be acquired within the bound
-// once the faults were healed.
+// checkLockout reports a key that could not be acquired, exclusive or
+// shared, within the bound once the faults were healed.
 func checkLockout(v *Verdict, r *Record) {
 	for _, p := range r.Probes {
 		if p.Err != nil || p.Took > r.Bound {
-			v.add("lockout", p.Key, time.Time{}, "%q: acquire after healing took %v (bound %v): %v", p.Key, p.Took.Round(time.Millisecond), r.Bound, p.Err)
+			what := "acquire"
+			if p.Shared {
+				what = "shared acquire"
+			}
+			v.add("lockout", p.Key, time.Time{}, "%q: %s after healing took %v (bound %v): %v", p.Key, what, p.Took.Round(time.Millisecond), r.Bound, p.Err)
 		}
 	}
 }

@@ -142,6 +142,8 @@ func TestNemesisChecker(t *testing.T) {
 		{"Probe in time", Record{Bound: time.Second, Probes: []Probe{{Key: "k", Took: 900 * time.Millisecond}}}, ""},
 		{"Probe too slow", Record{Bound: time.Second, Probes: []Probe{{Key: "k", Took: 1100 * time.Millisecond}}}, "lockout"},
 		{"Probe failed", Record{Bound: time.Second, Probes: []Probe{{Key: "k", Took: time.Millisecond, Err: errors.New("not acquired")}}}, "lockout"},
+		{"shared Probe too slow", Record{Bound: time.Second, Probes: []Probe{{Key: "k", Took: 900 * time.Millisecond},
+			{Key: "k", Shared: true, Took: 1100 * time.Millisecond}}}, "lockout"},
 		{"leftover key", Record{Leftovers: []NodeKey{{Node: 2, Key: "k", Value: "tok.1"}}}, "leftovers"},
 	}
 	// A stale write the store refused is fencing at work: counted, as a
