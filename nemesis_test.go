@@ -59,7 +59,8 @@ const (
 // TestNemesis runs the nemesis with the restart guard on, so every fault it
 // injects is within the documented assumptions and the checker must find
 // nothing; then without the guard, restarting nodes empty, where the checker
-// must find two holders: proof that a green run means something.
+// must find two holders, and with shared Locks a reader beside a writer:
+// proof that a green run means something.
 func TestNemesis(t *testing.T) {
 	seed := *nemSeed
 	if seed == 0 {
@@ -94,6 +95,31 @@ func TestNemesis(t *testing.T) {
 		v, _ := run.run(t, bound, func(v *history.Verdict) bool { return v.Count("exclusion") > 0 })
 		require.Positive(t, v.Count("exclusion"), "seed %d: no two holders within %v of restarts without the guard", seed, bound)
 		t.Logf("first finding: %s", v.Found[0].Detail)
+	})
+	if !*nemShared {
+		return
+	}
+	t.Run("unguarded-restart-empty-shared", func(t *testing.T) {
+		// The same hazard, with shared Locks: the checker must find a
+		// shared Lock and an exclusive one holding a key together, as
+		// it finds two exclusive ones.
+		run := newNemRun(t, seed, false, []string{"restart-empty"})
+		run.gap = [2]time.Duration{10 * time.Millisecond, 80 * time.Millisecond}
+		run.down = [2]time.Duration{0, 50 * time.Millisecond}
+		run.shared = true
+		readerBesideWriter := func(v *history.Verdict) *history.Violation {
+			for i, f := range v.Found {
+				if f.Kind == "exclusion" && slices.ContainsFunc(f.Holds, func(l *history.Lock) bool { return l.Shared }) {
+					return &v.Found[i]
+				}
+			}
+			return nil
+		}
+		const bound = 60 * time.Second
+		v, _ := run.run(t, bound, func(v *history.Verdict) bool { return readerBesideWriter(v) != nil })
+		f := readerBesideWriter(v)
+		require.NotNil(t, f, "seed %d: no reader beside a writer within %v of restarts without the guard", seed, bound)
+		t.Logf("first finding: %s", f.Detail)
 	})
 }
 
