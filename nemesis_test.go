@@ -29,7 +29,7 @@ import (
 // assumptions; the checker (internal/history.Check) then reads the whole
 // history. A run ends with one line (go test -v shows it):
 //
-//	nemesis: seed 42, 5 nodes, 6 clients, 61,204 ops, 1,873 faults, 0 violations (exclusion 0, ...)
+//	nemesis: seed 42, 5 nodes, 6 clients, 61,204 ops (19,530 on shared Locks), 1,873 faults, 0 violations (exclusion 0, ...)
 //
 // A long run: go test -v -run TestNemesis -nemesis.duration=30m -timeout 40m .
 // A replay: -nemesis.seed=S runs the same schedule of faults and operations
@@ -40,6 +40,7 @@ var (
 	nemNodes    = flag.Int("nemesis.nodes", 5, "redis-server nodes")
 	nemClients  = flag.Int("nemesis.clients", 6, "workers; the first four share a Client two by two")
 	nemOwners   = flag.Bool("nemesis.owners", true, "use WithOwner in a third of the acquires")
+	nemShared   = flag.Bool("nemesis.shared", true, "take a third of the Locks (Acquire, TryAcquire, Do) shared")
 	nemMajority = flag.Bool("nemesis.majority", false, "fault a majority too (liveness is then not expected during the run)")
 )
 
@@ -58,7 +59,8 @@ const (
 // TestNemesis runs the nemesis with the restart guard on, so every fault it
 // injects is within the documented assumptions and the checker must find
 // nothing; then without the guard, restarting nodes empty, where the checker
-// must find two holders: proof that a green run means something.
+// must find two holders, and with shared Locks a reader beside a writer:
+// proof that a green run means something.
 func TestNemesis(t *testing.T) {
 	seed := *nemSeed
 	if seed == 0 {
@@ -68,11 +70,15 @@ func TestNemesis(t *testing.T) {
 		kinds := []string{"blackhole", "delay", "drop-replies", "hold", "pause", "crash", "restart-empty", "flushall"}
 		run := newNemRun(t, seed, true, kinds)
 		run.owners = *nemOwners
+		run.shared = *nemShared
 		run.enough = func(r *history.Record, v *history.Verdict) bool { return len(run.shortfall(r, v, *nemDuration)) == 0 }
 		v, r := run.run(t, *nemDuration, nil)
 		if len(v.Found) > 0 {
 			t.Errorf("seed %d: %d violations (replay: -run TestNemesis/guarded -nemesis.seed=%d):\n%s",
 				seed, len(v.Found), seed, v.Describe(30))
+		}
+		for _, w := range run.rec.wrongShared() {
+			t.Errorf("seed %d: %s", seed, w)
 		}
 		run.requireActivity(t, r, v, *nemDuration)
 	})
@@ -80,7 +86,8 @@ func TestNemesis(t *testing.T) {
 		// The hazard of the Redlock spec: a node that restarts empty at
 		// once forgets the holder's key; once a majority did within one
 		// hold, a second client gets a quorum. Only that fault, often,
-		// and no owners, so that nothing else can make the finding.
+		// and no owners nor shared Locks, so that nothing else can make
+		// the finding.
 		run := newNemRun(t, seed, false, []string{"restart-empty"})
 		run.gap = [2]time.Duration{10 * time.Millisecond, 80 * time.Millisecond}
 		run.down = [2]time.Duration{0, 50 * time.Millisecond}
@@ -88,6 +95,31 @@ func TestNemesis(t *testing.T) {
 		v, _ := run.run(t, bound, func(v *history.Verdict) bool { return v.Count("exclusion") > 0 })
 		require.Positive(t, v.Count("exclusion"), "seed %d: no two holders within %v of restarts without the guard", seed, bound)
 		t.Logf("first finding: %s", v.Found[0].Detail)
+	})
+	if !*nemShared {
+		return
+	}
+	t.Run("unguarded-restart-empty-shared", func(t *testing.T) {
+		// The same hazard, with shared Locks: the checker must find a
+		// shared Lock and an exclusive one holding a key together, as
+		// it finds two exclusive ones.
+		run := newNemRun(t, seed, false, []string{"restart-empty"})
+		run.gap = [2]time.Duration{10 * time.Millisecond, 80 * time.Millisecond}
+		run.down = [2]time.Duration{0, 50 * time.Millisecond}
+		run.shared = true
+		readerBesideWriter := func(v *history.Verdict) *history.Violation {
+			for i, f := range v.Found {
+				if f.Kind == "exclusion" && slices.ContainsFunc(f.Holds, func(l *history.Lock) bool { return l.Shared }) {
+					return &v.Found[i]
+				}
+			}
+			return nil
+		}
+		const bound = 60 * time.Second
+		v, _ := run.run(t, bound, func(v *history.Verdict) bool { return readerBesideWriter(v) != nil })
+		f := readerBesideWriter(v)
+		require.NotNil(t, f, "seed %d: no reader beside a writer within %v of restarts without the guard", seed, bound)
+		t.Logf("first finding: %s", f.Detail)
 	})
 }
 
@@ -100,6 +132,7 @@ type nemRun struct {
 	down    [2]time.Duration // how long a fault lasts
 	keys    []string
 	owners  bool // a third of the acquires WithOwner
+	shared  bool // a third of the Acquires, TryAcquires and Dos Shared
 
 	bed    *testbed.Bed
 	slots  []*nemSlot
@@ -298,8 +331,9 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*history.Verdict
 		t.Logf("timeline of %s finding %d (%s; %s):\n%s", f.Kind, i+1, f.Detail, ownerHint(r, f, false),
 			run.rec.timeline(f.Key, f.At, 3*time.Second, 500*time.Millisecond, 150))
 	}
-	line := fmt.Sprintf("nemesis: seed %d, %d nodes, %d clients, %s ops, %s faults, %s violations (%s)",
-		run.seed, len(run.bed.Servers), *nemClients, commas(run.rec.opCount()), commas(int(run.faults.Load())),
+	ops, shared := run.rec.opCount()
+	line := fmt.Sprintf("nemesis: seed %d, %d nodes, %d clients, %s ops (%s on shared Locks), %s faults, %s violations (%s)",
+		run.seed, len(run.bed.Servers), *nemClients, commas(ops), commas(shared), commas(int(run.faults.Load())),
 		commas(len(v.Found)), v.Counts())
 	t.Log(line)
 	t.Logf("outcomes: %s; healed to probes %v", run.rec.outcomes(), time.Since(healed).Round(time.Millisecond))
@@ -313,43 +347,67 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*history.Verdict
 // duration to reach them. A run with less did too little for its "0
 // violations" to mean anything, whatever the cause: a workload that stopped
 // acquiring, a fencing regression, a nemesis that stopped.
-var nemMinRates = []struct {
+var nemMinRates = []nemRate{
+	{"acquires", 0.4, false},              // 24 to 119 in the runs measured
+	{"multi-key acquires", 0.05, false},   // AcquireAll and TryAcquireAll of two or three keys
+	{"extends", 0.1, false},               // 4 to 17
+	{"do", 0.1, false},                    // 4 to 29
+	{"keep-alive looks", 2, false},        // 181 to 1,105
+	{"fenced locks", 0.2, false},          // 10 to 43
+	{"fenced writes", 1.5, false},         // 65 to 811
+	{"stale writes refused", 0.05, false}, // 2 to 6
+	{"faults", 0.5, false},                // 27 to 163
+	// Shared Locks, in 20 s runs on two cores at load average 2: the
+	// quarter of the fewest, rounded up, allows for a heavier load. A
+	// shared Do that returned nil (0 to 2 in 20 s) is too rare to
+	// require.
+	{"shared acquires", 0.05, true},  // 3 to 17
+	{"readers together", 0.02, true}, // 1 to 16: pairs of shared Locks whose windows on a key overlap
+}
+
+// nemRate is the least of an activity per second; with shared, only in a
+// run with shared Locks.
+type nemRate struct {
 	name   string
 	perSec float64
-}{
-	{"acquires", 0.4},              // 24 to 119 in the runs measured
-	{"multi-key acquires", 0.05},   // AcquireAll and TryAcquireAll of two or three keys
-	{"extends", 0.1},               // 4 to 17
-	{"do", 0.1},                    // 4 to 29
-	{"keep-alive looks", 2},        // 181 to 1,105
-	{"fenced locks", 0.2},          // 10 to 43
-	{"fenced writes", 1.5},         // 65 to 811
-	{"stale writes refused", 0.05}, // 2 to 6
-	{"faults", 0.5},                // 27 to 163
+	shared bool
+}
+
+// minRates are the nemMinRates that apply to run.
+func (run *nemRun) minRates() []nemRate {
+	return slices.DeleteFunc(slices.Clone(nemMinRates), func(m nemRate) bool { return m.shared && !run.shared })
 }
 
 // activity counts what the run did that the checker judged: the Locks
-// acquired (and re-entered), those of several keys, the Extends and Do calls that succeeded, the
-// KeepAlive contexts seen live, the Locks of fenced Clients, the fenced
-// writes accepted and the stale ones refused, and the faults injected, in
-// all and by kind.
+// acquired (and re-entered), those of several keys, those shared, the
+// Extends and Do calls that succeeded (and the shared Dos), the pairs of
+// shared Locks that held a key together, the KeepAlive contexts seen live,
+// the exclusive Locks of fenced Clients, the fenced writes accepted and the stale
+// ones refused, and the faults injected, in all and by kind.
 func (run *nemRun) activity(r *history.Record, v *history.Verdict) map[string]int {
 	a := map[string]int{
-		"extends":              run.rec.result("extend", nil),
+		"extends":              run.rec.result("extend", nil) + run.rec.result("extend-shared", nil),
 		"stale writes refused": v.StaleRefused,
+		"readers together":     v.SharedTogether,
 		"faults":               int(run.faults.Load()),
 	}
 	for _, l := range r.Locks {
 		switch {
 		case l.Do && l.DoNil:
 			a["do"]++
+			if l.Shared {
+				a["shared do"]++
+			}
 		case !l.Do:
 			a["acquires"] += len(l.Acquires)
 			if len(l.Keys) > 1 {
 				a["multi-key acquires"] += len(l.Acquires)
 			}
-			if l.Fenced {
-				a["fenced locks"]++
+			if l.Shared {
+				a["shared acquires"] += len(l.Acquires)
+			}
+			if l.Fenced && !l.Shared {
+				a["fenced locks"]++ // a shared one has no fence
 			}
 		}
 	}
@@ -375,7 +433,7 @@ func (run *nemRun) activity(r *history.Record, v *history.Verdict) map[string]in
 func (run *nemRun) shortfall(r *history.Record, v *history.Verdict, d time.Duration) []string {
 	a := run.activity(r, v)
 	var out []string
-	for _, m := range nemMinRates {
+	for _, m := range run.minRates() {
 		if least := max(1, int(m.perSec*d.Seconds())); a[m.name] < least {
 			out = append(out, fmt.Sprintf("%d %s, fewer than %d", a[m.name], m.name, least))
 		}
@@ -396,7 +454,7 @@ func (run *nemRun) requireActivity(t *testing.T, r *history.Record, v *history.V
 	t.Helper()
 	a := run.activity(r, v)
 	var parts []string
-	for _, m := range nemMinRates {
+	for _, m := range run.minRates() {
 		parts = append(parts, fmt.Sprintf("%s %d (≥ %d)", m.name, a[m.name], max(1, int(m.perSec*d.Seconds()))))
 	}
 	for _, k := range run.kinds {
@@ -464,24 +522,38 @@ func waitOrFail(t *testing.T, wg *sync.WaitGroup, within time.Duration, msg stri
 	}
 }
 
-// probes acquires every key at once, once healed and the workers stopped.
+// probes acquires every key at once, once healed and the workers stopped;
+// then, in a run with shared Locks, every key shared at once, so that
+// readers are not locked out either (by a writer's announcement left on a
+// node, say).
 func (run *nemRun) probes(bound time.Duration) []history.Probe {
 	c := run.slots[0].c.Load()
-	out := make([]history.Probe, len(run.keys))
-	var wg sync.WaitGroup
-	for i, key := range run.keys {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), bound+5*time.Second)
-			defer cancel()
-			start := time.Now()
-			l, err := c.Acquire(ctx, key, time.Second)
-			out[i] = history.Probe{Key: key, Took: time.Since(start), Err: err}
-			if err == nil {
-				_ = l.Release(ctx)
-			}
-		})
+	probe := func(shared bool) []history.Probe {
+		var opts []redlock.AcquireOption
+		if shared {
+			opts = append(opts, redlock.Shared())
+		}
+		out := make([]history.Probe, len(run.keys))
+		var wg sync.WaitGroup
+		for i, key := range run.keys {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), bound+5*time.Second)
+				defer cancel()
+				start := time.Now()
+				l, err := c.Acquire(ctx, key, time.Second, opts...)
+				out[i] = history.Probe{Key: key, Shared: shared, Took: time.Since(start), Err: err}
+				if err == nil {
+					_ = l.Release(ctx)
+				}
+			})
+		}
+		wg.Wait()
+		return out
 	}
-	wg.Wait()
+	out := probe(false)
+	if run.shared {
+		out = append(out, probe(true)...)
+	}
 	return out
 }
 

@@ -28,8 +28,12 @@ type nemRecorder struct {
 	leases  []history.LeaseObs
 	highest map[string]uint64 // the fenced store: highest fence accepted per key
 	ops     int
+	shared  int            // of ops, those on shared Locks (named "...-shared")
 	results map[string]int // "op: outcome" counts, for the log
 	events  []nemEvent     // what happened, for the timeline of a finding
+	// wrong lists the Locks whose Shared() was not what their Acquire or
+	// Do asked for: the checker would judge them by the wrong rule.
+	wrong []string
 }
 
 // nemEvent is one line of the timeline: a call that ended, or a fault. Keys
@@ -72,11 +76,15 @@ func newNemRecorder() *nemRecorder {
 		results: make(map[string]int)}
 }
 
-// op counts one call and its outcome.
+// op counts one call and its outcome. The name of a call on a shared
+// Lock ends in "-shared" (opName).
 func (rec *nemRecorder) op(name string, err error) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	rec.ops++
+	if strings.HasSuffix(name, "-shared") {
+		rec.shared++
+	}
 	rec.results[name+": "+outcome(err)]++
 }
 
@@ -100,10 +108,20 @@ func (rec *nemRecorder) result(op string, err error) int {
 	return rec.results[op+": "+outcome(err)]
 }
 
-func (rec *nemRecorder) opCount() int {
+// opName names a call of op on nl, a shared Lock's with "-shared".
+func opName(op string, nl *history.Lock) string {
+	if nl.Shared {
+		return op + "-shared"
+	}
+	return op
+}
+
+// opCount returns how many calls were made, and how many of them on
+// shared Locks.
+func (rec *nemRecorder) opCount() (all, shared int) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	return rec.ops
+	return rec.ops, rec.shared
 }
 
 func (rec *nemRecorder) outcomes() string {
@@ -118,17 +136,22 @@ func (rec *nemRecorder) outcomes() string {
 
 // acquired records that an Acquire in s returned l: a new Lock, or one
 // more hold of a Lock its owner re-entered. fenced says that l's Client
-// fences.
-func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, fenced bool, s history.Span) *history.Lock {
+// fences, shared that the Acquire asked for a shared Lock: the checker
+// judges l by what was asked for, and a Lock that says otherwise is wrong.
+func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, fenced, shared bool, s history.Span) *history.Lock {
 	at := time.Now()
 	u := l.Until()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	nl := rec.locks[l]
 	if nl == nil {
-		nl = &history.Lock{ID: len(rec.all) + 1, Client: worker, Key: l.Key(), Owner: owner, Fenced: fenced, Fence: l.Fence()}
+		nl = &history.Lock{ID: len(rec.all) + 1, Client: worker, Key: l.Key(), Owner: owner, Shared: shared,
+			Fenced: fenced, Fence: l.Fence()}
 		if keys := l.Keys(); len(keys) > 1 {
 			nl.Keys = keys // a hold of each: the checker's windows are on every one
+		}
+		if l.Shared() != shared {
+			rec.wrong = append(rec.wrong, fmt.Sprintf("lock #%d of %s: Shared() %v, asked %v", nl.ID, worker, l.Shared(), shared))
 		}
 		rec.locks[l] = nl
 		rec.all = append(rec.all, nl)
@@ -171,15 +194,16 @@ func (rec *nemRecorder) released(nl *history.Lock, i int, err error) {
 	rec.mu.Lock()
 	nl.Releases[i].End = end
 	rec.mu.Unlock()
-	rec.op("release", err)
+	rec.op(opName("release", nl), err)
 }
 
-// write is a write to the fenced store on behalf of nl, a Lock of a fenced
-// Client (whatever its fence), to each of its keys: the store refuses a
-// fence lower than the highest it accepted for the key. The check and the
-// write are one step per key.
+// write is a write to the fenced store on behalf of nl, an exclusive Lock
+// of a fenced Client (whatever its fence), to each of its keys: the store
+// refuses a fence lower than the highest it accepted for the key. The
+// check and the write are one step per key. A shared Lock, which has no
+// fence, reads: it writes nothing.
 func (rec *nemRecorder) write(nl *history.Lock) {
-	if !nl.Fenced {
+	if !nl.Fenced || nl.Shared {
 		return
 	}
 	rec.mu.Lock()
@@ -207,12 +231,23 @@ func (rec *nemRecorder) look(nl *history.Lock, l *redlock.Lock, kctx context.Con
 	return live
 }
 
-// do records a Do call whose function ran.
-func (rec *nemRecorder) do(d *history.Lock) {
+// do records a Do call whose function ran. gotShared is what its Lock's
+// Shared() said.
+func (rec *nemRecorder) do(d *history.Lock, gotShared bool) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	d.ID = len(rec.all) + 1
 	rec.all = append(rec.all, d)
+	if gotShared != d.Shared {
+		rec.wrong = append(rec.wrong, fmt.Sprintf("Do #%d of %s: Shared() %v, asked %v", d.ID, d.Client, gotShared, d.Shared))
+	}
+}
+
+// wrongShared returns the Locks whose Shared() was not what was asked for.
+func (rec *nemRecorder) wrongShared() []string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return slices.Clone(rec.wrong)
 }
 
 // record returns a copy of the history for the checker.
@@ -281,19 +316,25 @@ func (run *nemRun) nemMultiKeys(r *rand.Rand, key string) []string {
 }
 
 // acquire makes an Acquire or a TryAcquire with a random deadline (some end
-// mid-round): with multi, a quarter of the time an AcquireAll or
-// TryAcquireAll of key and one or two other keys of the pool, otherwise of
-// key alone under an
-// owner of a small pool a third of the time, so that re-entry and takeover
-// from another Client happen (an owner's Lock has one key).
-func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration, multi bool) (*redlock.Lock, *history.Lock) {
+// mid-round): with shareable, a third of the time (run.shared) of key
+// shared, which has one key and no owner; otherwise, with multi, a quarter
+// of the time an AcquireAll or TryAcquireAll of key and one or two other
+// keys of the pool, otherwise of key alone under an owner of a small pool
+// a third of the time, so that re-entry and takeover from another Client
+// happen (an owner's Lock has one key). Readers and writers of one key,
+// single or several, thus contend.
+func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration, multi, shareable bool) (*redlock.Lock, *history.Lock) {
+	var opts []redlock.AcquireOption
+	shared := shareable && run.shared && r.IntN(3) == 0
+	if shared {
+		opts = append(opts, redlock.Shared())
+	}
 	var keys []string
-	if multi && r.IntN(4) == 0 {
+	if !shared && multi && r.IntN(4) == 0 {
 		keys = run.nemMultiKeys(r, key)
 	}
-	var opts []redlock.AcquireOption
 	owner := ""
-	if keys == nil && r.IntN(3) == 0 && run.owners {
+	if !shared && keys == nil && r.IntN(3) == 0 && run.owners {
 		owner = fmt.Sprintf("req-%d", r.IntN(3))
 		opts = append(opts, redlock.WithOwner(owner))
 	}
@@ -317,28 +358,32 @@ func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name,
 	op := map[bool]string{true: "try-acquire", false: "acquire"}[try]
 	what := fmt.Sprintf("owner %q", owner)
 	evKeys := []string{key}
-	if keys != nil {
+	switch {
+	case keys != nil:
 		op += "-all"
 		what = fmt.Sprintf("keys %v", keys)
 		evKeys = keys
+	case shared:
+		op += "-shared"
+		what = "shared"
 	}
 	run.rec.op(op, err)
 	if err != nil {
 		run.rec.event(end, evKeys, "%s %s(%s, ttl %v) from %s: %v", name, op, what, ttl, start.Format("15:04:05.000000"), err)
 		return nil, nil
 	}
-	nl := run.rec.acquired(l, name, owner, slot.fenced, history.Span{Start: start, End: end})
+	nl := run.rec.acquired(l, name, owner, slot.fenced, shared, history.Span{Start: start, End: end})
 	run.rec.event(end, nl.AllKeys(), "%s %s(%s, ttl %v) from %s: lock #%d (token %s, fence %d, until %s)", name, op, what, ttl,
 		start.Format("15:04:05.000000"), nl.ID, l.Token(), l.Fence(), l.Until().Format("15:04:05.000000"))
 	return l, nl
 }
 
-// plainRun holds a lock for a random time (sometimes past its TTL), writes
-// to the fenced store while it believes it holds the lock (and sometimes
-// after), may extend it, and releases it: once, twice, twice at once, or
-// racing an Extend.
+// plainRun holds a lock, exclusive or shared, for a random time
+// (sometimes past its TTL), writes to the fenced store while it believes
+// it holds the lock (and sometimes after) unless it is shared, may extend
+// it, and releases it: once, twice, twice at once, or racing an Extend.
 func (run *nemRun) plainRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration) {
-	l, nl := run.acquire(r, slot, c, name, key, ttl, true)
+	l, nl := run.acquire(r, slot, c, name, key, ttl, true, true)
 	if l == nil {
 		return
 	}
@@ -393,13 +438,14 @@ func (run *nemRun) plainRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name
 // Either Acquire may fail under the faults; B's, of the same owner as A's,
 // may return A's Lock again. A may hold several keys (AcquireAll), key
 // among them; B takes key alone, so that B's Acquire, which must succeed
-// for the stale write to be made, is no rarer than before.
+// for the stale write to be made, is no rarer than before. Both are
+// exclusive: a shared Lock writes nothing.
 func (run *nemRun) pausedRun(r *rand.Rand, name, key string, ttl time.Duration) {
 	slot := run.slots[0]
 	c := slot.c.Load()
 	worker, _, _ := strings.Cut(name, "@")
 	name = worker + "@" + slot.name
-	a, na := run.acquire(r, slot, c, name, key, ttl, true)
+	a, na := run.acquire(r, slot, c, name, key, ttl, true, false)
 	if a == nil {
 		return
 	}
@@ -407,7 +453,7 @@ func (run *nemRun) pausedRun(r *rand.Rand, name, key string, ttl time.Duration) 
 		run.rec.write(na)
 	}
 	time.Sleep(time.Until(a.Until()) + randDur(r, 0, ttl/2))
-	if b, nb := run.acquire(r, slot, c, name, key, logDur(r, nemMinTTL, nemMaxTTL), false); b != nil {
+	if b, nb := run.acquire(r, slot, c, name, key, logDur(r, nemMinTTL, nemMaxTTL), false, false); b != nil {
 		run.rec.write(nb)
 		run.rec.write(na)
 		run.release(b, nb)
@@ -422,7 +468,7 @@ func (run *nemRun) extend(r *rand.Rand, l *redlock.Lock, nl *history.Lock) {
 	start := time.Now()
 	run.rec.capAt(nl, start, ttl)
 	err := l.Extend(ctx, ttl)
-	run.rec.op("extend", err)
+	run.rec.op(opName("extend", nl), err)
 	run.rec.event(time.Now(), nl.AllKeys(), "extend of lock #%d from %s: %v (until %s)", nl.ID, start.Format("15:04:05.000000"), err,
 		l.Until().Format("15:04:05.000000"))
 	if err == nil {
@@ -440,17 +486,18 @@ func (run *nemRun) release(l *redlock.Lock, nl *history.Lock) {
 	run.rec.event(time.Now(), nl.AllKeys(), "release of lock #%d from %s: %v", nl.ID, start.Format("15:04:05.000000"), err)
 }
 
-// keepAliveRun holds a lock under KeepAlive for up to three TTLs, looking
-// at the context and Until every few milliseconds and writing to the
-// fenced store while the context is live.
+// keepAliveRun holds a lock, exclusive or shared, under KeepAlive for up
+// to three TTLs, looking at the context and Until every few milliseconds
+// and, unless it is shared, writing to the fenced store while the context
+// is live.
 func (run *nemRun) keepAliveRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration) {
-	l, nl := run.acquire(r, slot, c, name, key, ttl, true)
+	l, nl := run.acquire(r, slot, c, name, key, ttl, true, true)
 	if l == nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	kctx := l.KeepAlive(ctx)
-	run.rec.op("keep-alive", nil)
+	run.rec.op(opName("keep-alive", nl), nil)
 	work := randDur(r, 0, 3*ttl)
 	start := time.Now()
 	for time.Since(start) < work {
@@ -466,13 +513,14 @@ func (run *nemRun) keepAliveRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, 
 	run.release(l, nl)
 }
 
-// doRun runs Do (a quarter of the time DoAll over key and one or two
-// other keys) with work that sometimes outlives the TTL and a deadline that
-// sometimes ends the work; the function notes when its context was last
-// seen live.
+// doRun runs Do (a third of the time shared, with run.shared; otherwise
+// a quarter of the time DoAll over key and one or two other keys) with
+// work that sometimes outlives the TTL and a deadline that sometimes ends
+// the work; the function notes when its context was last seen live.
 func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration) {
+	shared := run.shared && r.IntN(3) == 0
 	var keys []string
-	if r.IntN(4) == 0 {
+	if !shared && r.IntN(4) == 0 {
 		keys = run.nemMultiKeys(r, key)
 	}
 	work := randDur(r, 0, 2*ttl)
@@ -484,12 +532,14 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 		steps = append(steps, s)
 		total += s
 	}
-	d := &history.Lock{Client: name, Key: key, Do: true}
+	d := &history.Lock{Client: name, Key: key, Do: true, Shared: shared}
+	var gotShared bool
 	start := time.Now()
 	fn := func(kctx context.Context, l *redlock.Lock) error {
 		if ks := l.Keys(); len(ks) > 1 {
 			d.Key, d.Keys = l.Key(), ks
 		}
+		gotShared = l.Shared()
 		d.FnStart = time.Now()
 		live := d.FnStart
 		for _, s := range steps {
@@ -506,10 +556,14 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 	}
 	op := "do"
 	var err error
-	if keys != nil {
+	switch {
+	case keys != nil:
 		op = "do-all"
 		err = c.DoAll(ctx, keys, ttl, fn)
-	} else {
+	case shared:
+		op = "do-shared"
+		err = c.Do(ctx, key, ttl, fn, redlock.Shared())
+	default:
 		err = c.Do(ctx, key, ttl, fn)
 	}
 	end := time.Now()
@@ -520,7 +574,7 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 	d.Acquires = []history.Span{{Start: start, End: d.FnStart}}
 	d.Releases = []history.Span{{Start: d.FnEnd, End: end}}
 	d.DoNil = err == nil
-	run.rec.do(d)
+	run.rec.do(d, gotShared)
 	run.rec.event(end, d.AllKeys(), "%s %s(keys %v, ttl %v) from %s: lock #%d, fn %s..%s, live until %s: %v", name, op, d.AllKeys(), ttl, start.Format("15:04:05.000000"),
 		d.ID, d.FnStart.Format("15:04:05.000000"), d.FnEnd.Format("15:04:05.000000"), d.Proofs[0].Until.Format("15:04:05.000000"), err)
 }

@@ -24,6 +24,12 @@ import (
 
 // Lock is the record of one *redlock.Lock (or of one Do call, whose Lock
 // the caller never sees).
+//
+// A Lock is exclusive or Shared. Per key, any number of shared Locks may
+// hold together, or exactly one exclusive Lock (of one key or several):
+// a shared Lock's windows must not overlap an exclusive Lock's, and two
+// exclusive Locks' must not overlap (checkExclusion). The windows of both
+// are the same: the validity the Lock claimed, while it was held.
 type Lock struct {
 	ID     int
 	Client string // the worker that acquired it first, for reports
@@ -31,10 +37,15 @@ type Lock struct {
 	// Keys are the keys of a Lock of several keys (AcquireAll, DoAll),
 	// Key their first; nil for a Lock of one key. A hold of such a Lock
 	// is a hold of each of its keys: its windows are on every one.
-	Keys   []string
-	Owner  string // the WithOwner id; "" for a Lock of its own
-	Fenced bool   // acquired through a Client WithFencing: it has a fence and writes to the fenced store
-	Fence  uint64 // 0 without fencing
+	Keys  []string
+	Owner string // the WithOwner id; "" for a Lock of its own
+	// Shared: taken with redlock.Shared, one key, no owner. It has no
+	// fence (Fence 0) and writes nothing to the fenced store.
+	Shared bool
+	// Fenced: acquired through a Client WithFencing. An exclusive Lock
+	// then has a fence and writes to the fenced store.
+	Fenced bool
+	Fence  uint64 // 0 without fencing, and for a shared Lock
 	Do     bool   // a Do call: Proofs are the moments its context was live
 
 	// Acquires are the calls that returned this Lock: the first, then its
@@ -83,11 +94,13 @@ type LeaseObs struct {
 	Before, After time.Time
 }
 
-// Probe is the end-of-run acquire of a key, once every fault is healed.
+// Probe is the end-of-run acquire of a key, once every fault is healed:
+// exclusive, or Shared.
 type Probe struct {
-	Key  string
-	Took time.Duration
-	Err  error
+	Key    string
+	Shared bool
+	Took   time.Duration
+	Err    error
 }
 
 // NodeKey is a key found on a node by an end-of-run scan.
@@ -127,6 +140,10 @@ type Verdict struct {
 	// outside the writer's windows: fencing at work, which a run must
 	// show.
 	StaleRefused int
+	// SharedTogether counts the pairs of shared Locks whose windows on a
+	// key overlap: sharing at work, which a run with shared Locks must
+	// show, or its finding no reader beside a writer means little.
+	SharedTogether int
 }
 
 func (v *Verdict) add(kind, key string, at time.Time, format string, args ...any) {
@@ -326,9 +343,11 @@ func takeovers(locks []*Lock) map[*Lock]time.Time {
 }
 
 // checkExclusion reports every pair of different Locks of one key whose
-// windows overlap. A pair with a Do in it is a lease finding (the Do's
-// window is its context's word), counted when the overlap exceeds the
-// slack; any other pair is an exclusion finding.
+// windows overlap, unless both are shared (readers hold together, which
+// SharedTogether counts): an exclusive Lock overlapping another, or a
+// shared one. A pair with a Do in it is a lease finding (the Do's window
+// is its context's word), counted when the overlap exceeds the slack; any
+// other pair is an exclusion finding.
 func checkExclusion(v *Verdict, r *Record) {
 	over := takeovers(r.Locks)
 	var ws []Window[*Lock]
@@ -341,6 +360,10 @@ func checkExclusion(v *Verdict, r *Record) {
 	}
 	for _, o := range Overlaps(ws) {
 		a, b, both := o.A.Holder, o.B.Holder, o.Both
+		if a.Shared && b.Shared {
+			v.SharedTogether++
+			continue
+		}
 		kind := "exclusion"
 		if a.Do || b.Do {
 			if both.Len() <= r.Slack {
@@ -361,6 +384,9 @@ func (l *Lock) Describe() string {
 	if l.Do {
 		b.WriteString(" (Do)")
 	}
+	if l.Shared {
+		b.WriteString(" (shared)")
+	}
 	if len(l.Keys) > 0 {
 		fmt.Fprintf(&b, " (keys %s)", strings.Join(l.Keys, ", "))
 	}
@@ -376,7 +402,9 @@ func (l *Lock) Describe() string {
 // checkFencing judges the fences, and the fenced store by the timeline
 // rather than by the store's own rule (which the store applies under the
 // recorder's mutex, so re-checking it could never fail):
-//   - a Lock of a fenced Client has a fence, not 0;
+//   - an exclusive Lock of a fenced Client has a fence, not 0, and a
+//     shared Lock has none (0), fenced Client or not;
+//   - a shared Lock makes no write;
 //   - a stale write, made by a Lock outside its windows (its validity had
 //     ended, or it was released or taken over) after a newer holder of the
 //     key had written (one whose first Acquire started after the writer's
@@ -388,7 +416,11 @@ func checkFencing(v *Verdict, r *Record) {
 	byID := make(map[int]*Lock)
 	for _, l := range r.Locks {
 		byID[l.ID] = l
-		if l.Fenced && !l.Do && len(l.Acquires) > 0 && l.Fence == 0 {
+		switch {
+		case l.Do || len(l.Acquires) == 0:
+		case l.Shared && l.Fence != 0:
+			v.add("fencing", l.Key, l.Acquires[0].End, "%q: %s has a fence", l.Key, l.Describe())
+		case !l.Shared && l.Fenced && l.Fence == 0:
 			v.add("fencing", l.Key, l.Acquires[0].End, "%q: %s of a fenced Client has no fence", l.Key, l.Describe())
 		}
 	}
@@ -400,6 +432,10 @@ func checkFencing(v *Verdict, r *Record) {
 		l := byID[w.LockID]
 		if l == nil || len(l.Acquires) == 0 {
 			v.add("fencing", w.Key, w.At, "%q: a write of lock #%d, which no Acquire returned", w.Key, w.LockID)
+			continue
+		}
+		if l.Shared {
+			v.add("fencing", w.Key, w.At, "%q: a write of %s, which has no fence", w.Key, l.Describe())
 			continue
 		}
 		within := slices.ContainsFunc(l.windows(over[l]), func(iv Interval) bool { return iv.Contains(w.At) })
@@ -464,12 +500,16 @@ func checkLease(v *Verdict, r *Record) {
 	}
 }
 
-// checkLockout reports a key that could not be acquired within the bound
-// once the faults were healed.
+// checkLockout reports a key that could not be acquired, exclusive or
+// shared, within the bound once the faults were healed.
 func checkLockout(v *Verdict, r *Record) {
 	for _, p := range r.Probes {
 		if p.Err != nil || p.Took > r.Bound {
-			v.add("lockout", p.Key, time.Time{}, "%q: acquire after healing took %v (bound %v): %v", p.Key, p.Took.Round(time.Millisecond), r.Bound, p.Err)
+			what := "acquire"
+			if p.Shared {
+				what = "shared acquire"
+			}
+			v.add("lockout", p.Key, time.Time{}, "%q: %s after healing took %v (bound %v): %v", p.Key, what, p.Took.Round(time.Millisecond), r.Bound, p.Err)
 		}
 	}
 }

@@ -142,6 +142,8 @@ func TestNemesisChecker(t *testing.T) {
 		{"Probe in time", Record{Bound: time.Second, Probes: []Probe{{Key: "k", Took: 900 * time.Millisecond}}}, ""},
 		{"Probe too slow", Record{Bound: time.Second, Probes: []Probe{{Key: "k", Took: 1100 * time.Millisecond}}}, "lockout"},
 		{"Probe failed", Record{Bound: time.Second, Probes: []Probe{{Key: "k", Took: time.Millisecond, Err: errors.New("not acquired")}}}, "lockout"},
+		{"shared Probe too slow", Record{Bound: time.Second, Probes: []Probe{{Key: "k", Took: 900 * time.Millisecond},
+			{Key: "k", Shared: true, Took: 1100 * time.Millisecond}}}, "lockout"},
 		{"leftover key", Record{Leftovers: []NodeKey{{Node: 2, Key: "k", Value: "tok.1"}}}, "leftovers"},
 	}
 	// A stale write the store refused is fencing at work: counted, as a
@@ -229,5 +231,118 @@ func TestNemesisCheckerMultiKey(t *testing.T) {
 	if assert.Len(t, v.Found, 1) {
 		assert.ElementsMatch(t, []int{1, 2}, []int{v.Found[0].Holds[0].ID, v.Found[0].Holds[1].ID})
 		assert.Contains(t, v.Found[0].Detail, "keys a, b")
+	}
+}
+
+// TestNemesisCheckerShared feeds Check histories with shared Locks: per
+// key, any number of shared holders or exactly one exclusive holder (of
+// one key or of several), judged by the same windows as exclusive holds.
+// A shared Lock overlapping an exclusive one is an exclusion finding on
+// that key (a lease finding if one of them is a Do); shared Locks
+// overlapping each other pass, and are counted.
+func TestNemesisCheckerShared(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// lock is a Lock of keys acquired in [acq0, acq1], valid until until,
+	// whose Release started at rel (no Release if rel < 0).
+	lock := func(id int, keys []string, acq0, acq1, until, rel int) *Lock {
+		l := &Lock{ID: id, Client: "c", Key: keys[0], Acquires: []Span{{at(acq0), at(acq1)}},
+			Proofs: []Proof{{at(acq1), at(until)}}}
+		if len(keys) > 1 {
+			l.Keys = keys
+		}
+		if rel >= 0 {
+			l.Releases = []Span{{at(rel), at(rel + 1)}}
+		}
+		return l
+	}
+	k := []string{"k"}
+	reader := func(id, acq0, acq1, until, rel int) *Lock {
+		l := lock(id, k, acq0, acq1, until, rel)
+		l.Shared = true
+		return l
+	}
+	writer := func(id, acq0, acq1, until, rel int) *Lock { return lock(id, k, acq0, acq1, until, rel) }
+	fenced := func(l *Lock, fence uint64) *Lock { l.Fenced, l.Fence = true, fence; return l }
+	extended := func(l *Lock, from, until int) *Lock {
+		l.Caps = append(l.Caps, Proof{at(from - 1), at(until)})
+		l.Proofs = append(l.Proofs, Proof{at(from), at(until)})
+		return l
+	}
+	sharedDo := func(id, acq0, fnStart, lastLive, fnEnd int) *Lock {
+		return &Lock{ID: id, Client: "d", Key: "k", Do: true, Shared: true, Acquires: []Span{{at(acq0), at(fnStart)}},
+			Releases: []Span{{at(fnEnd), at(fnEnd + 1)}}, Proofs: []Proof{{at(fnStart), at(lastLive)}},
+			FnStart: at(fnStart), FnEnd: at(fnEnd)}
+	}
+	ak, kb := []string{"a", "k"}, []string{"a", "b"}
+
+	tests := []struct {
+		name     string
+		r        Record
+		kind     string // "" for a clean history
+		together int    // pairs of shared Locks that held together
+	}{
+		{"a reader overlaps a writer", Record{Locks: []*Lock{
+			writer(1, 0, 10, 100, 80), reader(2, 20, 60, 200, 150)}}, "exclusion", 0},
+		{"a writer overlaps a reader", Record{Locks: []*Lock{
+			reader(1, 0, 10, 100, 80), writer(2, 20, 60, 200, 150)}}, "exclusion", 0},
+		{"two readers overlap", Record{Locks: []*Lock{
+			reader(1, 0, 10, 100, 80), reader(2, 20, 60, 200, 150)}}, "", 1},
+		{"three readers at once", Record{Locks: []*Lock{
+			reader(1, 0, 10, 100, 80), reader(2, 20, 30, 200, 150), reader(3, 5, 40, 300, 70)}}, "", 3},
+		{"a reader overlaps an AcquireAll writer of its key", Record{Locks: []*Lock{
+			lock(1, ak, 0, 10, 100, 80), reader(2, 20, 60, 200, 150)}}, "exclusion", 0},
+		{"an AcquireAll writer overlaps a reader of its key", Record{Locks: []*Lock{
+			reader(1, 0, 10, 100, 80), lock(2, ak, 20, 60, 200, 150)}}, "exclusion", 0},
+		{"a reader beside an AcquireAll writer of other keys", Record{Locks: []*Lock{
+			lock(1, kb, 0, 10, 100, 80), reader(2, 20, 60, 200, 150)}}, "", 0},
+		{"writer, readers, writer in turn", Record{Locks: []*Lock{
+			writer(1, 0, 10, 100, 50), reader(2, 5, 50, 200, 120), reader(3, 5, 60, 200, 150),
+			writer(4, 55, 150, 300, 250), reader(5, 100, 250, 400, -1)}}, "", 1},
+		{"a writer after a crashed reader's validity", Record{Locks: []*Lock{
+			reader(1, 0, 10, 100, -1), writer(2, 20, 100, 200, 150)}}, "", 0},
+		{"a writer within a crashed reader's validity", Record{Locks: []*Lock{
+			reader(1, 0, 10, 100, -1), writer(2, 20, 99, 200, 150)}}, "exclusion", 0},
+		{"a reader extended past the writer's start", Record{Locks: []*Lock{
+			extended(reader(1, 0, 10, 100, 300), 90, 250), writer(2, 20, 150, 400, 350)}}, "exclusion", 0},
+		{"a reader extended shorter", Record{Locks: []*Lock{
+			extended(reader(1, 0, 10, 300, 400), 100, 150), writer(2, 20, 200, 500, 450)}}, "", 0},
+		{"readers together, a writer beside one", Record{Locks: []*Lock{
+			reader(1, 0, 10, 100, 80), reader(2, 20, 30, 300, 250), writer(3, 40, 90, 200, 150)}}, "exclusion", 1},
+		{"a shared Do's context live under a writer", Record{Locks: []*Lock{
+			sharedDo(1, 0, 10, 90, 100), writer(2, 50, 60, 200, 150)}}, "lease", 0},
+		{"a shared Do beside a reader", Record{Locks: []*Lock{
+			sharedDo(1, 0, 10, 90, 100), reader(2, 50, 60, 200, 150)}}, "", 1},
+		{"a shared Lock of a fenced Client has no fence", Record{Locks: []*Lock{
+			fenced(reader(1, 0, 10, 100, 80), 0), fenced(writer(2, 5, 80, 200, 150), 7)}}, "", 0},
+		{"a shared Lock with a fence", Record{Locks: []*Lock{fenced(reader(1, 0, 10, 100, 80), 3)}}, "fencing", 0},
+		{"a write of a shared Lock", Record{Locks: []*Lock{fenced(reader(1, 0, 10, 100, 80), 0)},
+			Writes: []FenceWrite{{Seq: 1, LockID: 1, Key: "k", At: at(20), Accepted: true}}}, "fencing", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Check(&tc.r)
+			for _, kind := range Kinds {
+				if kind == tc.kind {
+					assert.Positive(t, v.Count(kind), "%s not found", kind)
+				} else {
+					assert.Zero(t, v.Count(kind), "%s: %v", kind, v.Found)
+				}
+			}
+			for _, f := range v.Found {
+				if f.Kind == "exclusion" || f.Kind == "lease" {
+					assert.Equal(t, "k", f.Key, "finding on the wrong key: %s", f.Detail)
+				}
+			}
+			assert.Equal(t, tc.together, v.SharedTogether, "shared Locks together")
+		})
+	}
+	// The finding names the reader as shared, and the writer of several
+	// keys by its keys.
+	v := Check(&Record{Locks: []*Lock{lock(1, ak, 0, 10, 100, 80), reader(2, 20, 60, 200, 150)}})
+	if assert.Len(t, v.Found, 1) {
+		assert.ElementsMatch(t, []int{1, 2}, []int{v.Found[0].Holds[0].ID, v.Found[0].Holds[1].ID})
+		assert.Contains(t, v.Found[0].Detail, "lock #2 of c (shared)")
+		assert.Contains(t, v.Found[0].Detail, "keys a, k")
 	}
 }
