@@ -88,7 +88,8 @@ margin (ttl/10) need 10ms each, and below 200ms those floors take an ever
 larger share of the lock (at 10ms the command would be killed as it starts).
 
 Environment: REDLOCK_NODES for --nodes, REDLOCK_RESTART_GUARD for
---restart-guard. The command gets REDLOCK_KEY, and REDLOCK_FENCE with --fencing.
+--restart-guard. The command gets REDLOCK_KEY, REDLOCK_FENCE with --fencing,
+and REDLOCK_PERMIT with --permits.
 
 --key given several times holds all its keys as one lock (the library's
 AcquireAll): taken all at once or not at all, renewed together, lost
@@ -104,9 +105,20 @@ exclusive run does. Once an exclusive run waits for the key, new shared runs
 wait behind it, so that a stream of readers cannot starve it. --shared takes
 one --key, and no --fencing: a shared lock has no fencing token.
 
+--permits n takes one of the key's n permits, a counting semaphore (the
+library's Permits): at most n runs with --permits n hold the key at once,
+each renewed, lost and released on its own as an exclusive run's lock is.
+The command gets its slot, 0 to n-1, as REDLOCK_PERMIT: two commands that
+run at once have different slots. n is 1 to 1000; --permits takes one
+--key, and neither --shared nor --fencing. A run whose key is held by
+another kind of lock (permits of another count, or an exclusive or shared
+lock, and the other way round) is refused at once, whatever --wait says,
+with exit 64: the runs that share a key must agree on how they take it.
+
 Exit statuses:
   the command's   it ran under the lock to the end (128+n: killed by signal n)
-  64              a usage error or a bad node
+  64              a usage error or a bad node, or a key held by another kind
+                  of lock (--permits)
   69              fewer than a quorum of nodes reachable
   70              the lock was lost and the command stopped
   75              the lock was not acquired within --wait
