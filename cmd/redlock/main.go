@@ -1,16 +1,17 @@
 // Command redlock works with Redlock locks over independent Redis masters.
 //
-//	redlock run --nodes NODE,... --key K [--key K2 ...] [--ttl 30s] [--wait 0] [--fencing | --shared] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]
+//	redlock run --nodes NODE,... --key K [--key K2 ...] [--ttl 30s] [--wait 0] [--fencing | --shared | --permits n] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]
 //	redlock status --nodes NODE,... --key K [--json]
 //	redlock check --nodes NODE,... [--strict] [--json]
 //	redlock demo [-addrs host:port,...] [-miniredis] [-workers n] [-rounds n]
 //	redlock --version
 //
 // run holds the lock on K (on every key given, all or none, when --key is
-// repeated) while a command runs: it waits up to --wait for it,
-// renews it while the command runs, and stops the command's whole process
-// group before the lock's validity ends if the lock is lost, or, through a
-// guardian process, at once if redlock itself is killed. status shows
+// repeated; one of K's n permits with --permits n) while a command runs: it
+// waits up to --wait for it, renews it while the command runs, and stops the
+// command's whole process group before the lock's validity ends if the lock
+// is lost, or, through a guardian process, at once if redlock itself is
+// killed. status shows
 // what each node holds for K, and check what in the nodes' configuration
 // puts the lock at risk. Nodes are host:port, or redis:// or rediss:// URLs
 // (user, password, database, TLS), from --nodes or REDLOCK_NODES.
@@ -19,7 +20,8 @@
 // setup: workers contend for one key under fencing while one node is stalled
 // and another killed.
 //
-// Exit statuses (from sysexits.h): 64 a usage error or a bad node URL, 69 a
+// Exit statuses (from sysexits.h): 64 a usage error or a bad node URL (or,
+// for run, a key held by another kind of lock than the one asked for), 69 a
 // quorum of nodes unreachable, 70 run's command stopped because the lock was
 // lost, 75 run's lock not acquired within --wait, 1 check --strict found a
 // warning or another failure. run otherwise exits with its command's status.

@@ -88,7 +88,8 @@ margin (ttl/10) need 10ms each, and below 200ms those floors take an ever
 larger share of the lock (at 10ms the command would be killed as it starts).
 
 Environment: REDLOCK_NODES for --nodes, REDLOCK_RESTART_GUARD for
---restart-guard. The command gets REDLOCK_KEY, and REDLOCK_FENCE with --fencing.
+--restart-guard. The command gets REDLOCK_KEY, REDLOCK_FENCE with --fencing,
+and REDLOCK_PERMIT with --permits.
 
 --key given several times holds all its keys as one lock (the library's
 AcquireAll): taken all at once or not at all, renewed together, lost
@@ -104,9 +105,20 @@ exclusive run does. Once an exclusive run waits for the key, new shared runs
 wait behind it, so that a stream of readers cannot starve it. --shared takes
 one --key, and no --fencing: a shared lock has no fencing token.
 
+--permits n takes one of the key's n permits, a counting semaphore (the
+library's Permits): at most n runs with --permits n hold the key at once,
+each renewed, lost and released on its own as an exclusive run's lock is.
+The command gets its slot, 0 to n-1, as REDLOCK_PERMIT: two commands that
+run at once have different slots. n is 1 to 1000; --permits takes one
+--key, and neither --shared nor --fencing. A run whose key is held by
+another kind of lock (permits of another count, or an exclusive or shared
+lock, and the other way round) is refused at once, whatever --wait says,
+with exit 64: the runs that share a key must agree on how they take it.
+
 Exit statuses:
   the command's   it ran under the lock to the end (128+n: killed by signal n)
-  64              a usage error or a bad node
+  64              a usage error or a bad node, or a key held by another kind
+                  of lock (--permits)
   69              fewer than a quorum of nodes reachable
   70              the lock was lost and the command stopped
   75              the lock was not acquired within --wait
@@ -124,10 +136,11 @@ func runCmd(args []string) error {
 	wait := durationVar(fs, "wait", 0, "how long to wait for the lock, a `duration` (0: one try)")
 	fencing := fs.Bool("fencing", false, "take a fencing token and pass it to the command as $REDLOCK_FENCE")
 	shared := fs.Bool("shared", false, "take the key shared (a read lock): any number of shared runs hold it at once, and none while an exclusive run does; one --key, no --fencing")
+	permits := fs.Int("permits", 0, "take one of the key's `n` permits (1 to "+strconv.Itoa(redlock.MaxPermits)+"): at most n runs with --permits n hold it at once; the command gets its slot as $REDLOCK_PERMIT; one --key, no --shared or --fencing")
 	grace := durationVar(fs, "grace", 0, "the `duration` between SIGTERM and SIGKILL when the lock is lost; shorter than --ttl (default: a third of --ttl)")
 	guard := durationVar(fs, "restart-guard", 0, "count a node that restarted or lost its data only this `duration` after it is back, at least the longest TTL in use (default $"+restartGuardEnv+", 0: off)")
 	verbose := fs.Bool("verbose", false, "log each step on stderr")
-	if err := parseFlags(fs, "--key K [--key K2 ...] [--nodes NODE,...] [--ttl 30s] [--wait 0] [--fencing | --shared] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]", runHelp, args); err != nil {
+	if err := parseFlags(fs, "--key K [--key K2 ...] [--nodes NODE,...] [--ttl 30s] [--wait 0] [--fencing | --shared | --permits n] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]", runHelp, args); err != nil {
 		return err
 	}
 	if !grace.set {
@@ -140,6 +153,8 @@ func runCmd(args []string) error {
 		}
 		guard.d = d
 	}
+	permitsGiven := false // --permits 0 is an error, not the flag's absence
+	fs.Visit(func(f *flag.Flag) { permitsGiven = permitsGiven || f.Name == "permits" })
 	keys := kf.distinct() // a key given twice is held once
 	slices.Sort(keys)     // as the library orders them, and Lock.Keys
 	switch {
@@ -153,6 +168,14 @@ func runCmd(args []string) error {
 		return usageError(fs, "--shared with %d keys (%s): a shared lock holds one key; give --key once", len(keys), quoteKeys(keys))
 	case *shared && *fencing:
 		return usageError(fs, "--shared with --fencing: a shared lock has no fencing token (fences order exclusive holders)")
+	case permitsGiven && (*permits < 1 || *permits > redlock.MaxPermits):
+		return usageError(fs, "--permits %d: the number of permits must be 1 to %d", *permits, redlock.MaxPermits)
+	case permitsGiven && len(keys) > 1:
+		return usageError(fs, "--permits with %d keys (%s): a permit holds one key; give --key once", len(keys), quoteKeys(keys))
+	case permitsGiven && *shared:
+		return usageError(fs, "--permits with --shared: a permit is already held alongside the key's other permits; give one of them")
+	case permitsGiven && *fencing:
+		return usageError(fs, "--permits with --fencing: a permit has no fencing token (fences order exclusive holders)")
 	case ttl.d <= 0:
 		return usageError(fs, "--ttl must be positive")
 	case ttl.d < minTTL:
@@ -168,11 +191,15 @@ func runCmd(args []string) error {
 	case fs.NArg() == 0:
 		return usageError(fs, "no command to run: give it after --")
 	}
-	what := quoteKeys(keys) // "k", or "a", "b" for several keys, or "k" (shared)
+	what := quoteKeys(keys) // "k", or "a", "b" for several keys, or "k" (shared), or "k" (a permit of 3)
 	var acqOpts []redlock.AcquireOption
-	if *shared {
+	switch {
+	case *shared:
 		what += " (shared)"
 		acqOpts = append(acqOpts, redlock.Shared())
+	case permitsGiven:
+		what += fmt.Sprintf(" (a permit of %d)", *permits)
+		acqOpts = append(acqOpts, redlock.Permits(*permits))
 	}
 	logf := func(string, ...any) {}
 	if *verbose {
@@ -236,7 +263,11 @@ func runCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	logf("acquired %s, valid until %s, fence %d", what, lock.Until().Format(time.RFC3339Nano), lock.Fence())
+	if slot, ok := lock.Permit(); ok {
+		logf("acquired %s, slot %d, valid until %s", what, slot, lock.Until().Format(time.RFC3339Nano))
+	} else {
+		logf("acquired %s, valid until %s, fence %d", what, lock.Until().Format(time.RFC3339Nano), lock.Fence())
+	}
 
 	renewing, stopRenewing := context.WithCancel(context.Background())
 	lost := keepAlive(renewing, lock, termLeadFor(ttl.d, grace.d))
@@ -386,6 +417,11 @@ func acquire(locks *redlock.Client, keys []string, what string, ttl, wait time.D
 		return nil, exit(128+int(got.(syscall.Signal)), "%v while waiting for %s", got, what)
 	case unreachable(r.err):
 		return nil, exit(exitUnavailable, "%v", r.err)
+	case errors.Is(r.err, redlock.ErrInvalidArgument) && errors.As(r.err, new(*redlock.QuorumError)):
+		// A node refused the key as taken by another kind of lock: the
+		// library gives up at once, since waiting is no cure for a caller
+		// that does not take the key as its other users do.
+		return nil, exit(exitUsage, "%s refused without waiting: the key is held by another kind of lock (permits of another count, or an exclusive or shared lock): %v", what, r.err)
 	case errors.Is(r.err, redlock.ErrInvalidArgument):
 		return nil, exit(exitUsage, "%v", r.err)
 	}
@@ -396,7 +432,8 @@ func acquire(locks *redlock.Client, keys []string, what string, ttl, wait time.D
 }
 
 // unreachable reports a failed acquire in which too few nodes answered to
-// make a quorum; a node within its restart guard answered.
+// make a quorum; a node within its restart guard answered, and so did one
+// that refused the key as taken by another kind of lock (ErrInvalidArgument).
 func unreachable(err error) bool {
 	var qe *redlock.QuorumError
 	if !errors.As(err, &qe) {
@@ -404,7 +441,8 @@ func unreachable(err error) bool {
 	}
 	silent := 0
 	for _, n := range qe.Nodes {
-		if !errors.Is(n, redlock.ErrHeldByOther) && !errors.Is(n, redlock.ErrKeyAbsent) && !errors.Is(n, redlock.ErrRestartGuard) {
+		if !errors.Is(n, redlock.ErrHeldByOther) && !errors.Is(n, redlock.ErrKeyAbsent) && !errors.Is(n, redlock.ErrRestartGuard) &&
+			!errors.Is(n, redlock.ErrInvalidArgument) {
 			silent++
 		}
 	}
@@ -434,6 +472,9 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, l
 	}
 	if fencing {
 		cmd.Env = append(cmd.Env, "REDLOCK_FENCE="+strconv.FormatUint(lock.Fence(), 10))
+	}
+	if slot, ok := lock.Permit(); ok {
+		cmd.Env = append(cmd.Env, "REDLOCK_PERMIT="+strconv.Itoa(slot))
 	}
 	becomeSubreaper()
 	g, err := startGroup(cmd)

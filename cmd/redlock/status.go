@@ -27,6 +27,7 @@ const holderChars = 8
 const (
 	verdictHeld    = "held"    // a quorum holds one token
 	verdictShared  = "shared"  // a quorum holds the key for one or more shared locks
+	verdictPermits = "permits" // a quorum holds the key for one or more permits
 	verdictFree    = "free"    // no reachable node holds it, and a quorum answered
 	verdictSplit   = "split"   // some nodes hold it, no quorum agrees on a holder
 	verdictUnknown = "unknown" // fewer than a quorum answered
@@ -50,6 +51,11 @@ type keyState struct {
 	// is taken shared: Held then has no Holder, and TTLMillis is the
 	// longest of theirs.
 	Shared []sharedHolder `json:"shared,omitempty"`
+	// Permits are the permits holding the key on this node, when it is
+	// taken by permits, and Count the n they were taken with: Held then
+	// has no Holder, and TTLMillis is the longest of theirs.
+	Permits []permitHolder `json:"permits,omitempty"`
+	Count   int            `json:"count,omitempty"`
 
 	token string // the exclusive holder's token prefix, to compare holders
 }
@@ -62,6 +68,19 @@ type sharedHolder struct {
 	// of nodes hold it.
 	TTLMillis int64 `json:"ttl_ms"`
 	// HeldOn is how many nodes hold it, in keyStatus.SharedHolders.
+	HeldOn int `json:"held_on,omitempty"`
+}
+
+// permitHolder is one permit holding the key.
+type permitHolder struct {
+	Slot   int    `json:"slot"`   // its slot, 0 to n-1
+	Holder string `json:"holder"` // the start of its token, as keyState.Holder
+	// TTLMillis is its remaining time to live: on the node, or in
+	// keyStatus.PermitHolders the time left before fewer than a quorum
+	// of nodes hold it.
+	TTLMillis int64 `json:"ttl_ms"`
+	// HeldOn is how many nodes hold it in its slot, in
+	// keyStatus.PermitHolders.
 	HeldOn int `json:"held_on,omitempty"`
 }
 
@@ -80,6 +99,12 @@ type keyStatus struct {
 	// shared.
 	Shared        int            `json:"shared,omitempty"`
 	SharedHolders []sharedHolder `json:"shared_holders,omitempty"`
+	// Permits is how many permits a quorum holds the key for, Count the n
+	// they were taken with, and PermitHolders those permits by slot, with
+	// verdict permits.
+	Permits       int            `json:"permits,omitempty"`
+	Count         int            `json:"count,omitempty"`
+	PermitHolders []permitHolder `json:"permit_holders,omitempty"`
 }
 
 func statusCmd(args []string) error {
@@ -148,11 +173,17 @@ func readStatus(ctx context.Context, nodes []node, key string) *keyStatus {
 			s.Reachable = true
 			if ns.Held {
 				s.Held = true
-				if len(ns.Shared) == 0 {
+				if len(ns.Shared) == 0 && len(ns.Permits) == 0 {
 					s.Holder, s.token = ns.Holder, ns.Holder
 				}
 				for _, h := range ns.Shared {
 					s.Shared = append(s.Shared, sharedHolder{Holder: h.Holder, TTLMillis: h.TTL.Milliseconds()})
+				}
+				for _, h := range ns.Permits {
+					s.Permits = append(s.Permits, permitHolder{Slot: h.Slot, Holder: h.Holder, TTLMillis: h.TTL.Milliseconds()})
+				}
+				if len(ns.Permits) > 0 {
+					s.Count = ns.Count
 				}
 				ms := ns.TTL.Milliseconds()
 				if ns.TTL < 0 {
@@ -178,22 +209,35 @@ func shortHolder(token string) string {
 	return token
 }
 
+// permitOn names a permit on a node: its count, slot and holder. A permit
+// holds when a quorum of nodes gave its lock the same slot, of one count.
+type permitOn struct {
+	count, slot int
+	holder      string
+}
+
 // judge sets the verdict: held when a quorum of nodes holds one token,
-// shared when a quorum holds the key for one shared lock or more.
+// shared when a quorum holds the key for one shared lock or more, permits
+// when a quorum holds it for one permit or more.
 func (st *keyStatus) judge() {
 	count := map[string]int{}
-	shares := map[string][]int64{} // a shared lock's TTL on each node that holds it
+	shares := map[string][]int64{}    // a shared lock's TTL on each node that holds it
+	permits := map[permitOn][]int64{} // a permit's TTL on each node that holds it
 	holding := 0
 	for _, n := range st.Nodes {
 		if !n.Held {
 			continue
 		}
 		holding++
-		if len(n.Shared) == 0 {
+		if len(n.Shared) == 0 && len(n.Permits) == 0 {
 			count[n.token]++
 		}
 		for _, h := range n.Shared {
 			shares[h.Holder] = append(shares[h.Holder], h.TTLMillis)
+		}
+		for _, h := range n.Permits {
+			p := permitOn{count: n.Count, slot: h.Slot, holder: h.Holder}
+			permits[p] = append(permits[p], h.TTLMillis)
 		}
 	}
 	for token, c := range count {
@@ -214,6 +258,22 @@ func (st *keyStatus) judge() {
 			return cmp.Or(cmp.Compare(b.TTLMillis, a.TTLMillis), strings.Compare(a.Holder, b.Holder))
 		})
 		st.Verdict, st.Shared = verdictShared, len(st.SharedHolders)
+		return
+	}
+	for p, ttls := range permits {
+		if len(ttls) >= st.Quorum {
+			// Two permits held by quorums share a node, which holds one
+			// count: every permit found here has the same.
+			slices.Sort(ttls)
+			st.Count = p.count
+			st.PermitHolders = append(st.PermitHolders, permitHolder{Slot: p.slot, Holder: p.holder, TTLMillis: ttls[len(ttls)-st.Quorum], HeldOn: len(ttls)})
+		}
+	}
+	if len(st.PermitHolders) > 0 {
+		slices.SortFunc(st.PermitHolders, func(a, b permitHolder) int {
+			return cmp.Or(cmp.Compare(a.Slot, b.Slot), strings.Compare(a.Holder, b.Holder))
+		})
+		st.Verdict, st.Permits = verdictPermits, len(st.PermitHolders)
 		return
 	}
 	switch {
@@ -250,6 +310,8 @@ func printStatus(st *keyStatus) {
 			state = "error"
 		case len(n.Shared) > 0:
 			state, holder = "shared", plural(len(n.Shared), "lock")
+		case len(n.Permits) > 0:
+			state, holder = "permits", fmt.Sprintf("%d of %d", len(n.Permits), n.Count)
 		case n.Held:
 			state, holder = "held", n.Holder+"…"
 		}
@@ -279,6 +341,11 @@ func printStatus(st *keyStatus) {
 			fmt.Printf("shared by %s… for %v on %d of %d nodes\n", h.Holder, time.Duration(h.TTLMillis)*time.Millisecond, h.HeldOn, len(st.Nodes))
 		}
 		fmt.Printf("verdict: shared by a quorum (%s)\n", plural(st.Shared, "lock"))
+	case verdictPermits:
+		for _, h := range st.PermitHolders {
+			fmt.Printf("slot %d of %d held by %s… for %v on %d of %d nodes\n", h.Slot, st.Count, h.Holder, time.Duration(h.TTLMillis)*time.Millisecond, h.HeldOn, len(st.Nodes))
+		}
+		fmt.Printf("verdict: permits held by a quorum (%d of %d)\n", st.Permits, st.Count)
 	case verdictFree:
 		fmt.Println("verdict: free")
 	case verdictSplit:
