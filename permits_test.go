@@ -3,7 +3,6 @@ package redlock_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,23 +14,6 @@ import (
 
 	"github.com/redlock-go/redlock"
 )
-
-// permitEntries counts the live permits on node i under key, from its raw
-// value: "#", n, "," then "deadline=slot/value" entries (scripts/lib.lua).
-func (e *env) permitEntries(i int, key string) int {
-	e.t.Helper()
-	v := e.bed.Get(i, key)
-	if !strings.HasPrefix(v, "#") {
-		return 0
-	}
-	n := 0
-	for _, ent := range strings.Split(v, ",")[1:] {
-		if _, item, ok := strings.Cut(ent, "="); ok && !strings.HasPrefix(item, "!") {
-			n++
-		}
-	}
-	return n
-}
 
 // TestPermits: n holders, then a refused (n+1)-th; each holds its own
 // slot; a Release lets a waiter in; with a minority node blackholed, slow
@@ -338,9 +320,9 @@ func TestPermitsRenewal(t *testing.T) {
 	kctx, stop := context.WithCancel(ctx)
 	defer stop()
 	lost := l.KeepAlive(kctx)
-	require.Eventually(t, func() bool { return e.permitEntries(0, key) == 2 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return e.entries(0, key) == 2 }, 10*time.Second, time.Millisecond)
 	require.NoError(t, e.direct[0].Del(ctx, key).Err())
-	require.Eventually(t, func() bool { return e.permitEntries(0, key) == 1 }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return e.entries(0, key) == 1 }, 10*time.Second, 5*time.Millisecond,
 		"the permit was not put back on node 0")
 	time.Sleep(time.Second)
 	ttl, err := l.TTL(ctx)

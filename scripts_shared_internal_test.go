@@ -58,14 +58,7 @@ func (n *scriptNode) entries() []string {
 func TestSharedScripts(t *testing.T) {
 	n := newScriptNode(t)
 	ctx := context.Background()
-	i := 0
-	run := func(name string, f func(t *testing.T)) {
-		i++
-		t.Run(name, func(t *testing.T) {
-			n.t, n.key = t, "shared:"+strconv.Itoa(i)
-			f(t)
-		})
-	}
+	run := n.subtests(t, "shared")
 	run("readers together, writer refused, last out deletes", func(t *testing.T) {
 		require.EqualValues(t, 1, n.acquireShared(shareR, 1, 20_000))
 		require.EqualValues(t, 1, n.acquireShared(shareS, 1, 5_000))
@@ -218,14 +211,7 @@ func (n *scriptNode) releasePermit(p string, limit, tomb int) int64 {
 func TestPermitScripts(t *testing.T) {
 	n := newScriptNode(t)
 	ctx := context.Background()
-	i := 0
-	run := func(name string, f func(t *testing.T)) {
-		i++
-		t.Run(name, func(t *testing.T) {
-			n.t, n.key = t, "permits:"+strconv.Itoa(i)
-			f(t)
-		})
-	}
+	run := n.subtests(t, "permits")
 	run("lowest free slot, n at most, last out deletes", func(t *testing.T) {
 		for k, p := range []string{"A.", "B.", "C."} {
 			code, slot := n.acquirePermit(p, 1, 20_000, 3, -1)
@@ -314,4 +300,17 @@ func TestPermitScripts(t *testing.T) {
 		assert.EqualValues(t, 3, code, "a new node is within its guard")
 		assert.Zero(t, n.rc.Exists(ctx, n.key).Val())
 	})
+}
+
+// subtests returns a function that runs a subtest of t on n, each on a key
+// of its own under prefix.
+func (n *scriptNode) subtests(t *testing.T, prefix string) func(name string, f func(t *testing.T)) {
+	i := 0
+	return func(name string, f func(t *testing.T)) {
+		i++
+		t.Run(name, func(t *testing.T) {
+			n.t, n.key = t, prefix+":"+strconv.Itoa(i)
+			f(t)
+		})
+	}
 }

@@ -27,12 +27,14 @@ var sharedFaults = []struct {
 	{"drop-replies", func(e *env) { e.proxies[2].SetDropReplies(true) }},
 }
 
-// shares counts the live shared entries on node i under key, from its raw
-// value: "^" then "deadline=value" entries (scripts/lib.lua).
-func (e *env) shares(i int, key string) int {
+// entries counts the live Locks' entries on node i under key, from its raw
+// value, taken shared ("^") or by permits ("#", n, ","), then
+// "deadline=item" entries, a tombstone's item starting with "!"
+// (scripts/lib.lua).
+func (e *env) entries(i int, key string) int {
 	e.t.Helper()
 	v := e.bed.Get(i, key)
-	if !strings.HasPrefix(v, "^") {
+	if !strings.HasPrefix(v, "^") && !strings.HasPrefix(v, "#") {
 		return 0
 	}
 	n := 0
@@ -117,7 +119,7 @@ func TestSharedQuorum(t *testing.T) {
 	require.NoError(t, err)
 	e.resetFaults()
 	e.reachable(2)
-	require.Equal(t, 0, e.shares(2, key), "node 2 missed the reader")
+	require.Equal(t, 0, e.entries(2, key), "node 2 missed the reader")
 	_, err = c.TryAcquire(ctx, key, time.Minute)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired, "nodes 0 and 1 hold the reader, node 2 is free")
 	require.NoError(t, r.Release(ctx))
@@ -297,7 +299,7 @@ func TestSharedRenewal(t *testing.T) {
 	defer stop()
 	lost := r.KeepAlive(kctx)
 	require.NoError(t, e.direct[0].Del(ctx, key).Err())
-	require.Eventually(t, func() bool { return e.shares(0, key) == 1 }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return e.entries(0, key) == 1 }, 10*time.Second, 5*time.Millisecond,
 		"the share was not put back on node 0")
 	// short was never renewed: it is gone once its TTL passed, r stays.
 	require.Eventually(t, func() bool {
@@ -337,7 +339,7 @@ func TestSharedInspect(t *testing.T) {
 	r2, err := c.TryAcquire(ctx, key, 20*time.Second, redlock.Shared())
 	require.NoError(t, err)
 	// TryAcquire returns at a quorum: node 2's write may still be on its way.
-	require.Eventually(t, func() bool { return e.shares(2, key) == 2 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return e.entries(2, key) == 2 }, 10*time.Second, time.Millisecond)
 	e.proxies[2].SetBlackhole(true)
 	r3, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared()) // misses node 2
 	require.NoError(t, err)
@@ -450,7 +452,7 @@ func TestSharedStaleAndSkewed(t *testing.T) {
 	clock.set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ttl-drift) // each read jumps past the budget
 	_, err = skewed.TryAcquire(ctx, key, ttl, redlock.Shared())
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	require.Eventually(t, func() bool { return e.shares(0, key)+e.shares(1, key)+e.shares(2, key) == 3 }, 10*time.Second,
+	require.Eventually(t, func() bool { return e.entries(0, key)+e.entries(1, key)+e.entries(2, key) == 3 }, 10*time.Second,
 		5*time.Millisecond, "the refused share was not rolled back, or the other reader's went with it")
 
 	l, err := c.TryAcquire(ctx, key, ttl, redlock.Shared())
@@ -458,7 +460,7 @@ func TestSharedStaleAndSkewed(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 	require.ErrorIs(t, l.Extend(ctx, ttl), redlock.ErrNotHeld)
 	for i := range e.direct {
-		assert.Equal(t, 1, e.shares(i, key), "node %d: the released share came back", i)
+		assert.Equal(t, 1, e.entries(i, key), "node %d: the released share came back", i)
 	}
 	for range 10 {
 		l, err := c.TryAcquire(ctx, key, ttl, redlock.Shared())
@@ -467,7 +469,7 @@ func TestSharedStaleAndSkewed(t *testing.T) {
 		wg.Go(func() { _ = l.Extend(ctx, ttl) })
 		wg.Go(func() { assert.NoError(t, l.Release(ctx)) })
 		wg.Wait()
-		require.Eventually(t, func() bool { return e.shares(0, key)+e.shares(1, key)+e.shares(2, key) == 3 }, 10*time.Second,
+		require.Eventually(t, func() bool { return e.entries(0, key)+e.entries(1, key)+e.entries(2, key) == 3 }, 10*time.Second,
 			5*time.Millisecond, "a share left behind")
 	}
 	require.NoError(t, other.Release(ctx))

@@ -11,40 +11,7 @@
 --            of our entry is there (nothing is changed on -1 and 2).
 -- A Release (limit 0) that frees a slot is announced on the key's release
 -- channel: a waiter for a permit may take it.
-local K = KEYS[1]
-local P, limit = ARGV[1], tonumber(ARGV[2])
-local v = redis.call('GET', K)
-if not v or string.sub(v, 1, 1) == '!' then
-  if ARGV[3] then
-    tomb_leave(K, v, P, ARGV[3], ARGV[4])
-  end
-  return 0
-end
-local n = permit_count(v)
-if not n then
-  return -1
-end
-local now = now_ms()
-local els = shared_live(v, now)
-local mine, _, g = permit_find(els, P, now)
-if mine and limit > 0 and g and g > limit then
-  return 2
-end
-if not mine and not ARGV[3] then
-  return 0
-end
-if mine then
-  table.remove(els, mine)
-end
-if ARGV[3] then
-  shared_tomb(els, P, ARGV[3], ARGV[4], now)
-end
-shared_write(K, els, now, permit_head(n))
-if not mine then
-  return 0
-end
-if limit == 0 then
-  -- The key's release channel: releaseChannelPrefix in waiters.go.
-  pcall(redis.call, 'PUBLISH', 'redlock:released:' .. K, '')
-end
-return 1
+return shared_release(KEYS[1], '#', function(els)
+  local i, _, g = permit_find(els, ARGV[1], 0)
+  return i, g
+end, true)

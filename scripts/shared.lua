@@ -111,3 +111,48 @@ local function shared_write(K, els, now, head)
   end
   return readers
 end
+
+-- shared_release: what release.lua does, for the entry of the Lock whose
+-- prefix is ARGV[1] in key K taken with kind ("^" shared, "#" permits):
+-- find(els) returns the index of that entry in els and its generation.
+-- The Release (limit 0) that takes it out is announced on the key's
+-- release channel when every is set, else only when it was the last.
+-- ARGV and the replies are release_shared.lua's.
+local function shared_release(K, kind, find, every)
+  local P, limit = ARGV[1], tonumber(ARGV[2])
+  local v = redis.call('GET', K)
+  if not v or string.sub(v, 1, 1) == '!' then
+    if ARGV[3] then
+      tomb_leave(K, v, P, ARGV[3], ARGV[4])
+    end
+    return 0
+  end
+  local head = string.match(v, '^%^') or string.match(v, '^#%d+,')
+  if string.sub(v, 1, 1) ~= kind or not head then
+    return -1
+  end
+  local now = now_ms()
+  local els = shared_live(v, now)
+  local i, g = find(els)
+  if i and limit > 0 and g and g > limit then
+    return 2
+  end
+  if not i and not ARGV[3] then
+    return 0
+  end
+  if i then
+    table.remove(els, i)
+  end
+  if ARGV[3] then
+    shared_tomb(els, P, ARGV[3], ARGV[4], now)
+  end
+  local left = shared_write(K, els, now, head)
+  if not i then
+    return 0
+  end
+  if limit == 0 and (every or not left) then
+    -- The key's release channel: releaseChannelPrefix in waiters.go.
+    pcall(redis.call, 'PUBLISH', 'redlock:released:' .. K, '')
+  end
+  return 1
+end
