@@ -203,26 +203,7 @@ func BenchmarkAcquireAll(b *testing.B) {
 			all := func(i int) time.Duration {
 				return benchTimed(b, func() (*redlock.Lock, error) { return c.AcquireAll(ctx, sets[i%len(sets)], benchTTL) })
 			}
-			for i := range 64 {
-				one(i)
-				all(i)
-			}
-			var p, a []time.Duration
-			b.ResetTimer()
-			for i := range b.N {
-				if i%2 == 0 {
-					p = append(p, one(i))
-					a = append(a, all(i))
-				} else {
-					a = append(a, all(i))
-					p = append(p, one(i))
-				}
-			}
-			b.StopTimer()
-			pp, ap := benchkit.Percentile(p, 50), benchkit.Percentile(a, 50)
-			b.ReportMetric(float64(pp.Nanoseconds()), "acquire-p50-ns")
-			b.ReportMetric(float64(ap.Nanoseconds()), "all-p50-ns")
-			b.ReportMetric(float64(ap)/float64(pp), "ratio")
+			benchRatio(b, one, all, "acquire-p50-ns", "all-p50-ns")
 		})
 	}
 }
@@ -505,26 +486,7 @@ func BenchmarkShared(b *testing.B) {
 					return c.Acquire(ctx, ring[i%len(ring)]+":shared", benchTTL, redlock.Shared())
 				})
 			}
-			for i := range 64 {
-				one(i)
-				shared(i)
-			}
-			var p, s []time.Duration
-			b.ResetTimer()
-			for i := range b.N {
-				if i%2 == 0 {
-					p = append(p, one(i))
-					s = append(s, shared(i))
-				} else {
-					s = append(s, shared(i))
-					p = append(p, one(i))
-				}
-			}
-			b.StopTimer()
-			pp, sp := benchkit.Percentile(p, 50), benchkit.Percentile(s, 50)
-			b.ReportMetric(float64(pp.Nanoseconds()), "acquire-p50-ns")
-			b.ReportMetric(float64(sp.Nanoseconds()), "shared-p50-ns")
-			b.ReportMetric(float64(sp)/float64(pp), "ratio")
+			benchRatio(b, one, shared, "acquire-p50-ns", "shared-p50-ns")
 		})
 	}
 }
@@ -562,27 +524,34 @@ func BenchmarkPermits(b *testing.B) {
 						return c.TryAcquire(ctx, ring[i%len(ring)]+":permits", benchTTL, redlock.Permits(n))
 					})
 				}
-				for i := range 64 {
-					one(i)
-					permit(i)
-				}
-				var p, q []time.Duration
-				b.ResetTimer()
-				for i := range b.N {
-					if i%2 == 0 {
-						p = append(p, one(i))
-						q = append(q, permit(i))
-					} else {
-						q = append(q, permit(i))
-						p = append(p, one(i))
-					}
-				}
-				b.StopTimer()
-				pp, qp := benchkit.Percentile(p, 50), benchkit.Percentile(q, 50)
-				b.ReportMetric(float64(pp.Nanoseconds()), "acquire-p50-ns")
-				b.ReportMetric(float64(qp.Nanoseconds()), "permit-p50-ns")
-				b.ReportMetric(float64(qp)/float64(pp), "ratio")
+				benchRatio(b, one, permit, "acquire-p50-ns", "permit-p50-ns")
 			})
 		}
 	}
+}
+
+// benchRatio times a(i) and z(i) b.N times each, interleaved and
+// alternating which goes first, after a warm-up of 64 each, and reports
+// their p50s, as nameA and nameZ, and the ratio of z's to a's.
+func benchRatio(b *testing.B, a, z func(i int) time.Duration, nameA, nameZ string) {
+	for i := range 64 {
+		a(i)
+		z(i)
+	}
+	var as, zs []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			as = append(as, a(i))
+			zs = append(zs, z(i))
+		} else {
+			zs = append(zs, z(i))
+			as = append(as, a(i))
+		}
+	}
+	b.StopTimer()
+	pa, pz := benchkit.Percentile(as, 50), benchkit.Percentile(zs, 50)
+	b.ReportMetric(float64(pa.Nanoseconds()), nameA)
+	b.ReportMetric(float64(pz.Nanoseconds()), nameZ)
+	b.ReportMetric(float64(pz)/float64(pa), "ratio")
 }
