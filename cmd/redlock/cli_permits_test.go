@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -267,17 +266,7 @@ func TestRunPermitsMismatch(t *testing.T) {
 // the quorum's permits by slot, in JSON and text; never a whole token.
 func TestStatusPermits(t *testing.T) {
 	servers, nodes := startServers(t, 3)
-	var clients []redis.UniversalClient
-	for _, s := range servers {
-		c := s.Client()
-		t.Cleanup(func() { _ = c.Close() })
-		clients = append(clients, c)
-	}
-	locks, err := redlock.New(clients)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = locks.Close(context.Background()) })
+	locks := libraryClient(t, servers)
 	ctx := t.Context()
 	const key = "workers"
 	held := map[int]*redlock.Lock{} // by slot

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 // running is a redlock process the test started and has not waited for.
@@ -323,17 +324,7 @@ func TestRunSharedUsage(t *testing.T) {
 // quorum's shared holders, in JSON and text; never a whole token.
 func TestStatusShared(t *testing.T) {
 	servers, nodes := startServers(t, 3)
-	var clients []redis.UniversalClient
-	for _, s := range servers {
-		c := s.Client()
-		t.Cleanup(func() { _ = c.Close() })
-		clients = append(clients, c)
-	}
-	locks, err := redlock.New(clients)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = locks.Close(context.Background()) })
+	locks := libraryClient(t, servers)
 	ctx := t.Context()
 	const key = "catalog"
 	var tokens []string
@@ -399,4 +390,22 @@ func TestStatusShared(t *testing.T) {
 	if !strings.Contains(text.stdout, "verdict: shared by a quorum (1 lock)") {
 		t.Errorf("one shared lock left:\n%s", text.stdout)
 	}
+}
+
+// libraryClient is a library Client over servers, as another process
+// would have one, closed with the test.
+func libraryClient(t *testing.T, servers []*redistest.Server) *redlock.Client {
+	t.Helper()
+	var clients []redis.UniversalClient
+	for _, s := range servers {
+		c := s.Client()
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+	locks, err := redlock.New(clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = locks.Close(context.Background()) })
+	return locks
 }
