@@ -131,6 +131,19 @@ local function shared_release(K, kind, find, every)
   if string.sub(v, 1, 1) ~= kind or not head then
     return -1
   end
+  if limit == 0 and not ARGV[3] then
+    -- The common Release: this Lock's entry alone is there (one "=", no
+    -- tombstone entry), and live, since the key lives as long as its
+    -- last entry. Delete the key as the general path below would.
+    local at = string.find(v, '=', 1, true)
+    local sep = kind == '^' and '=' or '/'
+    local mine = at and string.find(v, sep .. P, at, true)
+    if mine and not string.find(v, '=', at + 1, true) and (mine == at) == (kind == '^') then
+      redis.call('DEL', K)
+      pcall(redis.call, 'PUBLISH', 'redlock:released:' .. K, '')
+      return 1
+    end
+  end
   local now = now_ms()
   local els = shared_live(v, now)
   local i, g = find(els)
