@@ -475,3 +475,55 @@ func TestSharedStaleAndSkewed(t *testing.T) {
 	require.NoError(t, other.Release(ctx))
 	e.eventuallyNoKey(key, 10*time.Second)
 }
+
+// TestSharedWriterDies: the connections of a process whose exclusive
+// Acquire waits for the key close when it dies, and with them its
+// announcement: new readers are admitted again at once, not after a
+// timeout.
+func TestSharedWriterDies(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+	r, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+	require.NoError(t, err)
+
+	// The writer's process: its own connections to the nodes.
+	conns := e.bed.Clients(fastClients)
+	writer, err := redlock.New(conns, redlock.WithNodeTimeout(testNodeTimeout))
+	require.NoError(t, err)
+	require.NoError(t, writer.Warm(ctx))
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = writer.Acquire(wctx, key, time.Minute)
+	}()
+	require.Eventually(t, func() bool {
+		l, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+		if err == nil {
+			require.NoError(t, l.Release(ctx))
+		}
+		return err != nil
+	}, 10*time.Second, 10*time.Millisecond, "the waiting writer did not hold readers back")
+
+	// It dies: every connection it had closes.
+	for _, n := range conns {
+		require.NoError(t, n.Close())
+	}
+	died := time.Now()
+	var l *redlock.Lock
+	require.Eventually(t, func() bool {
+		l, err = c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+		return err == nil
+	}, 2*time.Second, 5*time.Millisecond, "readers stay held back after the writer died")
+	t.Logf("readers admitted %v after the writer died", time.Since(died))
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, r.Release(ctx))
+	wcancel()
+	<-done
+	cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_ = writer.Close(cctx)
+}
