@@ -112,6 +112,12 @@ local function shared_write(K, els, now, head)
   return readers
 end
 
+-- shared_announce announces a Release of key K on its release channel
+-- (releaseChannelPrefix in waiters.go), as release.lua does.
+local function shared_announce(K)
+  pcall(redis.call, 'PUBLISH', 'redlock:released:' .. K, '')
+end
+
 -- shared_release: what release.lua does, for the entry of the Lock whose
 -- prefix is ARGV[1] in key K taken with kind ("^" shared, "#" permits):
 -- find(els) returns the index of that entry in els and its generation.
@@ -140,7 +146,7 @@ local function shared_release(K, kind, find, every)
     local mine = at and string.find(v, sep .. P, at, true)
     if mine and not string.find(v, '=', at + 1, true) and (mine == at) == (kind == '^') then
       redis.call('DEL', K)
-      pcall(redis.call, 'PUBLISH', 'redlock:released:' .. K, '')
+      shared_announce(K)
       return 1
     end
   end
@@ -164,8 +170,7 @@ local function shared_release(K, kind, find, every)
     return 0
   end
   if limit == 0 and (every or not left) then
-    -- The key's release channel: releaseChannelPrefix in waiters.go.
-    pcall(redis.call, 'PUBLISH', 'redlock:released:' .. K, '')
+    shared_announce(K)
   end
   return 1
 end
