@@ -19,6 +19,43 @@ local K = KEYS[1]
 local P, gen, n = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 local v = redis.call('GET', K)
+if v and permit_count(v) == n and not string.find(v, '!', 1, true) and not string.find(v, '/' .. P, 1, true) then
+  -- The common case: permits of this count hold the key, none of them
+  -- this Lock's, no tombstone entry among them. When none has expired, the
+  -- new entry joins them as they are, without rewriting them.
+  local taken, soonest, last, expired = {}, nil, 0, false
+  for dl, s in string.gmatch(v, '(%d+)=(%d+)/') do
+    dl = tonumber(dl)
+    if dl <= now then
+      expired = true
+      break
+    end
+    taken[tonumber(s)] = true
+    last = math.max(last, dl)
+    if not soonest or dl - now < soonest then
+      soonest = dl - now
+    end
+  end
+  if not expired then
+    local pref, slot = tonumber(ARGV[6]), nil
+    if pref >= 0 and pref < n and not taken[pref] then
+      slot = pref
+    else
+      for s = 0, n - 1 do
+        if not taken[s] then
+          slot = s
+          break
+        end
+      end
+    end
+    if not slot then
+      return {0, soonest or -1}
+    end
+    local e = permit_entry(slot, ARGV[1], ARGV[2], now)
+    redis.call('SET', K, v .. ',' .. string.format('%d', e[1]) .. '=' .. e[2], 'PX', math.max(last, e[1]) - now)
+    return {1, slot}
+  end
+end
 local els = {}
 if v then
   local c = string.sub(v, 1, 1)
