@@ -71,7 +71,7 @@ func TestNemesis(t *testing.T) {
 		run := newNemRun(t, seed, true, kinds)
 		run.owners = *nemOwners
 		run.shared = *nemShared
-		run.enough = func(r *history.Record, v *history.Verdict) bool { return len(run.shortfall(r, v, *nemDuration)) == 0 }
+		run.enough = func(r *history.Record, v *history.Verdict) []string { return run.shortfall(r, v, *nemDuration) }
 		v, r := run.run(t, *nemDuration, nil)
 		if len(v.Found) > 0 {
 			t.Errorf("seed %d: %d violations (replay: -run TestNemesis/guarded -nemesis.seed=%d):\n%s",
@@ -139,10 +139,10 @@ type nemRun struct {
 	rec    *nemRecorder
 	faults atomic.Int64
 	byKind map[string]*atomic.Int64 // faults injected, by kind
-	// enough, if set, says whether the history so far shows the activity a
+	// enough, if set, lists what the history so far shows less of than a
 	// run must: a run goes on past its duration, up to three times it,
-	// until it does.
-	enough  func(*history.Record, *history.Verdict) bool
+	// until it lists nothing.
+	enough  func(*history.Record, *history.Verdict) []string
 	closing sync.WaitGroup // Closes of Clients replaced mid-run
 }
 
@@ -291,13 +291,19 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*history.Verdict
 		}
 	}
 	if run.enough != nil {
+		var short []string // at the end of d
 		for bound := begun.Add(3 * d); time.Now().Before(bound); time.Sleep(time.Second) {
-			if r := run.rec.record(); run.enough(r, history.Check(r)) {
+			r := run.rec.record()
+			s := run.enough(r, history.Check(r))
+			if short == nil {
+				short = s
+			}
+			if len(s) == 0 {
 				break
 			}
 		}
 		if took := time.Since(begun); took > d+time.Second {
-			t.Logf("ran %v: the activity a run must show needed more than %v", took.Round(time.Second), d)
+			t.Logf("ran %v: the activity a run must show needed more than %v (%s)", took.Round(time.Second), d, strings.Join(short, "; "))
 		}
 	}
 	close(stop)
