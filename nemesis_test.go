@@ -60,8 +60,9 @@ const (
 // TestNemesis runs the nemesis with the restart guard on, so every fault it
 // injects is within the documented assumptions and the checker must find
 // nothing; then without the guard, restarting nodes empty, where the checker
-// must find two holders, and with shared Locks a reader beside a writer:
-// proof that a green run means something.
+// must find two holders, with shared Locks a reader beside a writer, and
+// with permits n+1 holders of a semaphore key: proof that a green run means
+// something.
 func TestNemesis(t *testing.T) {
 	seed := *nemSeed
 	if seed == 0 {
@@ -123,6 +124,37 @@ func TestNemesis(t *testing.T) {
 		require.NotNil(t, f, "seed %d: no reader beside a writer within %v of restarts without the guard", seed, bound)
 		t.Logf("first finding: %s", f.Detail)
 	})
+	t.Run("unguarded-restart-empty-permits", func(t *testing.T) {
+		if !*nemPermits {
+			t.Skip("-nemesis.permits=false")
+		}
+		// The same hazard, with permits alone: a node that restarts
+		// empty forgets the permits it gave, and once a majority did
+		// within one hold, a slot is given twice. The checker must find
+		// more than n holders of a semaphore key, not only two in one
+		// slot.
+		run := newNemRun(t, seed, false, []string{"restart-empty"})
+		run.gap = [2]time.Duration{10 * time.Millisecond, 80 * time.Millisecond}
+		run.down = [2]time.Duration{0, 50 * time.Millisecond}
+		run.permits, run.permitsOnly = true, true
+		const bound = 60 * time.Second
+		v, _ := run.run(t, bound, func(v *history.Verdict) bool { return moreThanN(v) != nil })
+		f := moreThanN(v)
+		require.NotNil(t, f, "seed %d: no n+1 holders of a semaphore key within %v of restarts without the guard (%d in one slot)",
+			seed, bound, len(v.Found))
+		t.Logf("first finding: %s", f.Detail)
+	})
+}
+
+// moreThanN returns the first finding of v that names more permits
+// holding a key at once than their n, nil if none.
+func moreThanN(v *history.Verdict) *history.Violation {
+	for i, f := range v.Found {
+		if len(f.Holds) > 0 && f.Holds[0].Permits > 0 && len(f.Holds) > f.Holds[0].Permits {
+			return &v.Found[i]
+		}
+	}
+	return nil
 }
 
 // nemRun is one run: the nodes, the Clients, the workers and the nemesis.
