@@ -29,7 +29,7 @@ import (
 // assumptions; the checker (internal/history.Check) then reads the whole
 // history. A run ends with one line (go test -v shows it):
 //
-//	nemesis: seed 42, 5 nodes, 6 clients, 61,204 ops (19,530 on shared Locks), 1,873 faults, 0 violations (exclusion 0, ...)
+//	nemesis: seed 555006, 5 nodes, 6 clients, 7,131 ops (1,373 on shared Locks, 1,854 on permits), 1,523 faults, 0 violations (exclusion 0, permits 0, ...)
 //
 // A long run: go test -v -run TestNemesis -nemesis.duration=30m -timeout 40m .
 // A replay: -nemesis.seed=S runs the same schedule of faults and operations
@@ -41,6 +41,7 @@ var (
 	nemClients  = flag.Int("nemesis.clients", 6, "workers; the first four share a Client two by two")
 	nemOwners   = flag.Bool("nemesis.owners", true, "use WithOwner in a third of the acquires")
 	nemShared   = flag.Bool("nemesis.shared", true, "take a third of the Locks (Acquire, TryAcquire, Do) shared")
+	nemPermits  = flag.Bool("nemesis.permits", true, "spend a quarter of the rounds (not the stalled holder's) on permits (Acquire, TryAcquire, Do with Permits) of semaphore keys of their own")
 	nemMajority = flag.Bool("nemesis.majority", false, "fault a majority too (liveness is then not expected during the run)")
 )
 
@@ -59,8 +60,9 @@ const (
 // TestNemesis runs the nemesis with the restart guard on, so every fault it
 // injects is within the documented assumptions and the checker must find
 // nothing; then without the guard, restarting nodes empty, where the checker
-// must find two holders, and with shared Locks a reader beside a writer:
-// proof that a green run means something.
+// must find two holders, with shared Locks a reader beside a writer, and
+// with permits n+1 holders of a semaphore key: proof that a green run means
+// something.
 func TestNemesis(t *testing.T) {
 	seed := *nemSeed
 	if seed == 0 {
@@ -71,13 +73,14 @@ func TestNemesis(t *testing.T) {
 		run := newNemRun(t, seed, true, kinds)
 		run.owners = *nemOwners
 		run.shared = *nemShared
-		run.enough = func(r *history.Record, v *history.Verdict) bool { return len(run.shortfall(r, v, *nemDuration)) == 0 }
+		run.permits = *nemPermits
+		run.enough = func(r *history.Record, v *history.Verdict) []string { return run.shortfall(r, v, *nemDuration) }
 		v, r := run.run(t, *nemDuration, nil)
 		if len(v.Found) > 0 {
 			t.Errorf("seed %d: %d violations (replay: -run TestNemesis/guarded -nemesis.seed=%d):\n%s",
 				seed, len(v.Found), seed, v.Describe(30))
 		}
-		for _, w := range run.rec.wrongShared() {
+		for _, w := range run.rec.wrong() {
 			t.Errorf("seed %d: %s", seed, w)
 		}
 		run.requireActivity(t, r, v, *nemDuration)
@@ -86,8 +89,8 @@ func TestNemesis(t *testing.T) {
 		// The hazard of the Redlock spec: a node that restarts empty at
 		// once forgets the holder's key; once a majority did within one
 		// hold, a second client gets a quorum. Only that fault, often,
-		// and no owners nor shared Locks, so that nothing else can make
-		// the finding.
+		// and no owners, shared Locks nor permits, so that nothing else
+		// can make the finding.
 		run := newNemRun(t, seed, false, []string{"restart-empty"})
 		run.gap = [2]time.Duration{10 * time.Millisecond, 80 * time.Millisecond}
 		run.down = [2]time.Duration{0, 50 * time.Millisecond}
@@ -96,10 +99,10 @@ func TestNemesis(t *testing.T) {
 		require.Positive(t, v.Count("exclusion"), "seed %d: no two holders within %v of restarts without the guard", seed, bound)
 		t.Logf("first finding: %s", v.Found[0].Detail)
 	})
-	if !*nemShared {
-		return
-	}
 	t.Run("unguarded-restart-empty-shared", func(t *testing.T) {
+		if !*nemShared {
+			t.Skip("-nemesis.shared=false")
+		}
 		// The same hazard, with shared Locks: the checker must find a
 		// shared Lock and an exclusive one holding a key together, as
 		// it finds two exclusive ones.
@@ -121,6 +124,37 @@ func TestNemesis(t *testing.T) {
 		require.NotNil(t, f, "seed %d: no reader beside a writer within %v of restarts without the guard", seed, bound)
 		t.Logf("first finding: %s", f.Detail)
 	})
+	t.Run("unguarded-restart-empty-permits", func(t *testing.T) {
+		if !*nemPermits {
+			t.Skip("-nemesis.permits=false")
+		}
+		// The same hazard, with permits alone: a node that restarts
+		// empty forgets the permits it gave, and once a majority did
+		// within one hold, a slot is given twice. The checker must find
+		// more than n holders of a semaphore key, not only two in one
+		// slot.
+		run := newNemRun(t, seed, false, []string{"restart-empty"})
+		run.gap = [2]time.Duration{10 * time.Millisecond, 80 * time.Millisecond}
+		run.down = [2]time.Duration{0, 50 * time.Millisecond}
+		run.permits, run.permitsOnly = true, true
+		const bound = 60 * time.Second
+		v, _ := run.run(t, bound, func(v *history.Verdict) bool { return moreThanN(v) != nil })
+		f := moreThanN(v)
+		require.NotNil(t, f, "seed %d: no n+1 holders of a semaphore key within %v of restarts without the guard (%d in one slot)",
+			seed, bound, len(v.Found))
+		t.Logf("first finding: %s", f.Detail)
+	})
+}
+
+// moreThanN returns the first finding of v that names more permits
+// holding a key at once than their n, nil if none.
+func moreThanN(v *history.Verdict) *history.Violation {
+	for i, f := range v.Found {
+		if len(f.Holds) > 0 && f.Holds[0].Permits > 0 && len(f.Holds) > f.Holds[0].Permits {
+			return &v.Found[i]
+		}
+	}
+	return nil
 }
 
 // nemRun is one run: the nodes, the Clients, the workers and the nemesis.
@@ -133,17 +167,30 @@ type nemRun struct {
 	keys    []string
 	owners  bool // a third of the acquires WithOwner
 	shared  bool // a third of the Acquires, TryAcquires and Dos Shared
+	// permits: a quarter of the rounds (all with permitsOnly) take a
+	// permit of one of sems. Permits have keys of their own: a key that
+	// permits hold refuses every other acquire, and one that another
+	// Lock holds refuses permits, with ErrInvalidArgument.
+	permits     bool
+	permitsOnly bool
+	sems        []nemSem
 
 	bed    *testbed.Bed
 	slots  []*nemSlot
 	rec    *nemRecorder
 	faults atomic.Int64
 	byKind map[string]*atomic.Int64 // faults injected, by kind
-	// enough, if set, says whether the history so far shows the activity a
+	// enough, if set, lists what the history so far shows less of than a
 	// run must: a run goes on past its duration, up to three times it,
-	// until it does.
-	enough  func(*history.Record, *history.Verdict) bool
+	// until it lists nothing.
+	enough  func(*history.Record, *history.Verdict) []string
 	closing sync.WaitGroup // Closes of Clients replaced mid-run
+}
+
+// nemSem is a semaphore key and the n of its permits.
+type nemSem struct {
+	key string
+	n   int
 }
 
 // nemSlot is one Client, shared by the workers that use it; it is replaced
@@ -165,6 +212,9 @@ func newNemRun(t *testing.T, seed uint64, guarded bool, kinds []string) *nemRun 
 		down: [2]time.Duration{50 * time.Millisecond, 1500 * time.Millisecond}}
 	for i := range 3 {
 		run.keys = append(run.keys, fmt.Sprintf("nem:%d:{k%d}", seed, i))
+	}
+	for i, n := range []int{2, 3} {
+		run.sems = append(run.sems, nemSem{fmt.Sprintf("nem:%d:{s%d}", seed, i), n})
 	}
 	for _, k := range kinds {
 		run.byKind[k] = new(atomic.Int64)
@@ -291,13 +341,19 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*history.Verdict
 		}
 	}
 	if run.enough != nil {
+		var short []string // at the end of d
 		for bound := begun.Add(3 * d); time.Now().Before(bound); time.Sleep(time.Second) {
-			if r := run.rec.record(); run.enough(r, history.Check(r)) {
+			r := run.rec.record()
+			s := run.enough(r, history.Check(r))
+			if short == nil {
+				short = s
+			}
+			if len(s) == 0 {
 				break
 			}
 		}
 		if took := time.Since(begun); took > d+time.Second {
-			t.Logf("ran %v: the activity a run must show needed more than %v", took.Round(time.Second), d)
+			t.Logf("ran %v: the activity a run must show needed more than %v (%s)", took.Round(time.Second), d, strings.Join(short, "; "))
 		}
 	}
 	close(stop)
@@ -331,9 +387,9 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*history.Verdict
 		t.Logf("timeline of %s finding %d (%s; %s):\n%s", f.Kind, i+1, f.Detail, ownerHint(r, f, false),
 			run.rec.timeline(f.Key, f.At, 3*time.Second, 500*time.Millisecond, 150))
 	}
-	ops, shared := run.rec.opCount()
-	line := fmt.Sprintf("nemesis: seed %d, %d nodes, %d clients, %s ops (%s on shared Locks), %s faults, %s violations (%s)",
-		run.seed, len(run.bed.Servers), *nemClients, commas(ops), commas(shared), commas(int(run.faults.Load())),
+	ops, shared, permits := run.rec.opCount()
+	line := fmt.Sprintf("nemesis: seed %d, %d nodes, %d clients, %s ops (%s on shared Locks, %s on permits), %s faults, %s violations (%s)",
+		run.seed, len(run.bed.Servers), *nemClients, commas(ops), commas(shared), commas(permits), commas(int(run.faults.Load())),
 		commas(len(v.Found)), v.Counts())
 	t.Log(line)
 	t.Logf("outcomes: %s; healed to probes %v", run.rec.outcomes(), time.Since(healed).Round(time.Millisecond))
@@ -348,34 +404,43 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*history.Verdict
 // violations" to mean anything, whatever the cause: a workload that stopped
 // acquiring, a fencing regression, a nemesis that stopped.
 var nemMinRates = []nemRate{
-	{"acquires", 0.4, false},              // 24 to 119 in the runs measured
-	{"multi-key acquires", 0.05, false},   // AcquireAll and TryAcquireAll of two or three keys
-	{"extends", 0.1, false},               // 4 to 17
-	{"do", 0.1, false},                    // 4 to 29
-	{"keep-alive looks", 2, false},        // 181 to 1,105
-	{"fenced locks", 0.2, false},          // 10 to 43
-	{"fenced writes", 1.5, false},         // 65 to 811
-	{"stale writes refused", 0.05, false}, // 2 to 6
-	{"faults", 0.5, false},                // 27 to 163
+	{"acquires", 0.4, ""},              // 24 to 119 in the runs measured
+	{"multi-key acquires", 0.05, ""},   // AcquireAll and TryAcquireAll of two or three keys
+	{"extends", 0.1, ""},               // 4 to 17
+	{"do", 0.1, ""},                    // 4 to 29
+	{"keep-alive looks", 2, ""},        // 181 to 1,105
+	{"fenced locks", 0.2, ""},          // 10 to 43
+	{"fenced writes", 1.5, ""},         // 65 to 811
+	{"stale writes refused", 0.05, ""}, // 2 to 6
+	{"faults", 0.5, ""},                // 27 to 163
 	// Shared Locks, in 20 s runs on two cores at load average 2: the
 	// quarter of the fewest, rounded up, allows for a heavier load. A
 	// shared Do that returned nil (0 to 2 in 20 s) is too rare to
 	// require.
-	{"shared acquires", 0.05, true},  // 3 to 17
-	{"readers together", 0.02, true}, // 1 to 16: pairs of shared Locks whose windows on a key overlap
+	{"shared acquires", 0.05, "shared"},  // 3 to 17
+	{"readers together", 0.02, "shared"}, // 1 to 16: pairs of shared Locks whose windows on a key overlap
+	// Permits, in six 20 s runs on two cores at load average 0.2 to 1.8:
+	// a quarter of the fewest, as for shared Locks (at least one each).
+	{"permit acquires", 0.2, "permits"},   // 18 to 29
+	{"permit extends", 0.025, "permits"},  // 2 to 7
+	{"permit do", 0.025, "permits"},       // 2 to 8: a permit's Do that returned nil
+	{"permits together", 0.05, "permits"}, // 5 to 13: pairs of permits whose windows on a key overlap
+	{"permits full", 0.025, "permits"},    // 2 to 7: times a key's n permits all came to hold at once
 }
 
-// nemRate is the least of an activity per second; with shared, only in a
-// run with shared Locks.
+// nemRate is the least of an activity per second; with needs ("shared",
+// "permits"), only in a run with shared Locks, or with permits.
 type nemRate struct {
 	name   string
 	perSec float64
-	shared bool
+	needs  string
 }
 
 // minRates are the nemMinRates that apply to run.
 func (run *nemRun) minRates() []nemRate {
-	return slices.DeleteFunc(slices.Clone(nemMinRates), func(m nemRate) bool { return m.shared && !run.shared })
+	return slices.DeleteFunc(slices.Clone(nemMinRates), func(m nemRate) bool {
+		return m.needs == "shared" && !run.shared || m.needs == "permits" && !run.permits
+	})
 }
 
 // activity counts what the run did that the checker judged: the Locks
@@ -383,21 +448,31 @@ func (run *nemRun) minRates() []nemRate {
 // Extends and Do calls that succeeded (and the shared Dos), the pairs of
 // shared Locks that held a key together, the KeepAlive contexts seen live,
 // the exclusive Locks of fenced Clients, the fenced writes accepted and the stale
-// ones refused, and the faults injected, in all and by kind.
+// ones refused, and the faults injected, in all and by kind; and apart,
+// the permits acquired, their Extends and Do calls that succeeded, their
+// pairs that held a key together and the times a key's permits were all
+// held.
 func (run *nemRun) activity(r *history.Record, v *history.Verdict) map[string]int {
 	a := map[string]int{
 		"extends":              run.rec.result("extend", nil) + run.rec.result("extend-shared", nil),
 		"stale writes refused": v.StaleRefused,
 		"readers together":     v.SharedTogether,
+		"permit extends":       run.rec.result("extend-permit", nil),
+		"permits together":     v.PermitsTogether,
+		"permits full":         v.PermitsFull,
 		"faults":               int(run.faults.Load()),
 	}
 	for _, l := range r.Locks {
 		switch {
+		case l.Do && l.DoNil && l.Permits > 0:
+			a["permit do"]++
 		case l.Do && l.DoNil:
 			a["do"]++
 			if l.Shared {
 				a["shared do"]++
 			}
+		case !l.Do && l.Permits > 0:
+			a["permit acquires"] += len(l.Acquires)
 		case !l.Do:
 			a["acquires"] += len(l.Acquires)
 			if len(l.Keys) > 1 {
@@ -525,7 +600,9 @@ func waitOrFail(t *testing.T, wg *sync.WaitGroup, within time.Duration, msg stri
 // probes acquires every key at once, once healed and the workers stopped;
 // then, in a run with shared Locks, every key shared at once, so that
 // readers are not locked out either (by a writer's announcement left on a
-// node, say).
+// node, say); then, in a run with permits, every permit of every
+// semaphore key at once, so that no slot is locked out (by an entry left
+// on a node, say), each in a slot of its own.
 func (run *nemRun) probes(bound time.Duration) []history.Probe {
 	c := run.slots[0].c.Load()
 	probe := func(shared bool) []history.Probe {
@@ -554,7 +631,51 @@ func (run *nemRun) probes(bound time.Duration) []history.Probe {
 	if run.shared {
 		out = append(out, probe(true)...)
 	}
+	if run.permits {
+		for _, sem := range run.sems {
+			out = append(out, run.probePermits(c, sem, bound))
+		}
+	}
 	return out
+}
+
+// probePermits acquires the n permits of sem at once, then releases them:
+// the Probe took as long as the slowest, and failed with the first error,
+// or if two permits were given one slot.
+func (run *nemRun) probePermits(c *redlock.Client, sem nemSem, bound time.Duration) history.Probe {
+	ctx, cancel := context.WithTimeout(context.Background(), bound+5*time.Second)
+	defer cancel()
+	p := history.Probe{Key: sem.key, Permits: sem.n}
+	var mu sync.Mutex
+	var held []*redlock.Lock
+	var wg sync.WaitGroup
+	for range sem.n {
+		wg.Go(func() {
+			start := time.Now()
+			l, err := c.Acquire(ctx, sem.key, time.Second, redlock.Permits(sem.n))
+			took := time.Since(start)
+			mu.Lock()
+			defer mu.Unlock()
+			p.Took = max(p.Took, took)
+			if err != nil && p.Err == nil {
+				p.Err = err
+			}
+			if l != nil {
+				held = append(held, l)
+			}
+		})
+	}
+	wg.Wait()
+	slots := make(map[int]bool)
+	for _, l := range held {
+		s, _ := l.Permit()
+		if slots[s] && p.Err == nil {
+			p.Err = fmt.Errorf("two permits in slot %d", s)
+		}
+		slots[s] = true
+		_ = l.Release(ctx)
+	}
+	return p
 }
 
 // leftovers lists the lock keys of this run that a node still holds, fence

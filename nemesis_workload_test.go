@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -29,11 +30,15 @@ type nemRecorder struct {
 	highest map[string]uint64 // the fenced store: highest fence accepted per key
 	ops     int
 	shared  int            // of ops, those on shared Locks (named "...-shared")
+	permits int            // of ops, those on permits (named "...-permit")
 	results map[string]int // "op: outcome" counts, for the log
 	events  []nemEvent     // what happened, for the timeline of a finding
-	// wrong lists the Locks whose Shared() was not what their Acquire or
-	// Do asked for: the checker would judge them by the wrong rule.
-	wrong []string
+	// wrongs lists what the library got wrong that the checker does not
+	// judge: a Lock whose Shared() or Permit() was not what its Acquire or
+	// Do asked for (the checker would judge it by the wrong rule), and a
+	// call that failed with ErrInvalidArgument, which no call of the
+	// workload is (permits have keys of their own).
+	wrongs []string
 }
 
 // nemEvent is one line of the timeline: a call that ended, or a fault. Keys
@@ -77,15 +82,23 @@ func newNemRecorder() *nemRecorder {
 }
 
 // op counts one call and its outcome. The name of a call on a shared
-// Lock ends in "-shared" (opName).
+// Lock ends in "-shared", on a permit in "-permit" (opName). A call that
+// failed with ErrInvalidArgument is wrong: every call the workload makes
+// is valid.
 func (rec *nemRecorder) op(name string, err error) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	rec.ops++
-	if strings.HasSuffix(name, "-shared") {
+	switch {
+	case strings.HasSuffix(name, "-shared"):
 		rec.shared++
+	case strings.HasSuffix(name, "-permit"):
+		rec.permits++
 	}
 	rec.results[name+": "+outcome(err)]++
+	if errors.Is(err, redlock.ErrInvalidArgument) {
+		rec.wrongs = append(rec.wrongs, fmt.Sprintf("%s failed with ErrInvalidArgument: %v", name, err))
+	}
 }
 
 func outcome(err error) string {
@@ -108,20 +121,24 @@ func (rec *nemRecorder) result(op string, err error) int {
 	return rec.results[op+": "+outcome(err)]
 }
 
-// opName names a call of op on nl, a shared Lock's with "-shared".
+// opName names a call of op on nl, a shared Lock's with "-shared", a
+// permit's with "-permit".
 func opName(op string, nl *history.Lock) string {
-	if nl.Shared {
+	switch {
+	case nl.Shared:
 		return op + "-shared"
+	case nl.Permits > 0:
+		return op + "-permit"
 	}
 	return op
 }
 
 // opCount returns how many calls were made, and how many of them on
-// shared Locks.
-func (rec *nemRecorder) opCount() (all, shared int) {
+// shared Locks and on permits.
+func (rec *nemRecorder) opCount() (all, shared, permits int) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	return rec.ops, rec.shared
+	return rec.ops, rec.shared, rec.permits
 }
 
 func (rec *nemRecorder) outcomes() string {
@@ -136,23 +153,27 @@ func (rec *nemRecorder) outcomes() string {
 
 // acquired records that an Acquire in s returned l: a new Lock, or one
 // more hold of a Lock its owner re-entered. fenced says that l's Client
-// fences, shared that the Acquire asked for a shared Lock: the checker
-// judges l by what was asked for, and a Lock that says otherwise is wrong.
-func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, fenced, shared bool, s history.Span) *history.Lock {
+// fences, shared that the Acquire asked for a shared Lock, permits the n
+// of Permits it asked for (0: none): the checker judges l by what was
+// asked for, and a Lock that says otherwise is wrong. A permit is judged
+// in the slot its Permit() gives.
+func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, fenced, shared bool, permits int, s history.Span) *history.Lock {
 	at := time.Now()
 	u := l.Until()
+	slot, isPermit := l.Permit()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	nl := rec.locks[l]
 	if nl == nil {
 		nl = &history.Lock{ID: len(rec.all) + 1, Client: worker, Key: l.Key(), Owner: owner, Shared: shared,
-			Fenced: fenced, Fence: l.Fence()}
+			Permits: permits, Slot: slot, Fenced: fenced, Fence: l.Fence()}
 		if keys := l.Keys(); len(keys) > 1 {
 			nl.Keys = keys // a hold of each: the checker's windows are on every one
 		}
 		if l.Shared() != shared {
-			rec.wrong = append(rec.wrong, fmt.Sprintf("lock #%d of %s: Shared() %v, asked %v", nl.ID, worker, l.Shared(), shared))
+			rec.wrongs = append(rec.wrongs, fmt.Sprintf("lock #%d of %s: Shared() %v, asked %v", nl.ID, worker, l.Shared(), shared))
 		}
+		rec.checkPermit(fmt.Sprintf("lock #%d of %s", nl.ID, worker), permits, slot, isPermit)
 		rec.locks[l] = nl
 		rec.all = append(rec.all, nl)
 	}
@@ -161,15 +182,29 @@ func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, fenced, 
 	return nl
 }
 
+// checkPermit notes as wrong a Permit() of what (a Lock, a Do) that is
+// not what was asked for: ok with a slot below n for a permit of n
+// (permits > 0), not ok for any other Lock.
+func (rec *nemRecorder) checkPermit(what string, permits, slot int, ok bool) {
+	if ok != (permits > 0) || ok && (slot < 0 || slot >= permits) {
+		rec.wrongs = append(rec.wrongs, fmt.Sprintf("%s: Permit() %d, %v, asked Permits(%d)", what, slot, ok, permits))
+	}
+}
+
 // prove records the validity l claims now. Until is read after the
 // moment: an Extend that ended in between only ever lowered it, or raised
-// it from a start before the moment, when the old claim still stood.
+// it from a start before the moment, when the old claim still stood. A
+// permit must still hold the slot it was judged in.
 func (rec *nemRecorder) prove(nl *history.Lock, l *redlock.Lock) {
 	at := time.Now()
 	u := l.Until()
+	slot, _ := l.Permit()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	nl.Proofs = append(nl.Proofs, history.Proof{From: at, Until: u})
+	if nl.Permits > 0 && slot != nl.Slot {
+		rec.wrongs = append(rec.wrongs, fmt.Sprintf("lock #%d of %s: Permit() moved from slot %d to %d", nl.ID, nl.Client, nl.Slot, slot))
+	}
 }
 
 // capAt records an Extend of nl for ttl starting at start: from then on the
@@ -200,10 +235,10 @@ func (rec *nemRecorder) released(nl *history.Lock, i int, err error) {
 // write is a write to the fenced store on behalf of nl, an exclusive Lock
 // of a fenced Client (whatever its fence), to each of its keys: the store
 // refuses a fence lower than the highest it accepted for the key. The
-// check and the write are one step per key. A shared Lock, which has no
-// fence, reads: it writes nothing.
+// check and the write are one step per key. A shared Lock or a permit,
+// which has no fence, writes nothing.
 func (rec *nemRecorder) write(nl *history.Lock) {
-	if !nl.Fenced || nl.Shared {
+	if !nl.Fenced || nl.Shared || nl.Permits > 0 {
 		return
 	}
 	rec.mu.Lock()
@@ -232,22 +267,25 @@ func (rec *nemRecorder) look(nl *history.Lock, l *redlock.Lock, kctx context.Con
 }
 
 // do records a Do call whose function ran. gotShared is what its Lock's
-// Shared() said.
-func (rec *nemRecorder) do(d *history.Lock, gotShared bool) {
+// Shared() said, gotPermit whether its Permit() said ok (its slot is in
+// d.Slot).
+func (rec *nemRecorder) do(d *history.Lock, gotShared, gotPermit bool) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	d.ID = len(rec.all) + 1
 	rec.all = append(rec.all, d)
 	if gotShared != d.Shared {
-		rec.wrong = append(rec.wrong, fmt.Sprintf("Do #%d of %s: Shared() %v, asked %v", d.ID, d.Client, gotShared, d.Shared))
+		rec.wrongs = append(rec.wrongs, fmt.Sprintf("Do #%d of %s: Shared() %v, asked %v", d.ID, d.Client, gotShared, d.Shared))
 	}
+	rec.checkPermit(fmt.Sprintf("Do #%d of %s", d.ID, d.Client), d.Permits, d.Slot, gotPermit)
 }
 
-// wrongShared returns the Locks whose Shared() was not what was asked for.
-func (rec *nemRecorder) wrongShared() []string {
+// wrong returns what the library got wrong that the checker does not
+// judge (wrongs).
+func (rec *nemRecorder) wrong() []string {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	return slices.Clone(rec.wrong)
+	return slices.Clone(rec.wrongs)
 }
 
 // record returns a copy of the history for the checker.
@@ -281,15 +319,35 @@ func (run *nemRun) worker(w int, stop <-chan struct{}) {
 		c := slot.c.Load()
 		key := run.keys[r.IntN(len(run.keys))]
 		ttl := logDur(r, nemMinTTL, nemMaxTTL)
-		switch p := r.IntN(100); {
+		p := r.IntN(100)
+		stalled := p >= 35 && p < 45
+		if run.permits && (run.permitsOnly || !stalled && r.IntN(4) == 0) {
+			// A permit of a semaphore key, through the same Client: a
+			// quarter of the rounds but the stalled holder's, which stay
+			// as many as without permits, as their stale fenced writes
+			// are rare. Not more: the lock keys' rarest activity
+			// (readers together) must still show in a 20 s run.
+			sem := run.sems[r.IntN(len(run.sems))]
+			switch p := r.IntN(100); {
+			case p < 20:
+				run.doRun(r, c, name, sem.key, ttl, sem.n)
+			case p < 45:
+				run.keepAliveRun(r, slot, c, name, sem.key, ttl, sem.n)
+			default:
+				run.plainRun(r, slot, c, name, sem.key, ttl, sem.n)
+			}
+			sleepUpTo(r, 20*time.Millisecond)
+			continue
+		}
+		switch {
 		case p < 15:
-			run.doRun(r, c, name, key, ttl)
+			run.doRun(r, c, name, key, ttl, 0)
 		case p < 35:
-			run.keepAliveRun(r, slot, c, name, key, ttl)
-		case p < 45:
+			run.keepAliveRun(r, slot, c, name, key, ttl, 0)
+		case stalled:
 			run.pausedRun(r, name, key, ttl)
 		default:
-			run.plainRun(r, slot, c, name, key, ttl)
+			run.plainRun(r, slot, c, name, key, ttl, 0)
 		}
 		sleepUpTo(r, 20*time.Millisecond)
 	}
@@ -316,15 +374,21 @@ func (run *nemRun) nemMultiKeys(r *rand.Rand, key string) []string {
 }
 
 // acquire makes an Acquire or a TryAcquire with a random deadline (some end
-// mid-round): with shareable, a third of the time (run.shared) of key
-// shared, which has one key and no owner; otherwise, with multi, a quarter
-// of the time an AcquireAll or TryAcquireAll of key and one or two other
-// keys of the pool, otherwise of key alone under an owner of a small pool
-// a third of the time, so that re-entry and takeover from another Client
-// happen (an owner's Lock has one key). Readers and writers of one key,
-// single or several, thus contend.
-func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration, multi, shareable bool) (*redlock.Lock, *history.Lock) {
+// mid-round): with permits, one of the n permits of key, a semaphore key
+// (one key, no owner); otherwise, with shareable, a third of the time
+// (run.shared) of key shared, which has one key and no owner; otherwise,
+// with multi, a quarter of the time an AcquireAll or TryAcquireAll of key
+// and one or two other keys of the pool, otherwise of key alone under an
+// owner of a small pool a third of the time, so that re-entry and takeover
+// from another Client happen (an owner's Lock has one key). Readers and
+// writers of one key, single or several, thus contend, and permits of one
+// semaphore key.
+func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration, multi, shareable bool, permits int) (*redlock.Lock, *history.Lock) {
 	var opts []redlock.AcquireOption
+	if permits > 0 {
+		opts = append(opts, redlock.Permits(permits))
+		multi, shareable = false, false
+	}
 	shared := shareable && run.shared && r.IntN(3) == 0
 	if shared {
 		opts = append(opts, redlock.Shared())
@@ -334,7 +398,7 @@ func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name,
 		keys = run.nemMultiKeys(r, key)
 	}
 	owner := ""
-	if !shared && keys == nil && r.IntN(3) == 0 && run.owners {
+	if permits == 0 && !shared && keys == nil && r.IntN(3) == 0 && run.owners {
 		owner = fmt.Sprintf("req-%d", r.IntN(3))
 		opts = append(opts, redlock.WithOwner(owner))
 	}
@@ -366,24 +430,32 @@ func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name,
 	case shared:
 		op += "-shared"
 		what = "shared"
+	case permits > 0:
+		op += "-permit"
+		what = fmt.Sprintf("permit of %d", permits)
 	}
 	run.rec.op(op, err)
 	if err != nil {
 		run.rec.event(end, evKeys, "%s %s(%s, ttl %v) from %s: %v", name, op, what, ttl, start.Format("15:04:05.000000"), err)
 		return nil, nil
 	}
-	nl := run.rec.acquired(l, name, owner, slot.fenced, shared, history.Span{Start: start, End: end})
-	run.rec.event(end, nl.AllKeys(), "%s %s(%s, ttl %v) from %s: lock #%d (token %s, fence %d, until %s)", name, op, what, ttl,
-		start.Format("15:04:05.000000"), nl.ID, l.Token(), l.Fence(), l.Until().Format("15:04:05.000000"))
+	nl := run.rec.acquired(l, name, owner, slot.fenced, shared, permits, history.Span{Start: start, End: end})
+	held := fmt.Sprintf("fence %d", l.Fence())
+	if permits > 0 {
+		held = fmt.Sprintf("slot %d", nl.Slot)
+	}
+	run.rec.event(end, nl.AllKeys(), "%s %s(%s, ttl %v) from %s: lock #%d (token %s, %s, until %s)", name, op, what, ttl,
+		start.Format("15:04:05.000000"), nl.ID, l.Token(), held, l.Until().Format("15:04:05.000000"))
 	return l, nl
 }
 
-// plainRun holds a lock, exclusive or shared, for a random time
-// (sometimes past its TTL), writes to the fenced store while it believes
-// it holds the lock (and sometimes after) unless it is shared, may extend
-// it, and releases it: once, twice, twice at once, or racing an Extend.
-func (run *nemRun) plainRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration) {
-	l, nl := run.acquire(r, slot, c, name, key, ttl, true, true)
+// plainRun holds a lock, exclusive or shared, or a permit of key (with
+// permits, its n), for a random time (sometimes past its TTL), writes to
+// the fenced store while it believes it holds the lock (and sometimes
+// after) if it is exclusive, may extend it, and releases it: once, twice,
+// twice at once, or racing an Extend.
+func (run *nemRun) plainRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration, permits int) {
+	l, nl := run.acquire(r, slot, c, name, key, ttl, true, true, permits)
 	if l == nil {
 		return
 	}
@@ -445,7 +517,7 @@ func (run *nemRun) pausedRun(r *rand.Rand, name, key string, ttl time.Duration) 
 	c := slot.c.Load()
 	worker, _, _ := strings.Cut(name, "@")
 	name = worker + "@" + slot.name
-	a, na := run.acquire(r, slot, c, name, key, ttl, true, false)
+	a, na := run.acquire(r, slot, c, name, key, ttl, true, false, 0)
 	if a == nil {
 		return
 	}
@@ -453,7 +525,7 @@ func (run *nemRun) pausedRun(r *rand.Rand, name, key string, ttl time.Duration) 
 		run.rec.write(na)
 	}
 	time.Sleep(time.Until(a.Until()) + randDur(r, 0, ttl/2))
-	if b, nb := run.acquire(r, slot, c, name, key, logDur(r, nemMinTTL, nemMaxTTL), false, false); b != nil {
+	if b, nb := run.acquire(r, slot, c, name, key, logDur(r, nemMinTTL, nemMaxTTL), false, false, 0); b != nil {
 		run.rec.write(nb)
 		run.rec.write(na)
 		run.release(b, nb)
@@ -486,12 +558,12 @@ func (run *nemRun) release(l *redlock.Lock, nl *history.Lock) {
 	run.rec.event(time.Now(), nl.AllKeys(), "release of lock #%d from %s: %v", nl.ID, start.Format("15:04:05.000000"), err)
 }
 
-// keepAliveRun holds a lock, exclusive or shared, under KeepAlive for up
-// to three TTLs, looking at the context and Until every few milliseconds
-// and, unless it is shared, writing to the fenced store while the context
-// is live.
-func (run *nemRun) keepAliveRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration) {
-	l, nl := run.acquire(r, slot, c, name, key, ttl, true, true)
+// keepAliveRun holds a lock, exclusive or shared, or a permit of key
+// (with permits, its n), under KeepAlive for up to three TTLs, looking at
+// the context and Until every few milliseconds and, if it is exclusive,
+// writing to the fenced store while the context is live.
+func (run *nemRun) keepAliveRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration, permits int) {
+	l, nl := run.acquire(r, slot, c, name, key, ttl, true, true, permits)
 	if l == nil {
 		return
 	}
@@ -513,14 +585,15 @@ func (run *nemRun) keepAliveRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, 
 	run.release(l, nl)
 }
 
-// doRun runs Do (a third of the time shared, with run.shared; otherwise
-// a quarter of the time DoAll over key and one or two other keys) with
-// work that sometimes outlives the TTL and a deadline that sometimes ends
-// the work; the function notes when its context was last seen live.
-func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration) {
-	shared := run.shared && r.IntN(3) == 0
+// doRun runs Do (with permits, on one of the n permits of key; otherwise
+// a third of the time shared, with run.shared; otherwise a quarter of the
+// time DoAll over key and one or two other keys) with work that sometimes
+// outlives the TTL and a deadline that sometimes ends the work; the
+// function notes when its context was last seen live.
+func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration, permits int) {
+	shared := permits == 0 && run.shared && r.IntN(3) == 0
 	var keys []string
-	if !shared && r.IntN(4) == 0 {
+	if permits == 0 && !shared && r.IntN(4) == 0 {
 		keys = run.nemMultiKeys(r, key)
 	}
 	work := randDur(r, 0, 2*ttl)
@@ -532,14 +605,15 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 		steps = append(steps, s)
 		total += s
 	}
-	d := &history.Lock{Client: name, Key: key, Do: true, Shared: shared}
-	var gotShared bool
+	d := &history.Lock{Client: name, Key: key, Do: true, Shared: shared, Permits: permits}
+	var gotShared, gotPermit bool
 	start := time.Now()
 	fn := func(kctx context.Context, l *redlock.Lock) error {
 		if ks := l.Keys(); len(ks) > 1 {
 			d.Key, d.Keys = l.Key(), ks
 		}
 		gotShared = l.Shared()
+		d.Slot, gotPermit = l.Permit()
 		d.FnStart = time.Now()
 		live := d.FnStart
 		for _, s := range steps {
@@ -563,6 +637,9 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 	case shared:
 		op = "do-shared"
 		err = c.Do(ctx, key, ttl, fn, redlock.Shared())
+	case permits > 0:
+		op = "do-permit"
+		err = c.Do(ctx, key, ttl, fn, redlock.Permits(permits))
 	default:
 		err = c.Do(ctx, key, ttl, fn)
 	}
@@ -574,7 +651,11 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 	d.Acquires = []history.Span{{Start: start, End: d.FnStart}}
 	d.Releases = []history.Span{{Start: d.FnEnd, End: end}}
 	d.DoNil = err == nil
-	run.rec.do(d, gotShared)
-	run.rec.event(end, d.AllKeys(), "%s %s(keys %v, ttl %v) from %s: lock #%d, fn %s..%s, live until %s: %v", name, op, d.AllKeys(), ttl, start.Format("15:04:05.000000"),
-		d.ID, d.FnStart.Format("15:04:05.000000"), d.FnEnd.Format("15:04:05.000000"), d.Proofs[0].Until.Format("15:04:05.000000"), err)
+	run.rec.do(d, gotShared, gotPermit)
+	held := ""
+	if permits > 0 {
+		held = fmt.Sprintf(" (slot %d of %d)", d.Slot, permits)
+	}
+	run.rec.event(end, d.AllKeys(), "%s %s(keys %v, ttl %v) from %s: lock #%d%s, fn %s..%s, live until %s: %v", name, op, d.AllKeys(), ttl, start.Format("15:04:05.000000"),
+		d.ID, held, d.FnStart.Format("15:04:05.000000"), d.FnEnd.Format("15:04:05.000000"), d.Proofs[0].Until.Format("15:04:05.000000"), err)
 }

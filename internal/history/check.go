@@ -25,11 +25,13 @@ import (
 // Lock is the record of one *redlock.Lock (or of one Do call, whose Lock
 // the caller never sees).
 //
-// A Lock is exclusive or Shared. Per key, any number of shared Locks may
-// hold together, or exactly one exclusive Lock (of one key or several):
-// a shared Lock's windows must not overlap an exclusive Lock's, and two
-// exclusive Locks' must not overlap (checkExclusion). The windows of both
-// are the same: the validity the Lock claimed, while it was held.
+// A Lock is exclusive, Shared, or a permit (Permits). Per key, any number
+// of shared Locks may hold together, or exactly one exclusive Lock (of one
+// key or several): a shared Lock's windows must not overlap an exclusive
+// Lock's, and two exclusive Locks' must not overlap (checkExclusion). A
+// key of permits holds permits only, at most Permits of them at once, no
+// two in one Slot (checkPermits). The windows of every kind are the same:
+// the validity the Lock claimed, while it was held.
 type Lock struct {
 	ID     int
 	Client string // the worker that acquired it first, for reports
@@ -42,10 +44,16 @@ type Lock struct {
 	// Shared: taken with redlock.Shared, one key, no owner. It has no
 	// fence (Fence 0) and writes nothing to the fenced store.
 	Shared bool
+	// Permits is the n of a Lock taken with redlock.Permits(n), one key,
+	// no owner, and 0 for any other: one of the key's n permits, held in
+	// Slot (0 to n-1, Lock.Permit). Like a shared Lock, it has no fence
+	// and writes nothing.
+	Permits int
+	Slot    int
 	// Fenced: acquired through a Client WithFencing. An exclusive Lock
 	// then has a fence and writes to the fenced store.
 	Fenced bool
-	Fence  uint64 // 0 without fencing, and for a shared Lock
+	Fence  uint64 // 0 without fencing, and for a shared Lock or a permit
 	Do     bool   // a Do call: Proofs are the moments its context was live
 
 	// Acquires are the calls that returned this Lock: the first, then its
@@ -95,12 +103,14 @@ type LeaseObs struct {
 }
 
 // Probe is the end-of-run acquire of a key, once every fault is healed:
-// exclusive, or Shared.
+// exclusive, Shared, or of all the key's Permits at once (Took the
+// slowest, Err the first error).
 type Probe struct {
-	Key    string
-	Shared bool
-	Took   time.Duration
-	Err    error
+	Key     string
+	Shared  bool
+	Permits int
+	Took    time.Duration
+	Err     error
 }
 
 // NodeKey is a key found on a node by an end-of-run scan.
@@ -126,11 +136,11 @@ type Record struct {
 
 // Violation is one finding.
 type Violation struct {
-	Kind   string // exclusion, fencing, lease, lockout, leftovers
+	Kind   string // exclusion, permits, fencing, lease, lockout, leftovers
 	Key    string
 	At     time.Time // when it happened, if known, for the timeline
 	Detail string
-	Holds  []*Lock // the Locks of an overlap
+	Holds  []*Lock // the Locks of an overlap, or of more than n permits at once
 }
 
 // Verdict lists the violations by kind.
@@ -144,6 +154,12 @@ type Verdict struct {
 	// key overlap: sharing at work, which a run with shared Locks must
 	// show, or its finding no reader beside a writer means little.
 	SharedTogether int
+	// PermitsTogether counts the pairs of permits whose windows on a key
+	// overlap, and PermitsFull the times a key's n permits (n >= 2) all
+	// came to be held at once: the semaphore at work, and at its bound,
+	// which a run with permits must show, or its finding no n+1 holders
+	// means little.
+	PermitsTogether, PermitsFull int
 }
 
 func (v *Verdict) add(kind, key string, at time.Time, format string, args ...any) {
@@ -162,12 +178,13 @@ func (v *Verdict) Count(kind string) int {
 }
 
 // Kinds are the kinds in the order of the report line.
-var Kinds = []string{"exclusion", "fencing", "lease", "lockout", "leftovers"}
+var Kinds = []string{"exclusion", "permits", "fencing", "lease", "lockout", "leftovers"}
 
 // Check judges a whole record.
 func Check(r *Record) *Verdict {
 	v := &Verdict{}
 	checkExclusion(v, r)
+	checkPermits(v, r)
 	checkFencing(v, r)
 	checkLease(v, r)
 	checkLockout(v, r)
@@ -176,6 +193,10 @@ func Check(r *Record) *Verdict {
 	}
 	return v
 }
+
+// exclusive reports whether l holds its keys alone: neither shared nor a
+// permit. Only such a Lock has a fence and writes.
+func (l *Lock) exclusive() bool { return !l.Shared && l.Permits == 0 }
 
 // AllKeys returns the keys l holds: Keys, or Key alone.
 func (l *Lock) AllKeys() []string {
@@ -344,10 +365,11 @@ func takeovers(locks []*Lock) map[*Lock]time.Time {
 
 // checkExclusion reports every pair of different Locks of one key whose
 // windows overlap, unless both are shared (readers hold together, which
-// SharedTogether counts): an exclusive Lock overlapping another, or a
-// shared one. A pair with a Do in it is a lease finding (the Do's window
-// is its context's word), counted when the overlap exceeds the slack; any
-// other pair is an exclusion finding.
+// SharedTogether counts) or both permits (checkPermits judges them): an
+// exclusive Lock overlapping another, a shared one or a permit, or a
+// shared one overlapping a permit. A pair with a Do in it is a lease
+// finding (the Do's window is its context's word), counted when the
+// overlap exceeds the slack; any other pair is an exclusion finding.
 func checkExclusion(v *Verdict, r *Record) {
 	over := takeovers(r.Locks)
 	var ws []Window[*Lock]
@@ -362,6 +384,9 @@ func checkExclusion(v *Verdict, r *Record) {
 		a, b, both := o.A.Holder, o.B.Holder, o.Both
 		if a.Shared && b.Shared {
 			v.SharedTogether++
+			continue
+		}
+		if a.Permits > 0 && b.Permits > 0 {
 			continue
 		}
 		kind := "exclusion"
@@ -387,6 +412,9 @@ func (l *Lock) Describe() string {
 	if l.Shared {
 		b.WriteString(" (shared)")
 	}
+	if l.Permits > 0 {
+		fmt.Fprintf(&b, " (permit, slot %d of %d)", l.Slot, l.Permits)
+	}
 	if len(l.Keys) > 0 {
 		fmt.Fprintf(&b, " (keys %s)", strings.Join(l.Keys, ", "))
 	}
@@ -403,8 +431,8 @@ func (l *Lock) Describe() string {
 // rather than by the store's own rule (which the store applies under the
 // recorder's mutex, so re-checking it could never fail):
 //   - an exclusive Lock of a fenced Client has a fence, not 0, and a
-//     shared Lock has none (0), fenced Client or not;
-//   - a shared Lock makes no write;
+//     shared Lock or a permit has none (0), fenced Client or not;
+//   - a shared Lock or a permit makes no write;
 //   - a stale write, made by a Lock outside its windows (its validity had
 //     ended, or it was released or taken over) after a newer holder of the
 //     key had written (one whose first Acquire started after the writer's
@@ -418,9 +446,9 @@ func checkFencing(v *Verdict, r *Record) {
 		byID[l.ID] = l
 		switch {
 		case l.Do || len(l.Acquires) == 0:
-		case l.Shared && l.Fence != 0:
+		case !l.exclusive() && l.Fence != 0:
 			v.add("fencing", l.Key, l.Acquires[0].End, "%q: %s has a fence", l.Key, l.Describe())
-		case !l.Shared && l.Fenced && l.Fence == 0:
+		case l.exclusive() && l.Fenced && l.Fence == 0:
 			v.add("fencing", l.Key, l.Acquires[0].End, "%q: %s of a fenced Client has no fence", l.Key, l.Describe())
 		}
 	}
@@ -434,7 +462,7 @@ func checkFencing(v *Verdict, r *Record) {
 			v.add("fencing", w.Key, w.At, "%q: a write of lock #%d, which no Acquire returned", w.Key, w.LockID)
 			continue
 		}
-		if l.Shared {
+		if !l.exclusive() {
 			v.add("fencing", w.Key, w.At, "%q: a write of %s, which has no fence", w.Key, l.Describe())
 			continue
 		}
@@ -500,14 +528,17 @@ func checkLease(v *Verdict, r *Record) {
 	}
 }
 
-// checkLockout reports a key that could not be acquired, exclusive or
-// shared, within the bound once the faults were healed.
+// checkLockout reports a key that could not be acquired, exclusive,
+// shared or all its permits, within the bound once the faults were healed.
 func checkLockout(v *Verdict, r *Record) {
 	for _, p := range r.Probes {
 		if p.Err != nil || p.Took > r.Bound {
 			what := "acquire"
-			if p.Shared {
+			switch {
+			case p.Shared:
 				what = "shared acquire"
+			case p.Permits > 0:
+				what = fmt.Sprintf("acquire of its %d permits", p.Permits)
 			}
 			v.add("lockout", p.Key, time.Time{}, "%q: %s after healing took %v (bound %v): %v", p.Key, what, p.Took.Round(time.Millisecond), r.Bound, p.Err)
 		}

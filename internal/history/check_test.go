@@ -346,3 +346,147 @@ func TestNemesisCheckerShared(t *testing.T) {
 		assert.Contains(t, v.Found[0].Detail, "keys a, k")
 	}
 }
+
+// TestNemesisCheckerPermits feeds Check histories with permits: per key, at
+// most n permits hold at once, no two overlapping in one slot, judged by
+// the same windows as exclusive holds; a key of permits holds nothing
+// else. n+1 permits at once are a permits finding naming the n+1 holders,
+// as are two overlapping in one slot or with different counts; n at once,
+// or holders of one slot in turn, pass, and are counted.
+func TestNemesisCheckerPermits(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// permit is one of n permits of key "s", in slot, acquired in [acq0,
+	// acq1], valid until until, whose Release started at rel (no Release
+	// if rel < 0).
+	permitOf := func(key string, id, n, slot, acq0, acq1, until, rel int) *Lock {
+		l := &Lock{ID: id, Client: "c", Key: key, Permits: n, Slot: slot, Acquires: []Span{{at(acq0), at(acq1)}},
+			Proofs: []Proof{{at(acq1), at(until)}}}
+		if rel >= 0 {
+			l.Releases = []Span{{at(rel), at(rel + 1)}}
+		}
+		return l
+	}
+	permit := func(id, n, slot, acq0, acq1, until, rel int) *Lock {
+		return permitOf("s", id, n, slot, acq0, acq1, until, rel)
+	}
+	lock := func(id int, keys []string, acq0, acq1, until, rel int) *Lock {
+		l := &Lock{ID: id, Client: "c", Key: keys[0], Acquires: []Span{{at(acq0), at(acq1)}},
+			Proofs: []Proof{{at(acq1), at(until)}}, Releases: []Span{{at(rel), at(rel + 1)}}}
+		if len(keys) > 1 {
+			l.Keys = keys
+		}
+		return l
+	}
+	shared := func(l *Lock) *Lock { l.Shared = true; return l }
+	fenced := func(l *Lock, fence uint64) *Lock { l.Fenced, l.Fence = true, fence; return l }
+	extended := func(l *Lock, from, until int) *Lock {
+		l.Caps = append(l.Caps, Proof{at(from - 1), at(until)})
+		l.Proofs = append(l.Proofs, Proof{at(from), at(until)})
+		return l
+	}
+	permitDo := func(id, n, slot, acq0, fnStart, lastLive, fnEnd int) *Lock {
+		return &Lock{ID: id, Client: "d", Key: "s", Do: true, Permits: n, Slot: slot, Acquires: []Span{{at(acq0), at(fnStart)}},
+			Releases: []Span{{at(fnEnd), at(fnEnd + 1)}}, Proofs: []Proof{{at(fnStart), at(lastLive)}},
+			FnStart: at(fnStart), FnEnd: at(fnEnd)}
+	}
+
+	tests := []struct {
+		name     string
+		r        Record
+		kind     string // "" for a clean history
+		most     int    // the most Locks a finding names
+		together int    // pairs of permits that held together
+		full     int    // times a key's n permits all held (two in one slot count)
+	}{
+		{"n+1 at once, in n+1 slots", Record{Locks: []*Lock{
+			permit(1, 2, 0, 0, 10, 100, 80), permit(2, 2, 1, 0, 20, 100, 90), permit(3, 2, 2, 0, 30, 100, 95)}}, "permits", 3, 3, 1},
+		{"n+1 at once", Record{Locks: []*Lock{
+			permit(1, 2, 0, 0, 10, 100, 80), permit(2, 2, 1, 0, 20, 100, 90), permit(3, 2, 0, 0, 30, 100, 95)}}, "permits", 3, 2, 1},
+		{"n at once", Record{Locks: []*Lock{
+			permit(1, 2, 0, 0, 10, 100, 80), permit(2, 2, 1, 0, 20, 100, 90)}}, "", 0, 1, 1},
+		{"three of three at once", Record{Locks: []*Lock{
+			permit(1, 3, 0, 0, 10, 100, 80), permit(2, 3, 2, 0, 20, 100, 90), permit(3, 3, 1, 0, 30, 100, 95)}}, "", 0, 3, 1},
+		{"three holders, never more than two at once", Record{Locks: []*Lock{
+			permit(1, 2, 0, 0, 10, 100, 50), permit(2, 2, 1, 0, 20, 100, 90), permit(3, 2, 0, 20, 50, 200, 120)}}, "", 0, 2, 1},
+		{"full twice", Record{Locks: []*Lock{
+			permit(1, 2, 0, 0, 10, 100, 50), permit(2, 2, 1, 0, 20, 100, 40), permit(3, 2, 0, 20, 50, 200, 120),
+			permit(4, 2, 1, 20, 60, 200, 100)}}, "", 0, 2, 2},
+		{"two in one slot", Record{Locks: []*Lock{
+			permit(1, 3, 1, 0, 10, 100, 80), permit(2, 3, 1, 20, 60, 200, 150)}}, "permits", 2, 0, 0},
+		{"one slot in turn", Record{Locks: []*Lock{
+			permit(1, 2, 0, 0, 10, 100, 50), permit(2, 2, 0, 5, 50, 200, 150)}}, "", 0, 0, 0},
+		{"one slot after a crashed holder's validity", Record{Locks: []*Lock{
+			permit(1, 2, 0, 0, 10, 100, -1), permit(2, 2, 0, 20, 100, 200, 150)}}, "", 0, 0, 0},
+		{"one slot within a crashed holder's validity", Record{Locks: []*Lock{
+			permit(1, 2, 0, 0, 10, 100, -1), permit(2, 2, 0, 20, 99, 200, 150)}}, "permits", 2, 0, 1},
+		{"extended past a third holder's start", Record{Locks: []*Lock{
+			extended(permit(1, 2, 0, 0, 10, 100, 300), 90, 250), permit(2, 2, 1, 0, 20, 300, 280),
+			permit(3, 2, 0, 20, 150, 400, 350)}}, "permits", 3, 2, 1},
+		{"extended shorter, a third holder after", Record{Locks: []*Lock{
+			extended(permit(1, 2, 0, 0, 10, 300, 400), 100, 150), permit(2, 2, 1, 0, 20, 300, 280),
+			permit(3, 2, 0, 20, 200, 400, 350)}}, "", 0, 2, 2},
+		{"permits of different counts", Record{Locks: []*Lock{
+			permit(1, 2, 0, 0, 10, 100, 80), permit(2, 3, 1, 20, 60, 200, 150)}}, "permits", 2, 0, 1},
+		{"n+1 on two keys", Record{Locks: []*Lock{
+			permit(1, 2, 0, 0, 10, 100, 80), permit(2, 2, 1, 0, 20, 100, 90), permitOf("t", 3, 2, 0, 0, 30, 100, 95)}}, "", 0, 1, 1},
+		{"a permit beside an exclusive Lock", Record{Locks: []*Lock{
+			permit(1, 2, 0, 0, 10, 100, 80), lock(2, []string{"s"}, 20, 60, 200, 150)}}, "exclusion", 2, 0, 0},
+		{"a permit beside a shared Lock", Record{Locks: []*Lock{
+			shared(lock(1, []string{"s"}, 0, 10, 100, 80)), permit(2, 2, 0, 20, 60, 200, 150)}}, "exclusion", 2, 0, 0},
+		{"a permit beside an AcquireAll of its key", Record{Locks: []*Lock{
+			permit(1, 2, 0, 0, 10, 100, 80), lock(2, []string{"a", "s"}, 20, 60, 200, 150)}}, "exclusion", 2, 0, 0},
+		{"an exclusive Lock after the permits", Record{Locks: []*Lock{
+			permit(1, 2, 0, 0, 10, 100, 50), permit(2, 2, 1, 0, 20, 100, 60), lock(3, []string{"s"}, 20, 60, 200, 150)}}, "", 0, 1, 1},
+		{"a permit Do's context live in its slot under another", Record{Locks: []*Lock{
+			permitDo(1, 2, 0, 0, 10, 90, 100), permit(2, 2, 0, 50, 60, 200, 150)}}, "lease", 2, 0, 1},
+		{"a permit Do beside another", Record{Locks: []*Lock{
+			permitDo(1, 2, 0, 0, 10, 90, 100), permit(2, 2, 1, 50, 60, 200, 150)}}, "", 0, 1, 1},
+		{"a permit Do's overlap within the slack", Record{Slack: 20 * time.Millisecond, Locks: []*Lock{
+			permitDo(1, 2, 0, 0, 10, 70, 75), permit(2, 2, 0, 50, 60, 200, 150)}}, "", 0, 0, 0},
+		{"n+1 with a Do", Record{Locks: []*Lock{
+			permitDo(1, 2, 0, 0, 10, 90, 100), permit(2, 2, 1, 0, 20, 100, 90), permit(3, 2, 2, 0, 30, 100, 95)}}, "lease", 3, 3, 1},
+		{"a permit of a fenced Client has no fence", Record{Locks: []*Lock{fenced(permit(1, 2, 0, 0, 10, 100, 80), 0)}}, "", 0, 0, 0},
+		{"a permit with a fence", Record{Locks: []*Lock{fenced(permit(1, 2, 0, 0, 10, 100, 80), 3)}}, "fencing", 0, 0, 0},
+		{"a write of a permit", Record{Locks: []*Lock{fenced(permit(1, 2, 0, 0, 10, 100, 80), 0)},
+			Writes: []FenceWrite{{Seq: 1, LockID: 1, Key: "s", At: at(20), Accepted: true}}}, "fencing", 0, 0, 0},
+		{"permits Probe in time", Record{Bound: time.Second, Probes: []Probe{{Key: "s", Permits: 2, Took: 900 * time.Millisecond}}}, "", 0, 0, 0},
+		{"permits Probe too slow", Record{Bound: time.Second, Probes: []Probe{{Key: "s", Permits: 2, Took: 1100 * time.Millisecond}}}, "lockout", 0, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Check(&tc.r)
+			for _, kind := range Kinds {
+				if kind == tc.kind {
+					assert.Positive(t, v.Count(kind), "%s not found", kind)
+				} else {
+					assert.Zero(t, v.Count(kind), "%s: %v", kind, v.Found)
+				}
+			}
+			most := 0
+			for _, f := range v.Found {
+				most = max(most, len(f.Holds))
+				if len(f.Holds) > 0 {
+					assert.Equal(t, "s", f.Key, "finding on the wrong key: %s", f.Detail)
+				}
+			}
+			assert.Equal(t, tc.most, most, "the most Locks a finding names: %v", v.Found)
+			assert.Equal(t, tc.together, v.PermitsTogether, "permits together")
+			assert.Equal(t, tc.full, v.PermitsFull, "permits full")
+		})
+	}
+	// The finding of n+1 names each holder, its slot and its window, once.
+	v := Check(&Record{Locks: []*Lock{
+		permit(1, 2, 0, 0, 10, 100, 80), permit(2, 2, 1, 0, 20, 100, 90), permit(3, 2, 2, 0, 30, 100, 95)}})
+	if assert.Len(t, v.Found, 1) {
+		f := v.Found[0]
+		var ids []int
+		for _, l := range f.Holds {
+			ids = append(ids, l.ID)
+		}
+		assert.Equal(t, []int{1, 2, 3}, ids)
+		assert.Contains(t, f.Detail, "3 permits of 2 hold at once")
+		assert.Contains(t, f.Detail, "lock #3 of c (permit, slot 2 of 2) holds [")
+		assert.Equal(t, at(30), f.At)
+	}
+}
