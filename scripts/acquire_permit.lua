@@ -15,6 +15,25 @@
 --          {7} when the key is held otherwise: by an exclusive Lock, shared
 --            Locks or permits of another count (nothing is changed).
 -- A tombstone's entries are kept, as by acquire_shared.lua.
+-- permit_pick: the slot to give, of n, where taken marks the other
+-- permits' slots and own is the slot an earlier attempt of this Lock holds
+-- here (nil if none): the preferred slot ARGV[6] if free, else own, else
+-- the lowest free one; nil when every slot is taken.
+local function permit_pick(taken, n, own)
+  local pref = tonumber(ARGV[6])
+  if pref >= 0 and pref < n and not taken[pref] then
+    return pref
+  end
+  if own then
+    return own
+  end
+  for s = 0, n - 1 do
+    if not taken[s] then
+      return s
+    end
+  end
+end
+
 local K = KEYS[1]
 local P, gen, n = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
@@ -37,17 +56,7 @@ if v and permit_count(v) == n and not string.find(v, '!', 1, true) and not strin
     end
   end
   if not expired then
-    local pref, slot = tonumber(ARGV[6]), nil
-    if pref >= 0 and pref < n and not taken[pref] then
-      slot = pref
-    else
-      for s = 0, n - 1 do
-        if not taken[s] then
-          slot = s
-          break
-        end
-      end
-    end
+    local slot = permit_pick(taken, n, nil)
     if not slot then
       return {0, soonest or -1}
     end
@@ -79,17 +88,10 @@ local mine, slot, g, taken, soonest = permit_find(els, P, now)
 if mine and g and g > gen then
   return {2}
 end
-local pref = tonumber(ARGV[6])
-if pref >= 0 and pref < n and not taken[pref] then
-  slot = pref
-elseif not mine then
-  slot = nil
-  for s = 0, n - 1 do
-    if not taken[s] then
-      slot = s
-      break
-    end
-  end
+if mine then
+  slot = permit_pick(taken, n, slot)
+else
+  slot = permit_pick(taken, n, nil)
 end
 if not slot then
   return {0, soonest or -1}
