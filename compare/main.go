@@ -43,6 +43,7 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	nodes := fs.String("nodes", joinInts(cfg.nodes), "node counts of the uncontended scenarios")
+	keyWorkers := fs.String("manykeys-goroutines", joinInts(cfg.keyWorkers), "goroutine counts of the many-keys scenarios")
 	kinds := fs.String("scenarios", strings.Join(cfg.kinds, ","), "scenario groups: uncontended, faults, contention, multiprocess, manykeys")
 	fs.IntVar(&cfg.rounds, "rounds", cfg.rounds, "interleaved rounds per scenario")
 	fs.IntVar(&cfg.ops, "ops", cfg.ops, "most uncontended operations per library and round")
@@ -65,6 +66,9 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	var err error
 	if cfg.nodes, err = parseInts(*nodes); err != nil {
 		return fmt.Errorf("-nodes: %w", err)
+	}
+	if cfg.keyWorkers, err = parseInts(*keyWorkers); err != nil {
+		return fmt.Errorf("-manykeys-goroutines: %w", err)
 	}
 	cfg.kinds = strings.Split(*kinds, ",")
 	for _, k := range cfg.kinds {
@@ -113,7 +117,7 @@ func parseInts(s string) ([]int, error) {
 	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
-			return nil, fmt.Errorf("bad node count %q", f)
+			return nil, fmt.Errorf("bad count %q", f)
 		}
 		out = append(out, n)
 	}
