@@ -55,6 +55,7 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.procs, "procs", cfg.procs, "worker processes of the multi-process scenario")
 	fs.BoolVar(&cfg.ctxTimeout, "ctx-timeout", cfg.ctxTimeout, "set go-redis ContextTimeoutEnabled on every client")
 	out := fs.String("out", "", "also write the markdown to this file")
+	chartDir := fs.String("charts", "", "write SVG charts (uncontended p50 against N, many keys' locks/s against goroutines) into this directory")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	redisLog := fs.Bool("redis-log", false, "keep go-redis's own log lines (dial failures after a fault, and the like)")
 	if err := fs.Parse(args); err != nil {
@@ -103,7 +104,16 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *out != "" {
-		return os.WriteFile(*out, buf.Bytes(), 0o644)
+		if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	if *chartDir != "" {
+		paths, err := writeCharts(*chartDir, results)
+		if err != nil {
+			return err
+		}
+		cfg.logf("charts: %s", strings.Join(paths, ", "))
 	}
 	return nil
 }
