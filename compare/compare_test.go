@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +105,30 @@ func TestHarness(t *testing.T) {
 			t.Errorf("target not met: %s", line)
 		}
 	}
+	// The nodes' counts: an uncontended Acquire+Release on one node is one
+	// call per round trip (a script each for redlock, SET and DEL for the
+	// plain minimal lock), and the local mutex sends nothing.
+	nodes := md[strings.Index(md, "## The nodes' CPU"):]
+	for _, c := range []struct {
+		row, cmd string
+		want     float64
+	}{
+		{"| N=1 | redlock |", "evalsha", 2}, {"| N=1 | min-setnx-del |", "set", 1}, {"| N=1 | min-setnx-del |", "del", 1},
+		{"| N=3 | min-setnx-del |", "set", 3}, {"| N=1 | redsync-failfast |", "set", 1},
+	} {
+		if got, ok := perLock(nodes, c.row, c.cmd); !ok || got < c.want-0.1 || got > c.want+0.1 {
+			t.Errorf("nodes table, %s %s per lock: %v (found: %v), want %v", c.row, c.cmd, got, ok, c.want)
+		}
+	}
+	mutexRow := ""
+	for _, line := range strings.Split(nodes, "\n") {
+		if strings.HasPrefix(line, "| N=1, 16 goroutines, 1 key | ceiling-mutex | ") {
+			mutexRow = line
+		}
+	}
+	if cells := strings.Split(mutexRow, "|"); len(cells) < 7 || strings.TrimSpace(cells[5]) != "0.0" {
+		t.Errorf("nodes table: want a ceiling-mutex row with 0.0 commands per lock, have %q", mutexRow)
+	}
 	if !strings.Contains(md, noOverlaps) {
 		t.Errorf("the targets lack %q", noOverlaps)
 	}
@@ -112,12 +137,34 @@ func TestHarness(t *testing.T) {
 	}
 }
 
+// perLock finds the first line of table that starts with row and returns
+// the calls per lock of cmd in its breakdown ("evalsha 2.00, get 2.00").
+func perLock(table, row, cmd string) (float64, bool) {
+	for _, line := range strings.Split(table, "\n") {
+		if !strings.HasPrefix(line, row) {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "| "), "|")
+		for item := range strings.SplitSeq(cells[len(cells)-1], ",") {
+			name, v, ok := strings.Cut(strings.TrimSpace(item), " ")
+			if ok && name == cmd {
+				f, err := strconv.ParseFloat(v, 64)
+				return f, err == nil
+			}
+		}
+		return 0, false
+	}
+	return 0, false
+}
+
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-nodes", "0"},
 		{"-scenarios", "bogus"},
 		{"-rounds", "0"},
 		{"-procs", "0"},
+		{"-manykeys-goroutines", "0"},
+		{"-manykeys-goroutines", "16,x"},
 		{"extra"},
 	} {
 		var stdout, stderr bytes.Buffer
