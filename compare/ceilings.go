@@ -31,6 +31,7 @@ type pipeNode struct {
 	// true while a sender goroutine runs. Both guarded by mu.
 	waiting []chan<- error
 	sending bool
+	rounds  int // pipelines sent, guarded by mu: the tests see the batching
 }
 
 func openPipeFloor(clients []*redis.Client, _ *scenario) (locker, error) {
@@ -66,6 +67,7 @@ func (n *pipeNode) send() {
 			n.mu.Unlock()
 			return
 		}
+		n.rounds++
 		n.mu.Unlock()
 		p := n.c.Pipeline()
 		cmds := make([]*redis.StatusCmd, len(batch))
