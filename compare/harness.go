@@ -76,6 +76,7 @@ type config struct {
 	ctxTimeout bool          // go-redis ContextTimeoutEnabled for every client
 	hold       time.Duration // critical section under contention
 	procs      int           // worker processes of the multi-process scenario
+	redisLog   bool          // keep go-redis's own log lines, in the workers too
 	progress   io.Writer     // progress lines; nil for none
 }
 

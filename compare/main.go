@@ -57,7 +57,7 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "also write the markdown to this file")
 	chartDir := fs.String("charts", "", "write SVG charts (uncontended p50 against N, many keys' locks/s against goroutines) into this directory")
 	quiet := fs.Bool("q", false, "no progress on stderr")
-	redisLog := fs.Bool("redis-log", false, "keep go-redis's own log lines (dial failures after a fault, and the like)")
+	fs.BoolVar(&cfg.redisLog, "redis-log", false, "keep go-redis's own log lines (dial failures after a fault, and the like)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	if !*quiet {
 		cfg.progress = stderr
 	}
-	if !*redisLog {
+	if !cfg.redisLog {
 		// Closing a proxy with calls stuck behind it makes go-redis retry and
 		// log every failed dial; that is expected here and drowns the progress.
 		redis.SetLogger(quietLogger{})

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlock-go/redlock/internal/benchkit"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -40,6 +42,7 @@ type workerHello struct {
 	CtxTimeout bool     `json:"ctx_timeout"`
 	Warmup     int      `json:"warmup"`
 	Proc       int      `json:"proc"`
+	RedisLog   bool     `json:"redis_log"` // keep go-redis's log lines, as the harness's -redis-log
 }
 
 // workerRun is one slice for one library.
@@ -74,6 +77,11 @@ func workerMain(stdin io.Reader, stdout io.Writer) error {
 	var h workerHello
 	if err := json.Unmarshal(in.Bytes(), &h); err != nil {
 		return fmt.Errorf("worker: hello: %w", err)
+	}
+	if !h.RedisLog {
+		// As in the harness: a waiter cut off at a slice's end closes its
+		// connection, and go-redis logs each reconnect.
+		redis.SetLogger(quietLogger{})
 	}
 	sc := &scenario{name: "worker", kind: contention, nodes: len(h.Addrs), goroutines: h.Goroutines, hold: time.Duration(h.HoldNS)}
 	libs := make(map[string]*entrant)
@@ -236,7 +244,7 @@ func runMultiProc(ctx context.Context, cfg config, servers []*redistest.Server, 
 		}
 	}
 	h := workerHello{Addrs: addrs, Libs: libs, Goroutines: sc.goroutines, HoldNS: int64(sc.hold),
-		CtxTimeout: cfg.ctxTimeout, Warmup: cfg.warmup}
+		CtxTimeout: cfg.ctxTimeout, Warmup: cfg.warmup, RedisLog: cfg.redisLog}
 	var workers []*worker
 	defer func() {
 		for _, w := range workers {
