@@ -47,6 +47,9 @@ type scenario struct {
 }
 
 func (s *scenario) runs(c contender) bool {
+	if c.ceiling {
+		return s.kind == c.only
+	}
 	if c.singleNode && s.nodes != 1 {
 		return false
 	}
@@ -62,6 +65,7 @@ func (s *scenario) runs(c contender) bool {
 // config is what the flags set.
 type config struct {
 	nodes      []int         // node counts for the uncontended scenarios
+	keyWorkers []int         // goroutine counts of the many-keys scenarios
 	kinds      []string      // which groups of scenarios to run
 	rounds     int           // interleaved rounds per scenario
 	ops        int           // most operations per contender and round, uncontended
@@ -72,6 +76,7 @@ type config struct {
 	ctxTimeout bool          // go-redis ContextTimeoutEnabled for every client
 	hold       time.Duration // critical section under contention
 	procs      int           // worker processes of the multi-process scenario
+	redisLog   bool          // keep go-redis's own log lines, in the workers too
 	progress   io.Writer     // progress lines; nil for none
 }
 
@@ -85,16 +90,17 @@ const (
 
 func defaultConfig() config {
 	return config{
-		nodes:     []int{1, 3, 5, 7},
-		kinds:     []string{groupUncontended, groupFaults, groupContention, groupMultiProc, groupManyKeys},
-		rounds:    20,
-		ops:       100,
-		roundTime: 200 * time.Millisecond,
-		sliceTime: 250 * time.Millisecond,
-		budget:    15 * time.Second,
-		warmup:    50,
-		hold:      100 * time.Microsecond,
-		procs:     4,
+		nodes:      []int{1, 3, 5, 7},
+		keyWorkers: []int{1, 16, 64, 256},
+		kinds:      []string{groupUncontended, groupFaults, groupContention, groupMultiProc, groupManyKeys},
+		rounds:     20,
+		ops:        100,
+		roundTime:  200 * time.Millisecond,
+		sliceTime:  250 * time.Millisecond,
+		budget:     15 * time.Second,
+		warmup:     50,
+		hold:       100 * time.Microsecond,
+		procs:      4,
 	}
 }
 
@@ -127,12 +133,22 @@ func (cfg *config) scenarios() []*scenario {
 				kind: multiProc, nodes: 5, goroutines: 4, procs: cfg.procs, hold: cfg.hold})
 		case groupManyKeys:
 			for _, n := range []int{1, 5} {
-				out = append(out, &scenario{name: fmt.Sprintf("N=%d, 64 goroutines, 64 keys", n),
-					kind: manyKeys, nodes: n, goroutines: 64})
+				for _, g := range cfg.keyWorkers {
+					out = append(out, &scenario{name: fmt.Sprintf("N=%d, %s, a key each", n, plural(g, "goroutine")),
+						kind: manyKeys, nodes: n, goroutines: g})
+				}
 			}
 		}
 	}
 	return out
+}
+
+// plural is "1 goroutine" or "n goroutines".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // sample is what one contender measured in one scenario.
@@ -146,10 +162,13 @@ type sample struct {
 	// to getting the lock, and each wait still open when its slice ended,
 	// as long as it had lasted.
 	wait []time.Duration
-	// cmds: under contention, the calls per command that the nodes
-	// executed during this library's slices (INFO commandstats deltas,
-	// summed over the nodes; commands run by scripts included).
-	cmds map[string]int64
+	// cmds and nodeCPU: what the nodes did for nodeOps of this library's
+	// operations (its slices; uncontended, its allocation batches): calls
+	// per command (INFO commandstats deltas, commands run by scripts
+	// included) and CPU time (INFO cpu), summed over the nodes.
+	cmds    map[string]int64
+	nodeCPU time.Duration
+	nodeOps int
 	// shares: multiProc, the acquisitions of each worker process.
 	shares   []int
 	ops      int           // completed Acquire+Release
@@ -162,14 +181,20 @@ type sample struct {
 	stopped  bool // the time budget ended its rounds early
 }
 
-// addCmds adds a commandstats delta.
-func (s *sample) addCmds(d map[string]int64) {
+// addNodes adds what the nodes did during ops operations; nothing when
+// they were not read.
+func (s *sample) addNodes(d *nodeUse, ops int) {
+	if d == nil {
+		return
+	}
 	if s.cmds == nil {
 		s.cmds = make(map[string]int64)
 	}
-	for k, v := range d {
+	for k, v := range d.calls {
 		s.cmds[k] += v
 	}
+	s.nodeCPU += d.cpu
+	s.nodeOps += ops
 }
 
 type result struct {
@@ -286,11 +311,13 @@ func runScenario(ctx context.Context, cfg config, servers []*redistest.Server, s
 		}
 	}()
 
-	var stats *cmdStats
-	if sc.kind == contention {
-		stats = newCmdStats(addrs)
-		defer stats.close()
+	// The nodes are read directly, not through a faulted node's proxy.
+	direct := make([]string, sc.nodes)
+	for i := range direct {
+		direct[i] = servers[i].Addr()
 	}
+	stats := newNodeStats(ctx, direct)
+	defer stats.close()
 
 	res = &result{sc: sc}
 	for _, c := range contenders() {
@@ -343,7 +370,7 @@ func runScenario(ctx context.Context, cfg config, servers []*redistest.Server, s
 		// deletes) would be counted against the next.
 		for _, e := range entrants {
 			if !e.s.stopped {
-				e.countAllocs(ctx, cfg)
+				e.countAllocs(ctx, cfg, stats)
 			}
 		}
 	}
@@ -363,14 +390,14 @@ func runScenario(ctx context.Context, cfg config, servers []*redistest.Server, s
 				return nil, err
 			}
 			start := time.Now()
+			before, ops := stats.snapshot(ctx), e.s.ops
 			switch sc.kind {
 			case contention:
-				before := stats.snapshot(ctx)
 				e.contention(ctx, cfg, sc, round)
-				e.s.addCmds(stats.since(ctx, before))
 			case manyKeys:
 				e.manyKeys(ctx, cfg, sc, round)
 			}
+			e.s.addNodes(stats.since(ctx, before), e.s.ops-ops)
 			e.spent += time.Since(start)
 		}
 	}
@@ -441,12 +468,14 @@ func interleave(ctx context.Context, cfg config, entrants []*entrant) error {
 // times or for cfg.roundTime, and records the heap allocations per operation
 // of the batch with the fewest: every allocation in the process is counted,
 // and whatever else ran (go-redis's own upkeep, the late work of the library
-// before) can only add to a batch.
-func (e *entrant) countAllocs(ctx context.Context, cfg config) {
+// before) can only add to a batch. What the nodes did is read around each
+// batch, outside the allocation count, and summed over the batches.
+func (e *entrant) countAllocs(ctx context.Context, cfg config, stats *nodeStats) {
 	best, bestOps := uint64(0), 0
 	for range allocBatches {
 		// Let earlier late replies and background deletes finish first.
 		time.Sleep(allocSettle)
+		nodesBefore := stats.snapshot(ctx)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		deadline := time.Now().Add(cfg.roundTime)
@@ -463,6 +492,7 @@ func (e *entrant) countAllocs(ctx context.Context, cfg config) {
 		// for) belongs to its count.
 		time.Sleep(allocSettle)
 		runtime.ReadMemStats(&after)
+		e.s.addNodes(stats.since(ctx, nodesBefore), ops)
 		n := after.Mallocs - before.Mallocs
 		if ops > 0 && (bestOps == 0 || float64(n)/float64(ops) < float64(best)/float64(bestOps)) {
 			best, bestOps = n, ops

@@ -35,6 +35,11 @@ type contender struct {
 	// allKeys: redlock's AcquireAll over this many keys, in the uncontended
 	// scenarios only, to price a Lock of several keys against Acquire.
 	allKeys int
+	// ceiling: not a lock across nodes but what bounds a workload's
+	// throughput (ceilings.go); it takes part in the scenarios of that one
+	// kind only.
+	ceiling bool
+	only    kind
 	open    func(clients []*redis.Client, sc *scenario) (locker, error)
 }
 
@@ -53,6 +58,8 @@ type locker interface {
 
 const (
 	nameBare       = "floor-bare"
+	namePipe       = "floor-pipelined"
+	nameMutex      = "ceiling-mutex"
 	nameFloor      = "floor-ctx"
 	nameMinScript  = "min-setnx-script"
 	nameMinPlain   = "min-setnx-del"
@@ -72,6 +79,8 @@ func contenders() []contender {
 	return []contender{
 		{name: nameBare, floor: true, open: openBare},
 		{name: nameFloor, floor: true, open: openFloor},
+		{name: namePipe, ceiling: true, only: manyKeys, open: openPipeFloor},
+		{name: nameMutex, ceiling: true, only: contention, open: openMutex},
 		{name: nameRedlock, open: openRedlock},
 		{name: nameRedlockCtx, open: openRedlockCtx},
 		{name: nameRedsync, open: openRedsync(false)},

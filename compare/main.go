@@ -43,6 +43,7 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	nodes := fs.String("nodes", joinInts(cfg.nodes), "node counts of the uncontended scenarios")
+	keyWorkers := fs.String("manykeys-goroutines", joinInts(cfg.keyWorkers), "goroutine counts of the many-keys scenarios")
 	kinds := fs.String("scenarios", strings.Join(cfg.kinds, ","), "scenario groups: uncontended, faults, contention, multiprocess, manykeys")
 	fs.IntVar(&cfg.rounds, "rounds", cfg.rounds, "interleaved rounds per scenario")
 	fs.IntVar(&cfg.ops, "ops", cfg.ops, "most uncontended operations per library and round")
@@ -54,8 +55,9 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.procs, "procs", cfg.procs, "worker processes of the multi-process scenario")
 	fs.BoolVar(&cfg.ctxTimeout, "ctx-timeout", cfg.ctxTimeout, "set go-redis ContextTimeoutEnabled on every client")
 	out := fs.String("out", "", "also write the markdown to this file")
+	chartDir := fs.String("charts", "", "write SVG charts (uncontended p50 against N, many keys' locks/s against goroutines) into this directory")
 	quiet := fs.Bool("q", false, "no progress on stderr")
-	redisLog := fs.Bool("redis-log", false, "keep go-redis's own log lines (dial failures after a fault, and the like)")
+	fs.BoolVar(&cfg.redisLog, "redis-log", false, "keep go-redis's own log lines (dial failures after a fault, and the like)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,6 +67,9 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	var err error
 	if cfg.nodes, err = parseInts(*nodes); err != nil {
 		return fmt.Errorf("-nodes: %w", err)
+	}
+	if cfg.keyWorkers, err = parseInts(*keyWorkers); err != nil {
+		return fmt.Errorf("-manykeys-goroutines: %w", err)
 	}
 	cfg.kinds = strings.Split(*kinds, ",")
 	for _, k := range cfg.kinds {
@@ -80,7 +85,7 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	if !*quiet {
 		cfg.progress = stderr
 	}
-	if !*redisLog {
+	if !cfg.redisLog {
 		// Closing a proxy with calls stuck behind it makes go-redis retry and
 		// log every failed dial; that is expected here and drowns the progress.
 		redis.SetLogger(quietLogger{})
@@ -99,7 +104,16 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *out != "" {
-		return os.WriteFile(*out, buf.Bytes(), 0o644)
+		if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	if *chartDir != "" {
+		paths, err := writeCharts(*chartDir, results)
+		if err != nil {
+			return err
+		}
+		cfg.logf("charts: %s", strings.Join(paths, ", "))
 	}
 	return nil
 }
@@ -113,7 +127,7 @@ func parseInts(s string) ([]int, error) {
 	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
-			return nil, fmt.Errorf("bad node count %q", f)
+			return nil, fmt.Errorf("bad count %q", f)
 		}
 		out = append(out, n)
 	}

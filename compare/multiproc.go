@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,6 +42,7 @@ type workerHello struct {
 	CtxTimeout bool     `json:"ctx_timeout"`
 	Warmup     int      `json:"warmup"`
 	Proc       int      `json:"proc"`
+	RedisLog   bool     `json:"redis_log"` // keep go-redis's log lines, as the harness's -redis-log
 }
 
 // workerRun is one slice for one library.
@@ -77,6 +77,11 @@ func workerMain(stdin io.Reader, stdout io.Writer) error {
 	var h workerHello
 	if err := json.Unmarshal(in.Bytes(), &h); err != nil {
 		return fmt.Errorf("worker: hello: %w", err)
+	}
+	if !h.RedisLog {
+		// As in the harness: a waiter cut off at a slice's end closes its
+		// connection, and go-redis logs each reconnect.
+		redis.SetLogger(quietLogger{})
 	}
 	sc := &scenario{name: "worker", kind: contention, nodes: len(h.Addrs), goroutines: h.Goroutines, hold: time.Duration(h.HoldNS)}
 	libs := make(map[string]*entrant)
@@ -239,7 +244,7 @@ func runMultiProc(ctx context.Context, cfg config, servers []*redistest.Server, 
 		}
 	}
 	h := workerHello{Addrs: addrs, Libs: libs, Goroutines: sc.goroutines, HoldNS: int64(sc.hold),
-		CtxTimeout: cfg.ctxTimeout, Warmup: cfg.warmup}
+		CtxTimeout: cfg.ctxTimeout, Warmup: cfg.warmup, RedisLog: cfg.redisLog}
 	var workers []*worker
 	defer func() {
 		for _, w := range workers {
@@ -255,7 +260,7 @@ func runMultiProc(ctx context.Context, cfg config, servers []*redistest.Server, 
 		}
 		workers = append(workers, w)
 	}
-	stats := newCmdStats(addrs)
+	stats := newNodeStats(ctx, addrs)
 	defer stats.close()
 	spent := make([]time.Duration, len(libs))
 	for round := range cfg.rounds {
@@ -272,7 +277,7 @@ func runMultiProc(ctx context.Context, cfg config, servers []*redistest.Server, 
 			begin := time.Now()
 			run := workerRun{Lib: libs[li], Key: "cmp:" + sc.name + ":" + libs[li] + ":round" + strconv.Itoa(round),
 				StartNS: time.Now().Add(30 * time.Millisecond).UnixNano(), DurationNS: int64(cfg.sliceTime)}
-			before := stats.snapshot(ctx)
+			before, ops := stats.snapshot(ctx), s.ops
 			for _, w := range workers {
 				if err := w.enc.Encode(run); err != nil {
 					return nil, fmt.Errorf("worker %d: %w", w.proc, err)
@@ -296,7 +301,7 @@ func runMultiProc(ctx context.Context, cfg config, servers []*redistest.Server, 
 				}
 				spans = append(spans, rep.Spans...)
 			}
-			s.addCmds(stats.since(ctx, before))
+			s.addNodes(stats.since(ctx, before), s.ops-ops)
 			s.busy += cfg.sliceTime
 			// Merged in time order, the spans of all processes give the
 			// handoffs; a span that starts before the previous one ended
@@ -317,76 +322,4 @@ func runMultiProc(ctx context.Context, cfg config, servers []*redistest.Server, 
 		cfg.logf("  %-16s ops=%d shares=%v failures=%d spent=%v", s.lib, s.ops, s.shares, s.failures, spent[li].Round(time.Millisecond))
 	}
 	return res, nil
-}
-
-// cmdStats reads INFO commandstats on the nodes, on clients of its own.
-type cmdStats struct{ clients []*redis.Client }
-
-// settle is how long the nodes are left to finish a library's late work
-// (rollbacks, background deletes, unsubscribes) before the calls are read.
-const settle = 20 * time.Millisecond
-
-func newCmdStats(addrs []string) *cmdStats {
-	s := &cmdStats{}
-	for _, a := range addrs {
-		s.clients = append(s.clients, redis.NewClient(&redis.Options{Addr: a}))
-	}
-	return s
-}
-
-func (s *cmdStats) close() {
-	for _, c := range s.clients {
-		_ = c.Close()
-	}
-}
-
-// snapshot returns the calls per command, summed over the nodes; nil when
-// s is nil or a node did not answer.
-func (s *cmdStats) snapshot(ctx context.Context) map[string]int64 {
-	if s == nil {
-		return nil
-	}
-	total := make(map[string]int64)
-	for _, c := range s.clients {
-		txt, err := c.Info(ctx, "commandstats").Result()
-		if err != nil {
-			return nil
-		}
-		for line := range strings.SplitSeq(txt, "\n") {
-			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-			name, ok2 := strings.CutPrefix(name, "cmdstat_")
-			if !ok || !ok2 {
-				continue
-			}
-			calls, _, _ := strings.Cut(rest, ",")
-			n, err := strconv.ParseInt(strings.TrimPrefix(calls, "calls="), 10, 64)
-			if err == nil {
-				total[name] += n
-			}
-		}
-	}
-	return total
-}
-
-// since waits for the library's late work to land and returns the calls made
-// since before, without the INFO calls of the harness itself.
-func (s *cmdStats) since(ctx context.Context, before map[string]int64) map[string]int64 {
-	if s == nil || before == nil {
-		return nil
-	}
-	time.Sleep(settle)
-	after := s.snapshot(ctx)
-	if after == nil {
-		return nil
-	}
-	d := make(map[string]int64)
-	for k, v := range after {
-		if k == "info" {
-			continue
-		}
-		if v -= before[k]; v > 0 {
-			d[k] = v
-		}
-	}
-	return d
 }

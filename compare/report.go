@@ -29,6 +29,15 @@ const (
 	targetAll8 = 1.3  // eight keys: one script per node, not a round trip per key
 )
 
+// Targets of the throughput issue (issue 34), for redlock's rows.
+const (
+	targetKeysVsRedsync = 3.0  // many keys, 64 goroutines: locks/s ÷ redsync's
+	targetKeysVsBare    = 2.0  // many keys, 64 goroutines: locks/s ÷ the bare (unbatched) floor's
+	targetKeysWorkers   = 64   // the many-keys scenarios those two apply to
+	targetVsMutex       = 0.9  // 16 goroutines on one key: locks/s ÷ the local mutex's
+	targetWaitVsMutex   = 1.25 // 16 goroutines on one key: wait p99 ÷ the local mutex's
+)
+
 // Targets of the waiting issue (issue 10), for redlock's rows.
 const (
 	targetWaitP99     = 20 * time.Millisecond // 16 goroutines: each acquirer's wait, p99
@@ -140,8 +149,8 @@ func report(w io.Writer, cfg config, results []*result, took time.Duration) {
 	writeUncontended(w, results)
 	writeContention(w, results)
 	writeMultiProc(w, results)
-	writeCommands(w, results)
 	writeManyKeys(w, results)
+	writeNodes(w, results)
 	writeTargets(w, results)
 }
 
@@ -305,7 +314,7 @@ var scriptCmds = []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "
 // cmdsPerAcq returns the commands the nodes executed per acquisition, all of
 // them and the script calls alone; ok is false without a count.
 func cmdsPerAcq(s *sample) (all, scripts float64, ok bool) {
-	if s == nil || s.cmds == nil || s.ops == 0 {
+	if s == nil || s.cmds == nil || s.nodeOps == 0 {
 		return 0, 0, false
 	}
 	var n, sc int64
@@ -315,7 +324,15 @@ func cmdsPerAcq(s *sample) (all, scripts float64, ok bool) {
 			sc += v
 		}
 	}
-	return float64(n) / float64(s.ops), float64(sc) / float64(s.ops), true
+	return float64(n) / float64(s.nodeOps), float64(sc) / float64(s.nodeOps), true
+}
+
+// cpuPerOp is the nodes' CPU time per acquisition, summed over the nodes.
+func cpuPerOp(s *sample) (time.Duration, bool) {
+	if s == nil || s.cmds == nil || s.nodeOps == 0 {
+		return 0, false
+	}
+	return s.nodeCPU / time.Duration(s.nodeOps), true
 }
 
 func fmtCmds(s *sample) string {
@@ -343,7 +360,7 @@ func cmdBreakdown(s *sample) string {
 	})
 	var parts []string
 	for _, x := range l {
-		if per := float64(x.v) / float64(s.ops); per >= 0.005 {
+		if per := float64(x.v) / float64(s.nodeOps); per >= 0.005 {
 			parts = append(parts, fmt.Sprintf("%s %.2f", x.k, per))
 		}
 	}
@@ -404,6 +421,55 @@ func writeContention(w io.Writer, results []*result) {
 	}
 	fmt.Fprintln(w)
 	writeFailures(w, rows)
+	writeVsMutex(w, rows)
+}
+
+// cycle is the time per acquisition in a contention scenario: the hold and
+// the handoff after it.
+func cycle(s *sample) (time.Duration, bool) {
+	if s == nil || s.ops == 0 {
+		return 0, false
+	}
+	return s.busy / time.Duration(s.ops), true
+}
+
+// writeVsMutex sets each library's contention rows against the local mutex
+// of the same scenario (ceiling-mutex).
+func writeVsMutex(w io.Writer, rows []*result) {
+	fmt.Fprintf(w, "### Against a local mutex\n\n")
+	fmt.Fprintf(w, "**ceiling-mutex** is a sync.Mutex in the harness with the same critical section, so no lock across "+
+		"nodes can beat its rate or its wait. **cycle**: the library's time per acquisition (its slices ÷ its "+
+		"acquisitions), the hold and the handoff after it; **beyond mutex**: its cycle minus the mutex's, what the "+
+		"library's handoff costs over a handoff in memory.\n\n")
+	fmt.Fprintf(w, "| scenario | library | locks/s | ÷ mutex | wait p99 µs | ÷ mutex's wait p99 | cycle µs | beyond mutex µs | handoff p50 µs |\n")
+	fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, r := range rows {
+		m := r.get(nameMutex)
+		mc, hasM := cycle(m)
+		_, m99, hasW := waitStats(m)
+		for _, s := range r.samples {
+			vsRate, vsWait, beyond := "–", "–", "–"
+			if hasM && contendedRate(m) > 0 {
+				vsRate = fmt.Sprintf("%.2f", contendedRate(s)/contendedRate(m))
+			}
+			_, p99, ok := waitStats(s)
+			if ok && hasW {
+				vsWait = fmt.Sprintf("%.2f", ratio(p99, m99))
+			}
+			c, hasC := cycle(s)
+			if hasC && hasM {
+				beyond = us(c - mc)
+			}
+			cyc := "–"
+			if hasC {
+				cyc = us(c)
+			}
+			_, w99, h50, _ := durs(s)
+			fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %s | %s | %s | %s |\n",
+				r.sc.name, s.lib, contendedRate(s), vsRate, w99, vsWait, cyc, beyond, h50)
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 // shares formats each process's share of the acquisitions, and returns the
@@ -450,31 +516,30 @@ func writeMultiProc(w io.Writer, results []*result) {
 	writeFailures(w, rows)
 }
 
-func writeCommands(w io.Writer, results []*result) {
-	var rows []*result
-	for _, r := range results {
-		if r.sc.kind == contention || r.sc.kind == multiProc {
-			rows = append(rows, r)
-		}
-	}
-	if len(rows) == 0 {
+func writeNodes(w io.Writer, results []*result) {
+	if len(results) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "## Commands per acquisition under contention\n\n")
-	fmt.Fprintf(w, "INFO commandstats on every node before and after each of a library's slices (the after %v later, "+
-		"so that its late work lands), summed over the nodes and divided by its acquisitions. Commands run by a "+
+	fmt.Fprintf(w, "## The nodes' CPU and commands per lock\n\n")
+	fmt.Fprintf(w, "INFO commandstats and INFO cpu on every node before and after each of a library's slices "+
+		"(uncontended: its allocation batches; the after %v later, so that its late work lands), summed over the nodes "+
+		"and divided by its acquisitions. **CPU µs/lock**: used_cpu_user + used_cpu_sys of the redis-server processes, "+
+		"less their idle CPU (cron ticks and the harness's INFO calls, measured for %v per scenario before the "+
+		"libraries start) over the same time. Commands run by a "+
 		"script are counted besides the script call (redlock's release script runs GET, DEL and PUBLISH). "+
-		"**scripts/acq** counts EVALSHA/EVAL alone: an acquire and a release cost 2 × N of them at least "+
-		"(redsync acquires with SET NX instead).\n\n", settle)
-	fmt.Fprintf(w, "| scenario | library | cmds/acq | scripts/acq | per acquisition, by command |\n|---|---|--:|--:|---|\n")
-	for _, r := range rows {
+		"**scripts/lock** counts EVALSHA/EVAL alone: an acquire and a release cost 2 × N of them at least "+
+		"(redsync acquires with SET NX instead).\n\n", settle, idleWindow)
+	fmt.Fprintf(w, "| scenario | library | locks | CPU µs/lock | cmds/lock | scripts/lock | per lock, by command |\n|---|---|--:|--:|--:|--:|---|\n")
+	for _, r := range results {
 		for _, s := range r.samples {
 			all, sc, ok := cmdsPerAcq(s)
+			cpu, _ := cpuPerOp(s)
 			if !ok {
-				fmt.Fprintf(w, "| %s | %s | – | – | |\n", r.sc.name, s.lib)
+				fmt.Fprintf(w, "| %s | %s | 0 | – | – | – | |\n", r.sc.name, s.lib)
 				continue
 			}
-			fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %s |\n", r.sc.name, s.lib, all, sc, cmdBreakdown(s))
+			fmt.Fprintf(w, "| %s | %s | %d | %.1f | %.1f | %.1f | %s |\n", r.sc.name, s.lib, s.nodeOps,
+				float64(cpu)/float64(time.Microsecond), all, sc, cmdBreakdown(s))
 		}
 	}
 	fmt.Fprintln(w)
@@ -485,33 +550,44 @@ func writeManyKeys(w io.Writer, results []*result) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "## Many keys: 64 goroutines, a key each\n\n")
-	fmt.Fprintf(w, "A floor's rate is PING fan-out pairs per second under the same concurrency; ÷ floor divides by the bare floor's.\n\n")
-	fmt.Fprintf(w, "| scenario | library | ops | locks/s | ÷ floor | ÷ redsync | p50 µs | p99 µs |\n")
-	fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(w, "## Many keys: goroutines with a key each\n\n")
+	fmt.Fprintf(w, "Each goroutine takes and releases a key of its own, over and over. A floor's rate is PING fan-out "+
+		"pairs per second under the same concurrency. **÷ bare floor** divides by floor-bare's, whose fan-outs each "+
+		"send their own PINGs; **÷ pipelined** by floor-pipelined's, where each node's PINGs waiting at the same "+
+		"moment go out as one pipeline (one pipeline per node per round): the ceiling of a lock that batches.\n\n")
+	fmt.Fprintf(w, "| scenario | library | ops | locks/s | ÷ bare floor | ÷ pipelined | ÷ redsync | p50 µs | p99 µs |\n")
+	fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rows {
-		floor, _ := statsOf(r.get(nameBare))
-		rs, hasRS := statsOf(r.get(nameRedsync))
 		for _, s := range r.samples {
 			st, ok := statsOf(s)
 			if !ok {
-				fmt.Fprintf(w, "| %s | %s | 0 | – | – | – | – | – |\n", r.sc.name, s.lib)
+				fmt.Fprintf(w, "| %s | %s | 0 | – | – | – | – | – | – |\n", r.sc.name, s.lib)
 				continue
 			}
-			vsRS := "–"
-			if hasRS && rs.rate > 0 {
-				vsRS = fmt.Sprintf("%.2f", st.rate/rs.rate)
-			}
-			vsFloor := "–"
-			if floor.rate > 0 {
-				vsFloor = fmt.Sprintf("%.2f", st.rate/floor.rate)
-			}
-			fmt.Fprintf(w, "| %s | %s | %d%s | %.0f | %s | %s | %s | %s |\n",
-				r.sc.name, s.lib, s.ops, mark(s), st.rate, vsFloor, vsRS, us(st.p50), us(st.p99))
+			fmt.Fprintf(w, "| %s | %s | %d%s | %.0f | %s | %s | %s | %s | %s |\n",
+				r.sc.name, s.lib, s.ops, mark(s), st.rate, rateVs(r, nameBare, st), rateVs(r, namePipe, st),
+				rateVs(r, nameRedsync, st), us(st.p50), us(st.p99))
 		}
 	}
 	fmt.Fprintln(w)
 	writeFailures(w, rows)
+}
+
+// rateVs is st's rate ÷ lib's in the same scenario, formatted; "–" without
+// lib's.
+func rateVs(r *result, lib string, st stats) string {
+	if x, ok := rateRatio(r, lib, st); ok {
+		return fmt.Sprintf("%.2f", x)
+	}
+	return "–"
+}
+
+func rateRatio(r *result, lib string, st stats) (float64, bool) {
+	o, ok := statsOf(r.get(lib))
+	if !ok || o.rate <= 0 {
+		return 0, false
+	}
+	return st.rate / o.rate, true
 }
 
 func writeTargets(w io.Writer, results []*result) {
@@ -559,7 +635,7 @@ func writeTargets(w io.Writer, results []*result) {
 					fmt.Sprintf("%.0f/s = %.2f × bare floor (%.0f/s)", rl.rate, x, bare.rate), x >= targetManyKeys)
 			}
 		}
-		for _, g := range waitingGoals(results, lib) {
+		for _, g := range append(waitingGoals(results, lib), throughputGoals(results, lib)...) {
 			lines = append(lines, line{g.text, g.measured, g.metText()})
 		}
 		for _, r := range results {
@@ -657,6 +733,65 @@ func waitingGoals(results []*result, lib string) []goal {
 			out = append(out, goal{text: name + ": locks/s and wait p99 beside redsync's", info: true,
 				measured: fmt.Sprintf("%.0f/s = %.2f × %.0f/s; wait p99 %s µs vs %s µs", contendedRate(s),
 					contendedRate(s)/contendedRate(rs), contendedRate(rs), waitP99(s), waitP99(rs))})
+		}
+	}
+	return out
+}
+
+// throughputGoals are the throughput issue's targets for lib's rows:
+// uncontended p50 against redsync WithFailFast and the minimal correct
+// scripted lock, many keys against redsync and the floors, one key against
+// the local mutex.
+func throughputGoals(results []*result, lib string) []goal {
+	var out []goal
+	for _, r := range ofKind(results, uncontended) {
+		st, ok := statsOf(r.get(lib))
+		if !ok || r.sc.slow > 0 {
+			continue
+		}
+		for _, peer := range []string{nameRedsyncFF, nameMinScript} {
+			if p, ok := statsOf(r.get(peer)); ok {
+				out = append(out, goal{text: fmt.Sprintf("%s, %s: p50 ≤ %s's", lib, r.sc.name, peer),
+					measured: fmt.Sprintf("%s µs vs %s µs", us(st.p50), us(p.p50)), met: st.p50 <= p.p50})
+			}
+		}
+	}
+	for _, r := range ofKind(results, manyKeys) {
+		st, ok := statsOf(r.get(lib))
+		if !ok {
+			continue
+		}
+		name := lib + ", " + r.sc.name
+		if r.sc.goroutines == targetKeysWorkers {
+			if x, ok := rateRatio(r, nameRedsync, st); ok {
+				out = append(out, goal{text: fmt.Sprintf("%s: locks/s ≥ %.0f × redsync's", name, targetKeysVsRedsync),
+					measured: fmt.Sprintf("%.0f/s = %.2f × redsync", st.rate, x), met: x >= targetKeysVsRedsync})
+			}
+			if x, ok := rateRatio(r, nameBare, st); ok {
+				out = append(out, goal{text: fmt.Sprintf("%s: locks/s ≥ %.0f × bare floor's", name, targetKeysVsBare),
+					measured: fmt.Sprintf("%.0f/s = %.2f × bare floor", st.rate, x), met: x >= targetKeysVsBare})
+			}
+		}
+		if x, ok := rateRatio(r, namePipe, st); ok {
+			out = append(out, goal{text: name + ": fraction of the pipelined floor", info: true,
+				measured: fmt.Sprintf("%.0f/s = %.2f × floor-pipelined", st.rate, x)})
+		}
+	}
+	for _, r := range ofKind(results, contention) {
+		s, m := r.get(lib), r.get(nameMutex)
+		if r.sc.goroutines != 16 || s == nil || s.ops == 0 || m == nil || contendedRate(m) == 0 {
+			continue
+		}
+		name := lib + ", " + r.sc.name
+		x := contendedRate(s) / contendedRate(m)
+		out = append(out, goal{text: fmt.Sprintf("%s: locks/s ≥ %.1f × the local mutex's", name, targetVsMutex),
+			measured: fmt.Sprintf("%.0f/s = %.2f × %.0f/s", contendedRate(s), x, contendedRate(m)), met: x >= targetVsMutex})
+		_, p99, ok1 := waitStats(s)
+		_, m99, ok2 := waitStats(m)
+		if ok1 && ok2 {
+			y := ratio(p99, m99)
+			out = append(out, goal{text: fmt.Sprintf("%s: wait p99 ≤ %.2f × the local mutex's", name, targetWaitVsMutex),
+				measured: fmt.Sprintf("%s µs = %.2f × %s µs", us(p99), y, us(m99)), met: y <= targetWaitVsMutex})
 		}
 	}
 	return out
