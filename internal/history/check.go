@@ -146,10 +146,16 @@ type Violation struct {
 // Verdict lists the violations by kind.
 type Verdict struct {
 	Found []Violation
-	// StaleRefused counts the writes the store refused that were made
-	// outside the writer's windows: fencing at work, which a run must
-	// show.
+	// StaleRefused counts the stale writes the store refused: made outside
+	// the writer's windows, or after a newer holder of the key had
+	// written. Fencing at work, which a run must show.
 	StaleRefused int
+	// OverlapRefused counts, of those, the writes made within the writer's
+	// window after a newer holder had written: only two holders at once (an
+	// exclusion finding, a node's clock that jumped, say) make one, and its
+	// refusal is fencing covering what exclusion lost, which a control
+	// that breaks exclusion must show.
+	OverlapRefused int
 	// SharedTogether counts the pairs of shared Locks whose windows on a
 	// key overlap: sharing at work, which a run with shared Locks must
 	// show, or its finding no reader beside a writer means little.
@@ -433,11 +439,15 @@ func (l *Lock) Describe() string {
 //   - an exclusive Lock of a fenced Client has a fence, not 0, and a
 //     shared Lock or a permit has none (0), fenced Client or not;
 //   - a shared Lock or a permit makes no write;
-//   - a stale write, made by a Lock outside its windows (its validity had
-//     ended, or it was released or taken over) after a newer holder of the
-//     key had written (one whose first Acquire started after the writer's
-//     first returned), is refused: fencing exists for it;
-//   - a write made within the writer's window is accepted;
+//   - a stale write, made by a Lock after a newer holder of the key had
+//     written (one whose first Acquire started after the writer's first
+//     returned), is refused: fencing exists for it. Outside the writer's
+//     windows (its validity had ended, or it was released or taken over)
+//     that is the stalled holder's case; within them, the two held the key
+//     at once, which checkExclusion reports, and the store must still
+//     refuse the older one;
+//   - a write made within the writer's window, before any newer holder
+//     wrote, is accepted;
 //   - a fenced Lock whose first Acquire started after another's first
 //     returned has a higher fence.
 func checkFencing(v *Verdict, r *Record) {
@@ -470,11 +480,18 @@ func checkFencing(v *Verdict, r *Record) {
 		n := newest[w.Key]
 		superseded := n != nil && n.Acquires[0].Start.After(l.Acquires[0].End)
 		switch {
-		case !w.Accepted && !within:
+		case !w.Accepted && (!within || superseded):
 			v.StaleRefused++
-		case w.Accepted && !within && superseded:
-			v.add("fencing", w.Key, w.At, "%q: store accepted a stale write of %s at %s, after %s wrote",
-				w.Key, l.Describe(), w.At.Format("15:04:05.000000"), n.Describe())
+			if within {
+				v.OverlapRefused++
+			}
+		case w.Accepted && superseded:
+			how := "after"
+			if within {
+				how = "within its claimed validity (the two held the key at once), after"
+			}
+			v.add("fencing", w.Key, w.At, "%q: store accepted a stale write of %s at %s, %s %s wrote",
+				w.Key, l.Describe(), w.At.Format("15:04:05.000000"), how, n.Describe())
 		case !w.Accepted && within:
 			v.add("fencing", w.Key, w.At, "%q: store refused a write of %s at %s, within its validity",
 				w.Key, l.Describe(), w.At.Format("15:04:05.000000"))
