@@ -156,6 +156,12 @@ type Verdict struct {
 	// refusal is fencing covering what exclusion lost, which a control
 	// that breaks exclusion must show.
 	OverlapRefused int
+	// StaleAccepted counts the stale writes the store accepted, each a
+	// fencing finding: what a control that breaks exclusion must show
+	// none of, whatever else its overlaps make the checker report (a
+	// holder refused within its claim because another, acquired at the
+	// same time, wrote with a higher fence).
+	StaleAccepted int
 	// SharedTogether counts the pairs of shared Locks whose windows on a
 	// key overlap: sharing at work, which a run with shared Locks must
 	// show, or its finding no reader beside a writer means little.
@@ -486,6 +492,7 @@ func checkFencing(v *Verdict, r *Record) {
 				v.OverlapRefused++
 			}
 		case w.Accepted && superseded:
+			v.StaleAccepted++
 			how := "after"
 			if within {
 				how = "within its claimed validity (the two held the key at once), after"

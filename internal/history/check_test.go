@@ -194,6 +194,7 @@ func TestNemesisCheckerClockJump(t *testing.T) {
 		w(1, 1, 5, true, 65), w(2, 2, 7, true, 70), w(3, 1, 5, false, 80)}})
 	assert.Equal(t, 1, refused.Count("exclusion"), "the overlap: %v", refused.Found)
 	assert.Zero(t, refused.Count("fencing"), "the older holder's write refused within its claim: %v", refused.Found)
+	assert.Zero(t, refused.StaleAccepted, "stale writes accepted")
 	assert.Equal(t, 1, refused.StaleRefused, "stale writes refused")
 	assert.Equal(t, 1, refused.OverlapRefused, "stale writes refused within the writer's claim")
 
@@ -201,6 +202,7 @@ func TestNemesisCheckerClockJump(t *testing.T) {
 		w(1, 1, 5, true, 65), w(2, 2, 7, true, 70), w(3, 1, 5, true, 80)}})
 	assert.Equal(t, 1, accepted.Count("exclusion"), "the overlap: %v", accepted.Found)
 	assert.Equal(t, 1, accepted.Count("fencing"), "the older holder's write accepted after the newer one's: %v", accepted.Found)
+	assert.Equal(t, 1, accepted.StaleAccepted, "stale writes accepted")
 	assert.Zero(t, accepted.StaleRefused+accepted.OverlapRefused, "no write refused")
 
 	// Without the overlap (lock 2 after lock 1's release), lock 1 makes
