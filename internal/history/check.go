@@ -151,16 +151,15 @@ type Verdict struct {
 	// written. Fencing at work, which a run must show.
 	StaleRefused int
 	// OverlapRefused counts, of those, the writes made within the writer's
-	// window after a newer holder had written: only two holders at once (an
+	// window after a newer holder, or one that held the key at the same
+	// time with a higher fence, had written: only two holders at once (an
 	// exclusion finding, a node's clock that jumped, say) make one, and its
 	// refusal is fencing covering what exclusion lost, which a control
 	// that breaks exclusion must show.
 	OverlapRefused int
 	// StaleAccepted counts the stale writes the store accepted, each a
 	// fencing finding: what a control that breaks exclusion must show
-	// none of, whatever else its overlaps make the checker report (a
-	// holder refused within its claim because another, acquired at the
-	// same time, wrote with a higher fence).
+	// none of.
 	StaleAccepted int
 	// SharedTogether counts the pairs of shared Locks whose windows on a
 	// key overlap: sharing at work, which a run with shared Locks must
@@ -453,7 +452,9 @@ func (l *Lock) Describe() string {
 //     at once, which checkExclusion reports, and the store must still
 //     refuse the older one;
 //   - a write made within the writer's window, before any newer holder
-//     wrote, is accepted;
+//     wrote, is accepted, unless a Lock that held the key at the same
+//     time wrote a higher fence (two holders whose Acquires ran at once,
+//     which checkExclusion reports);
 //   - a fenced Lock whose first Acquire started after another's first
 //     returned has a higher fence.
 func checkFencing(v *Verdict, r *Record) {
@@ -472,6 +473,7 @@ func checkFencing(v *Verdict, r *Record) {
 	writes := slices.Clone(r.Writes)
 	sort.Slice(writes, func(i, j int) bool { return writes[i].Seq < writes[j].Seq })
 	newest := make(map[string]*Lock) // per key, the writer so far whose first Acquire started last
+	top := make(map[string]*Lock)    // per key, the writer of the highest fence the store accepted
 	for _, w := range writes {
 		l := byID[w.LockID]
 		if l == nil || len(l.Acquires) == 0 {
@@ -485,8 +487,18 @@ func checkFencing(v *Verdict, r *Record) {
 		within := slices.ContainsFunc(l.windows(over[l]), func(iv Interval) bool { return iv.Contains(w.At) })
 		n := newest[w.Key]
 		superseded := n != nil && n.Acquires[0].Start.After(l.Acquires[0].End)
+		// The store refused l for the fence of top, which held the key
+		// at the same time as l: their Acquires ran at once, so neither
+		// is the newer, and the refusal is the store's part in an
+		// overlap that checkExclusion reports.
+		beside := func() bool {
+			t := top[w.Key]
+			return t != nil && t != l && slices.ContainsFunc(t.windows(over[t]), func(a Interval) bool {
+				return slices.ContainsFunc(l.windows(over[l]), func(b Interval) bool { return !Intersect(a, b).Empty() })
+			})
+		}
 		switch {
-		case !w.Accepted && (!within || superseded):
+		case !w.Accepted && (!within || superseded || beside()):
 			v.StaleRefused++
 			if within {
 				v.OverlapRefused++
@@ -505,6 +517,9 @@ func checkFencing(v *Verdict, r *Record) {
 		}
 		if n == nil || l.Acquires[0].Start.After(n.Acquires[0].Start) {
 			newest[w.Key] = l
+		}
+		if t := top[w.Key]; w.Accepted && (t == nil || w.Fence >= t.Fence) {
+			top[w.Key] = l
 		}
 	}
 	// Successive holders: sweep the Locks by the start of their first

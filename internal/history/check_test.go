@@ -205,6 +205,16 @@ func TestNemesisCheckerClockJump(t *testing.T) {
 	assert.Equal(t, 1, accepted.StaleAccepted, "stale writes accepted")
 	assert.Zero(t, accepted.StaleRefused+accepted.OverlapRefused, "no write refused")
 
+	// Lock 2's Acquire started before lock 1's returned: neither is the
+	// newer, and the store refusing lock 1 for lock 2's higher fence is
+	// still its part in the overlap, not a finding.
+	concurrent := locks()
+	concurrent[1].Acquires = []Span{{at(5), at(60)}}
+	both := Check(&Record{Locks: concurrent, Writes: []FenceWrite{w(1, 2, 7, true, 70), w(2, 1, 5, false, 80)}})
+	assert.Equal(t, 1, both.Count("exclusion"), "the overlap: %v", both.Found)
+	assert.Zero(t, both.Count("fencing"), "lock 1 refused for the fence of lock 2, which held beside it: %v", both.Found)
+	assert.Equal(t, 1, both.OverlapRefused, "stale writes refused within the writer's claim")
+
 	// Without the overlap (lock 2 after lock 1's release), lock 1 makes
 	// no write after lock 2's, and a refusal within its claim is one.
 	sequential := locks()
