@@ -28,16 +28,15 @@ import (
 // a minute would throw its clock 30 s ahead at once. fakeClock keeps the
 // clock as the line it should follow since the last change, and writes the
 // O that makes libfaketime's line that one. That needs S, which the
-// process does not tell, and which is not even one moment for the first
-// spec it reads (libfaketime may start twice before main, and keeps the
-// first start for a spec it has read already): the process starts at the
-// real rate, where S plays no part, and once it answers calibrate gives it
-// a spec at half the real rate from the offset it has (never ahead of its
-// line), whose TIME tells S within half a round trip; the clock then takes
-// its line. Nothing can have set a key by the slow clock meanwhile: Start
-// and Restart return after calibrate. (S guessed as the moment of the exec
-// instead was off by 25 ms under -race, and taken from a spec read at the
-// start by 7 ms: steps of 12 and 3.5 ms at a change to rate 1.5.)
+// process does not tell: it starts at the real rate, where S plays no
+// part, and once it answers calibrate gives it a spec at half the real
+// rate from the offset it has (never ahead of its line), whose TIME, on a
+// connection already open, tells S within half a round trip; the clock
+// then takes its line. Nothing can have set a key by the slow clock
+// meanwhile: Start and Restart return after calibrate. (S guessed as the
+// moment of the exec instead was off by 25 ms under -race, a step of 12 ms
+// at a change to rate 1.5; a TIME whose round trip included the dial and
+// the handshake, by 7 ms.)
 //
 // Two facts about libfaketime 0.9.10 (Debian's) shape the start:
 //   - Debian's redis-server allocates with jemalloc, whose start reads the
