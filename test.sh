@@ -2,8 +2,8 @@
 # The whole test suite, as CI runs it: formatting, vet, staticcheck, a module
 # that imports the library as a user's would, the race-enabled tests of every
 # module, chaos tests in containers included, and each benchmark once.
-# Installs redis-server when it is missing (Debian/Ubuntu, as root or with
-# sudo).
+# Installs redis-server and libfaketime (the nemesis's clock faults) when
+# they are missing (Debian/Ubuntu, as root or with sudo).
 #
 # Docker is required: without it the chaos suite fails. On a machine
 # without Docker, REDLOCK_REQUIRE_DOCKER=0 ./test.sh runs everything else
@@ -19,12 +19,19 @@ if [ "$REDLOCK_REQUIRE_DOCKER" != 1 ]; then
   : >"$REDLOCK_SKIPPED_LOG"
 fi
 
+missing=()
 if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/bin/redis-server ]; then
-  echo "test.sh: installing redis-server" >&2
+  missing+=(redis-server)
+fi
+if [ -z "${LIBFAKETIME:-}" ] && ! compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null; then
+  missing+=(libfaketime)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "test.sh: installing ${missing[*]}" >&2
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # The library, then the nested modules, which have their own go.mod so that

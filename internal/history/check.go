@@ -146,10 +146,21 @@ type Violation struct {
 // Verdict lists the violations by kind.
 type Verdict struct {
 	Found []Violation
-	// StaleRefused counts the writes the store refused that were made
-	// outside the writer's windows: fencing at work, which a run must
-	// show.
+	// StaleRefused counts the stale writes the store refused: made outside
+	// the writer's windows, or after a newer holder of the key had
+	// written. Fencing at work, which a run must show.
 	StaleRefused int
+	// OverlapRefused counts, of those, the writes made within the writer's
+	// window after a newer holder, or one that held the key at the same
+	// time with a higher fence, had written: only two holders at once (an
+	// exclusion finding, a node's clock that jumped, say) make one, and its
+	// refusal is fencing covering what exclusion lost, which a control
+	// that breaks exclusion must show.
+	OverlapRefused int
+	// StaleAccepted counts the stale writes the store accepted, each a
+	// fencing finding: what a control that breaks exclusion must show
+	// none of.
+	StaleAccepted int
 	// SharedTogether counts the pairs of shared Locks whose windows on a
 	// key overlap: sharing at work, which a run with shared Locks must
 	// show, or its finding no reader beside a writer means little.
@@ -433,11 +444,17 @@ func (l *Lock) Describe() string {
 //   - an exclusive Lock of a fenced Client has a fence, not 0, and a
 //     shared Lock or a permit has none (0), fenced Client or not;
 //   - a shared Lock or a permit makes no write;
-//   - a stale write, made by a Lock outside its windows (its validity had
-//     ended, or it was released or taken over) after a newer holder of the
-//     key had written (one whose first Acquire started after the writer's
-//     first returned), is refused: fencing exists for it;
-//   - a write made within the writer's window is accepted;
+//   - a stale write, made by a Lock after a newer holder of the key had
+//     written (one whose first Acquire started after the writer's first
+//     returned), is refused: fencing exists for it. Outside the writer's
+//     windows (its validity had ended, or it was released or taken over)
+//     that is the stalled holder's case; within them, the two held the key
+//     at once, which checkExclusion reports, and the store must still
+//     refuse the older one;
+//   - a write made within the writer's window, before any newer holder
+//     wrote, is accepted, unless a Lock that held the key at the same
+//     time wrote a higher fence (two holders whose Acquires ran at once,
+//     which checkExclusion reports);
 //   - a fenced Lock whose first Acquire started after another's first
 //     returned has a higher fence.
 func checkFencing(v *Verdict, r *Record) {
@@ -456,6 +473,7 @@ func checkFencing(v *Verdict, r *Record) {
 	writes := slices.Clone(r.Writes)
 	sort.Slice(writes, func(i, j int) bool { return writes[i].Seq < writes[j].Seq })
 	newest := make(map[string]*Lock) // per key, the writer so far whose first Acquire started last
+	top := make(map[string]*Lock)    // per key, the writer of the highest fence the store accepted
 	for _, w := range writes {
 		l := byID[w.LockID]
 		if l == nil || len(l.Acquires) == 0 {
@@ -469,18 +487,39 @@ func checkFencing(v *Verdict, r *Record) {
 		within := slices.ContainsFunc(l.windows(over[l]), func(iv Interval) bool { return iv.Contains(w.At) })
 		n := newest[w.Key]
 		superseded := n != nil && n.Acquires[0].Start.After(l.Acquires[0].End)
+		// The store refused l for the fence of top, which held the key
+		// at the same time as l: their Acquires ran at once, so neither
+		// is the newer, and the refusal is the store's part in an
+		// overlap that checkExclusion reports.
+		beside := func() bool {
+			t := top[w.Key]
+			return t != nil && t != l && slices.ContainsFunc(t.windows(over[t]), func(a Interval) bool {
+				return slices.ContainsFunc(l.windows(over[l]), func(b Interval) bool { return !Intersect(a, b).Empty() })
+			})
+		}
 		switch {
-		case !w.Accepted && !within:
+		case !w.Accepted && (!within || superseded || beside()):
 			v.StaleRefused++
-		case w.Accepted && !within && superseded:
-			v.add("fencing", w.Key, w.At, "%q: store accepted a stale write of %s at %s, after %s wrote",
-				w.Key, l.Describe(), w.At.Format("15:04:05.000000"), n.Describe())
+			if within {
+				v.OverlapRefused++
+			}
+		case w.Accepted && superseded:
+			v.StaleAccepted++
+			how := "after"
+			if within {
+				how = "within its claimed validity (the two held the key at once), after"
+			}
+			v.add("fencing", w.Key, w.At, "%q: store accepted a stale write of %s at %s, %s %s wrote",
+				w.Key, l.Describe(), w.At.Format("15:04:05.000000"), how, n.Describe())
 		case !w.Accepted && within:
 			v.add("fencing", w.Key, w.At, "%q: store refused a write of %s at %s, within its validity",
 				w.Key, l.Describe(), w.At.Format("15:04:05.000000"))
 		}
 		if n == nil || l.Acquires[0].Start.After(n.Acquires[0].Start) {
 			newest[w.Key] = l
+		}
+		if t := top[w.Key]; w.Accepted && (t == nil || w.Fence >= t.Fence) {
+			top[w.Key] = l
 		}
 	}
 	// Successive holders: sweep the Locks by the start of their first

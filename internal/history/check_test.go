@@ -165,6 +165,67 @@ func TestNemesisChecker(t *testing.T) {
 	}
 }
 
+// TestNemesisCheckerClockJump: a node's clock that jumps forward expires a
+// holder's key early, and once a majority did, a second Lock takes the key
+// while the first still claims it. The overlap is an exclusion finding;
+// the older holder's write after the newer one's, within its own claimed
+// validity, is stale all the same: refused, it is fencing covering the
+// overlap (StaleRefused, OverlapRefused); accepted, a fencing finding.
+func TestNemesisCheckerClockJump(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// Lock 1 (fence 5) holds [10, 280) by its claim; the nodes' clocks
+	// jumped at 40, and lock 2 (fence 7), whose Acquire started at 50,
+	// holds [60, 350).
+	locks := func() []*Lock {
+		return []*Lock{
+			{ID: 1, Client: "a", Key: "k", Fenced: true, Fence: 5, Acquires: []Span{{at(0), at(10)}},
+				Proofs: []Proof{{at(10), at(300)}}, Releases: []Span{{at(280), at(281)}}},
+			{ID: 2, Client: "b", Key: "k", Fenced: true, Fence: 7, Acquires: []Span{{at(50), at(60)}},
+				Proofs: []Proof{{at(60), at(400)}}, Releases: []Span{{at(350), at(351)}}},
+		}
+	}
+	w := func(seq, id int, fence uint64, accepted bool, ms int) FenceWrite {
+		return FenceWrite{Seq: seq, LockID: id, Key: "k", Fence: fence, At: at(ms), Accepted: accepted}
+	}
+	// Lock 1 writes within the overlap before lock 2 has: nothing stale.
+	// Then lock 2 writes, then lock 1 again, still within its claim.
+	refused := Check(&Record{Locks: locks(), Writes: []FenceWrite{
+		w(1, 1, 5, true, 65), w(2, 2, 7, true, 70), w(3, 1, 5, false, 80)}})
+	assert.Equal(t, 1, refused.Count("exclusion"), "the overlap: %v", refused.Found)
+	assert.Zero(t, refused.Count("fencing"), "the older holder's write refused within its claim: %v", refused.Found)
+	assert.Zero(t, refused.StaleAccepted, "stale writes accepted")
+	assert.Equal(t, 1, refused.StaleRefused, "stale writes refused")
+	assert.Equal(t, 1, refused.OverlapRefused, "stale writes refused within the writer's claim")
+
+	accepted := Check(&Record{Locks: locks(), Writes: []FenceWrite{
+		w(1, 1, 5, true, 65), w(2, 2, 7, true, 70), w(3, 1, 5, true, 80)}})
+	assert.Equal(t, 1, accepted.Count("exclusion"), "the overlap: %v", accepted.Found)
+	assert.Equal(t, 1, accepted.Count("fencing"), "the older holder's write accepted after the newer one's: %v", accepted.Found)
+	assert.Equal(t, 1, accepted.StaleAccepted, "stale writes accepted")
+	assert.Zero(t, accepted.StaleRefused+accepted.OverlapRefused, "no write refused")
+
+	// Lock 2's Acquire started before lock 1's returned: neither is the
+	// newer, and the store refusing lock 1 for lock 2's higher fence is
+	// still its part in the overlap, not a finding.
+	concurrent := locks()
+	concurrent[1].Acquires = []Span{{at(5), at(60)}}
+	both := Check(&Record{Locks: concurrent, Writes: []FenceWrite{w(1, 2, 7, true, 70), w(2, 1, 5, false, 80)}})
+	assert.Equal(t, 1, both.Count("exclusion"), "the overlap: %v", both.Found)
+	assert.Zero(t, both.Count("fencing"), "lock 1 refused for the fence of lock 2, which held beside it: %v", both.Found)
+	assert.Equal(t, 1, both.OverlapRefused, "stale writes refused within the writer's claim")
+
+	// Without the overlap (lock 2 after lock 1's release), lock 1 makes
+	// no write after lock 2's, and a refusal within its claim is one.
+	sequential := locks()
+	sequential[1].Acquires = []Span{{at(285), at(290)}}
+	clean := Check(&Record{Locks: sequential, Writes: []FenceWrite{w(1, 1, 5, true, 65), w(2, 2, 7, true, 300)}})
+	assert.Empty(t, clean.Found)
+	wrong := Check(&Record{Locks: sequential, Writes: []FenceWrite{w(1, 1, 5, false, 65)}})
+	assert.Equal(t, 1, wrong.Count("fencing"), "a write refused within its claim, no newer holder: %v", wrong.Found)
+	assert.Zero(t, wrong.OverlapRefused)
+}
+
 // TestNemesisCheckerMultiKey feeds Check histories with Locks of several
 // keys (AcquireAll): a hold of such a Lock is a hold of each of its keys, so
 // it must not overlap a holder of any one of them, of one key or of several,

@@ -46,3 +46,13 @@ func waitStopped(pid int, exited <-chan struct{}, timeout time.Duration) error {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// removeFakeTimeShm removes the semaphore and shared memory object that
+// libfaketime made in /dev/shm for the process pid, which it removes
+// itself only on a clean exit: left behind, they pile up over a run of
+// kills, and one whose name a later process's pid reuses confuses that
+// process's libfaketime.
+func removeFakeTimeShm(pid int) {
+	_ = os.Remove(fmt.Sprintf("/dev/shm/sem.faketime_sem_%d", pid))
+	_ = os.Remove(fmt.Sprintf("/dev/shm/faketime_shm_%d", pid))
+}

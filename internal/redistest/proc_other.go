@@ -14,3 +14,6 @@ func sysProcAttr() *syscall.SysProcAttr { return nil }
 // waitStopped cannot observe the stopped state portably, so Pause relies on
 // signal delivery alone outside Linux.
 func waitStopped(int, <-chan struct{}, time.Duration) error { return nil }
+
+// removeFakeTimeShm has nothing to remove where there is no /dev/shm.
+func removeFakeTimeShm(int) {}

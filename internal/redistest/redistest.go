@@ -58,8 +58,10 @@ var ErrClosed = errors.New("redistest: server is closed")
 type Option func(*config)
 
 type config struct {
-	args []string
-	conf string // config file given as the first argument; see withConfigFile
+	args      []string
+	conf      string // config file given as the first argument; see withConfigFile
+	fakeClock bool   // WithFakeClock
+	fakeLib   string // libfaketime.so.1, found by Start
 }
 
 // WithArgs appends extra redis-server command-line arguments, e.g.
@@ -84,6 +86,7 @@ type Server struct {
 	conf string   // config file path, "" for none
 
 	mu     sync.Mutex
+	clock  *fakeClock    // nil unless started WithFakeClock
 	cmd    *exec.Cmd     // current process, nil before the first start
 	exited chan struct{} // closed once cmd has been reaped
 	paused bool          // SIGSTOP sent and no SIGCONT since
@@ -138,6 +141,11 @@ func Start(n int, opts ...Option) ([]*Server, error) {
 	var cfg config
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.fakeClock {
+		if cfg.fakeLib, err = FakeTimeLibrary(); err != nil {
+			return nil, err
+		}
 	}
 	servers := make([]*Server, 0, n)
 	for range n {
@@ -206,6 +214,9 @@ func startNew(bin string, cfg config) (*Server, error) {
 			dir:  dir,
 			args: cfg.args,
 			conf: cfg.conf,
+		}
+		if cfg.fakeClock {
+			s.clock = &fakeClock{lib: cfg.fakeLib, file: filepath.Join(dir, "faketime.rc"), rate: 1}
 		}
 		s.mu.Lock()
 		err = s.startLocked()
@@ -406,6 +417,9 @@ func (s *Server) killLocked() error {
 	if !s.waitExitLocked(exitTimeout) {
 		return fmt.Errorf("redistest: %s (pid %d) did not exit within %v of SIGKILL", s.addr, s.cmd.Process.Pid, exitTimeout)
 	}
+	if s.clock != nil {
+		removeFakeTimeShm(s.cmd.Process.Pid)
+	}
 	return nil
 }
 
@@ -455,6 +469,12 @@ func (s *Server) startLocked() error {
 		args = append([]string{s.conf}, args...)
 	}
 	cmd := exec.Command(s.bin, args...)
+	if s.clock != nil {
+		if cmd.Env, err = s.clock.env(); err != nil {
+			_ = logFile.Close()
+			return err
+		}
+	}
 	// Pass the file itself (not an io.Writer) so os/exec starts no copying
 	// goroutines; redis logs to stdout because --logfile is unset, and
 	// argument errors go to stderr before any logfile would be opened.
@@ -477,6 +497,9 @@ func (s *Server) startLocked() error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	err = nodetest.WaitReady(ctx, s.addr, exited)
+	if err == nil && s.clock != nil {
+		err = s.clock.calibrate(ctx, s.addr)
+	}
 	cancel()
 	if err != nil {
 		_ = s.killLocked()
