@@ -112,7 +112,7 @@ func TestNemesis(t *testing.T) {
 		run.shared = true
 		readerBesideWriter := func(v *history.Verdict) *history.Violation {
 			for i, f := range v.Found {
-				if f.Kind == "exclusion" && slices.ContainsFunc(f.Holds, func(l *history.Lock) bool { return l.Shared }) {
+				if f.Kind == "shared" {
 					return &v.Found[i]
 				}
 			}
