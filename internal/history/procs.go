@@ -108,8 +108,9 @@ func checkKilled(v *Verdict, r *Record) {
 						slices.ContainsFunc(o.Acquires, func(a Span) bool { return a.End.After(k.At) && !a.End.After(deadline) })
 				})
 				if !taken {
-					v.add("lockout", key, free, "%q: %s of process %s, killed at %s, held it until %s; no other Lock took it within %v",
-						key, l.Describe(), k.Proc, k.At.Format("15:04:05.000000"), free.Format("15:04:05.000000"), r.KillBound)
+					v.add("lockout", key, free, "%q: %s of process %s, killed at %s, held it until %s; no other Lock took it within %v, by %s (the run ended at %s)",
+						key, l.Describe(), k.Proc, k.At.Format("15:04:05.000000"), free.Format("15:04:05.000000"), r.KillBound,
+						deadline.Format("15:04:05.000000"), r.End.Format("15:04:05.000000"))
 					v.Found[len(v.Found)-1].Holds = []*Lock{l}
 				}
 			}
