@@ -825,6 +825,13 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 		run.faults.Add(1)
 		if kind == "pause" || kind == "kill" {
 			ps := run.procs.running()
+			if kind == "pause" {
+				// A holder, if one is: a process stopped while it holds
+				// nothing shows nothing of the hazard.
+				if hs := slices.DeleteFunc(slices.Clone(ps), func(p *nemProc) bool { return !run.rec.holding(p.name) }); len(hs) > 0 {
+					ps = hs
+				}
+			}
 			p := ps[r.IntN(len(ps))]
 			run.rec.event(nemNow(), nil, "fault: %s of worker process %s", kind, p.name)
 			if kind == "kill" {

@@ -419,6 +419,23 @@ func (rec *nemRecorder) do(d *history.Lock, gotShared, gotPermit bool) {
 	rec.checkPermit(fmt.Sprintf("Do #%d of %s", d.ID, d.Client), d.Permits, d.Slot, gotPermit)
 }
 
+// holding reports whether a Lock of process proc that writes to the
+// fenced store holds now, as far as its records say: acquired, not
+// released, its validity not ended.
+func (rec *nemRecorder) holding(proc string) bool {
+	now := nemNow()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i := len(rec.all) - 1; i >= 0; i-- {
+		l := rec.all[i]
+		if l.Proc == proc && l.Fenced && !l.Shared && l.Permits == 0 && !l.Do && len(l.Releases) == 0 &&
+			len(l.Proofs) > 0 && l.Proofs[len(l.Proofs)-1].Until.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
 // wrongs returns what the library got wrong that the checker does not
 // judge.
 func (rec *nemRecorder) wrongList() []string {
@@ -461,23 +478,6 @@ func (wl *nemWorkload) write(nl *history.Lock) {
 		wl.store.write(key, nl.Fence, nl.ID)
 	}
 }
-
-// checkedWrite writes for nl if l's validity has not ended, after the
-// write's own work (nemWriteWork): a process stopped in between writes
-// late, as a holder paused by its garbage collector does, and the store
-// must refuse it once a newer holder has written.
-func (wl *nemWorkload) checkedWrite(r *rand.Rand, l *redlock.Lock, nl *history.Lock) {
-	if !time.Now().Before(l.Until()) {
-		return
-	}
-	sleepUpTo(r, nemWriteWork)
-	wl.write(nl)
-}
-
-// nemWriteWork bounds the work between a holder's look at its validity
-// and its write: long enough that a worker process stopped at a random
-// moment is often caught in between.
-const nemWriteWork = 15 * time.Millisecond
 
 // worker runs operations until stop. Its choices come from the seed, each
 // round's from a source of its own, so that a replay makes the same choices
@@ -637,7 +637,13 @@ func (wl *nemWorkload) plainRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, 
 	if l == nil {
 		return
 	}
-	work := logDur(r, 5*time.Millisecond, ttl*3/2) // short holds often, long ones too
+	// Short holds, for many handovers, and one in three long, past the
+	// TTL at times, for renewals and for a worker process stopped while
+	// it holds.
+	work := logDur(r, 5*time.Millisecond, ttl/2)
+	if r.IntN(3) == 0 {
+		work = randDur(r, 0, ttl*3/2)
+	}
 	extendAt := time.Duration(-1)
 	if r.IntN(2) == 0 {
 		extendAt = randDur(r, 0, work+1)
@@ -647,20 +653,24 @@ func (wl *nemWorkload) plainRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, 
 		wl.write(nl) // a holder's first write, which supersedes its predecessors'
 	}
 	start := time.Now()
-	for {
+	for last := false; !last; {
 		step := randDur(r, 5*time.Millisecond, 50*time.Millisecond)
-		if time.Since(start)+step > work {
-			break
+		if rest := work - time.Since(start); step >= rest {
+			step, last = max(rest, 0), true
 		}
+		// The write's work comes between the look at the validity and
+		// the write, and the hold ends with a write: a process stopped
+		// while it holds writes late, as a holder paused by its garbage
+		// collector does, and the store must refuse the write once a
+		// newer holder has written.
+		valid := time.Now().Before(l.Until())
 		time.Sleep(step)
 		if extendAt >= 0 && time.Since(start) >= extendAt {
 			extendAt = -1
 			wl.extend(r, l, nl)
 		}
-		if stale {
+		if stale || valid {
 			wl.write(nl)
-		} else {
-			wl.checkedWrite(r, l, nl)
 		}
 	}
 	switch r.IntN(10) {
@@ -757,9 +767,8 @@ func (wl *nemWorkload) keepAliveRun(r *rand.Rand, slot *nemSlot, c *redlock.Clie
 			break
 		}
 		wl.rec.prove(nl, l)
-		sleepUpTo(r, nemWriteWork) // the write's own work (checkedWrite)
+		time.Sleep(randDur(r, 2*time.Millisecond, 30*time.Millisecond)) // the write's work, as in plainRun
 		wl.write(nl)
-		time.Sleep(randDur(r, 2*time.Millisecond, 30*time.Millisecond))
 	}
 	cancel()
 	wl.rec.event(nemNow(), nl.AllKeys(), "keep-alive of lock #%d ends: %v", nl.ID, context.Cause(kctx))

@@ -181,7 +181,7 @@ type Verdict struct {
 	// fencing finding), paused holders' or not.
 	StaleAccepted int
 	// PausedOverlaps counts what a holder whose process was stopped did
-	// after its validity ended while another Lock held the key: a write to
+	// after its validity ended and another Lock held the key: a write to
 	// the store (refused if the newer holder had written, or it is a
 	// fencing finding), a KeepAlive context seen live, a Do's function
 	// running. No lock service can prevent them (procs.go); fencing exists
@@ -470,9 +470,9 @@ func (l *Lock) Describe() string {
 //   - a fenced Lock whose first Acquire started after another's first
 //     returned has a higher fence.
 //
-// A write made outside the writer's windows while another Lock held the
-// key, by a writer whose process was stopped since it acquired, is a
-// paused holder's overlap (PausedOverlaps), judged by the same rules.
+// A write made outside the writer's windows, after another Lock held the
+// key meanwhile, by a writer whose process was stopped since it acquired,
+// is a paused holder's overlap (PausedOverlaps), judged by the same rules.
 func checkFencing(v *Verdict, r *Record, hs *holds) {
 	byID := make(map[int]*Lock)
 	for _, l := range r.Locks {
@@ -502,7 +502,7 @@ func checkFencing(v *Verdict, r *Record, hs *holds) {
 		within := slices.ContainsFunc(l.windows(over[l]), func(iv Interval) bool { return iv.Contains(w.At) })
 		n := newest[w.Key]
 		superseded := n != nil && n.Acquires[0].Start.After(l.Acquires[0].End)
-		if !within && hs.heldByOther(w.Key, l, w.At) && r.paused(l.Proc, Interval{l.Acquires[0].End, w.At}) {
+		if !within && hs.heldByOther(w.Key, l, hs.meantime(l, w.At)) && r.paused(l.Proc, Interval{l.Acquires[0].End, w.At}) {
 			v.PausedOverlaps++
 		}
 		switch {
@@ -556,13 +556,13 @@ func checkFencing(v *Verdict, r *Record, hs *holds) {
 // Until (both readings around the look, the later of them) by more than the
 // slack, unless the Lock's process was stopped between that Until and the
 // look: its timer could not fire (a paused holder's overlap if another
-// Lock held the key then). A Do's findings come from checkExclusion.
+// Lock held the key meanwhile). A Do's findings come from checkExclusion.
 func checkLease(v *Verdict, r *Record, hs *holds) {
 	for _, o := range r.Leases {
 		until := Latest(o.Before, o.After)
 		if o.Live && o.At.Sub(until) > r.Slack {
 			if l := hs.byID[o.LockID]; l != nil && r.paused(l.Proc, Interval{until, o.At}) {
-				if hs.heldByOther(o.Key, l, o.At) {
+				if hs.heldByOther(o.Key, l, Interval{until, o.At}) {
 					v.PausedOverlaps++
 				}
 				continue

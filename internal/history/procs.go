@@ -13,7 +13,8 @@ import (
 // A stopped holder cannot see its validity end: when it runs again, a
 // write it had checked before the stop lands late, its KeepAlive context
 // is still live until its timer runs, a Do's function goes on. When
-// another Lock holds the key by then, that is a paused holder's overlap:
+// another Lock held the key meanwhile (since the holder's validity ended),
+// that is a paused holder's overlap:
 // no lock service can prevent it, so it is counted (PausedOverlaps), not
 // found, and the fenced store must refuse its writes once the newer
 // holder has written (checkFencing judges them as any write).
@@ -60,9 +61,25 @@ func newHolds(r *Record) *holds {
 	return hs
 }
 
-// heldByOther reports whether a Lock other than l held key at at.
-func (hs *holds) heldByOther(key string, l *Lock, at time.Time) bool {
-	return slices.ContainsFunc(hs.byKey[key], func(w Window[*Lock]) bool { return w.Holder != l && w.Contains(at) })
+// heldByOther reports whether a Lock other than l held key at some
+// instant of iv.
+func (hs *holds) heldByOther(key string, l *Lock, iv Interval) bool {
+	return slices.ContainsFunc(hs.byKey[key], func(w Window[*Lock]) bool {
+		return w.Holder != l && !Intersect(w.Interval, iv).Empty()
+	})
+}
+
+// meantime is the interval from the end of l's last window before at (its
+// first Acquire's return if none ended) to at: what l did not see if it
+// acts at at.
+func (hs *holds) meantime(l *Lock, at time.Time) Interval {
+	from := l.Acquires[0].End
+	for _, iv := range l.windows(hs.over[l]) {
+		if !iv.To.After(at) {
+			from = Latest(from, iv.To)
+		}
+	}
+	return Interval{from, at}
 }
 
 // paused reports whether process proc was stopped at some instant of iv.

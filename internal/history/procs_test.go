@@ -9,8 +9,8 @@ import (
 
 // TestNemesisCheckerProcesses feeds Check histories of worker processes
 // stopped and killed. A stopped holder's late write, live KeepAlive
-// context or running Do while another Lock holds the key is a paused
-// holder's overlap, counted and not found, and its write must be refused
+// context or running Do after another Lock held the key meanwhile is a
+// paused holder's overlap, counted and not found, and its write must be refused
 // once the newer holder has written; without the stop each is what it was
 // (a lease finding, or a stale write). A key that a killed process held
 // must be taken by another Lock within KillBound of its validity's end,
@@ -71,10 +71,15 @@ func TestNemesisCheckerProcesses(t *testing.T) {
 		{"a paused holder's late write, accepted", withPauses(late(true), pause("p1", 95, 300)), "fencing", 1, 0},
 		{"a late write of a holder never paused", late(false), "", 0, 1},
 		{"a late write of a holder paused in another process", withPauses(late(false), pause("p2", 95, 300)), "", 0, 1},
+		{"a paused holder's late write, refused after the newer holder left", withPauses(Record{
+			Locks:  []*Lock{fenced(lock(1, "p1", 0, 10, 100, 320), 5), fenced(lock(2, "p2", 20, 120, 200, 180), 7)},
+			Writes: []FenceWrite{w(1, 2, 7, true, 130), w(2, 1, 5, false, 310)}}, pause("p1", 95, 300)), "", 1, 1},
 		{"a late write before the newer holder took the key", withPauses(Record{
 			Locks:  []*Lock{fenced(lock(1, "p1", 0, 10, 100, 320), 5), fenced(lock(2, "p2", 20, 320, 400, 380), 7)},
 			Writes: []FenceWrite{w(1, 1, 5, true, 310), w(2, 2, 7, true, 330)}}, pause("p1", 95, 300)), "", 0, 0},
 		{"a paused holder's KeepAlive context live", withPauses(look(keepAlive), pause("p1", 95, 300)), "", 1, 0},
+		{"a paused holder's KeepAlive context live, no other holder", withPauses(look(Record{
+			Locks: []*Lock{lock(1, "p1", 0, 10, 100, 320)}}), pause("p1", 95, 300)), "", 0, 0},
 		{"a KeepAlive context live, no pause", look(keepAlive), "lease", 0, 0},
 		{"a KeepAlive context live, paused before its Until only", withPauses(look(keepAlive), pause("p1", 40, 90)), "lease", 0, 0},
 		{"a paused Do running under another holder", withPauses(doOverlap, pause("p1", 95, 300)), "", 1, 0},
