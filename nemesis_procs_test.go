@@ -70,6 +70,7 @@ type nemWorkerConfig struct {
 	Sems        []nemSem
 	Owners      bool
 	Shared      bool
+	SharedEvery int // with Shared, one in so many of the single-key acquires and Dos are shared
 	Permits     bool
 	PermitsOnly bool
 	// CloseAfter, if positive, is when the process closes its first
