@@ -276,6 +276,15 @@ func (ps *nemProcs) start(closeAfter time.Duration) (*nemProc, error) {
 	ps.all = append(ps.all, p)
 	ps.mu.Unlock()
 
+	ok := false
+	defer func() {
+		if !ok { // not started: nothing to signal or wait for
+			ps.mu.Lock()
+			p.killed = true
+			ps.mu.Unlock()
+			close(p.done)
+		}
+	}()
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -297,6 +306,7 @@ func (ps *nemProcs) start(closeAfter time.Duration) (*nemProc, error) {
 		_ = pr.Close()
 		return nil, err
 	}
+	ok = true
 	ps.readers.Go(func() {
 		defer close(p.done)
 		ps.read(p, pr)
@@ -387,12 +397,13 @@ func (ps *nemProcs) stop(bound time.Duration) {
 	all := append([]*nemProc(nil), ps.all...)
 	ps.mu.Unlock()
 	for _, p := range all {
+		if p.cmd == nil || p.cmd.Process == nil {
+			continue // never started
+		}
 		if p.paused {
 			_, _ = ps.resume(p)
 		}
-		if p.stdin != nil {
-			_ = p.stdin.Close()
-		}
+		_ = p.stdin.Close()
 	}
 	done := make(chan struct{})
 	go func() { ps.readers.Wait(); close(done) }()
@@ -401,7 +412,9 @@ func (ps *nemProcs) stop(bound time.Duration) {
 	case <-time.After(bound):
 		ps.t.Errorf("worker processes did not end within %v", bound)
 		for _, p := range all {
-			_ = p.cmd.Process.Kill()
+			if p.cmd != nil && p.cmd.Process != nil {
+				_ = p.cmd.Process.Kill()
+			}
 		}
 		<-done
 	}
