@@ -124,18 +124,3 @@ func (run *nemRun) healClock(t *testing.T, i int) {
 		t.Errorf("clock of node %d: %v", i, err)
 	}
 }
-
-// clockFaults is the summary line's note of the run's clock faults, "" in
-// a run without them.
-func (run *nemRun) clockFaults() string {
-	var n int64
-	for _, k := range []string{"clock", "clock-beyond"} {
-		if c := run.byKind[k]; c != nil {
-			n += c.Load()
-		}
-	}
-	if n == 0 {
-		return ""
-	}
-	return " (" + commas(int(n)) + " of the clock)"
-}

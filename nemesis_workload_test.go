@@ -2,36 +2,100 @@ package redlock_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/history"
 )
 
 // This file is the nemesis's workload: workers that run a random mix of
-// every feature on a few keys, and the recorder of what they did and saw,
-// in the shape internal/history.Check reads.
+// every feature on a few keys, in worker processes (nemesis_procs_test.go),
+// and the recorder of what they did and saw, in the shape
+// internal/history.Check reads.
 
-// nemRecorder records a run. It is safe for concurrent use.
+// nemWorkload is what one worker process runs: its workers, their
+// Clients, and its end of the fenced store.
+type nemWorkload struct {
+	cfg     nemWorkerConfig
+	seed    uint64
+	keys    []string
+	sems    []nemSem
+	owners  bool // a third of the acquires WithOwner
+	shared  bool // a third of the Acquires, TryAcquires and Dos Shared
+	permits bool // a quarter of the rounds (all with permitsOnly) take a permit of one of sems
+	// Permits have keys of their own: a key that permits hold refuses
+	// every other acquire, and one that another Lock holds refuses
+	// permits, with ErrInvalidArgument.
+	permitsOnly bool
+	slots       []*nemSlot
+	rec         *nemRecorder
+	store       *nemStoreClient
+}
+
+// nemSem is a semaphore key and the n of its permits.
+type nemSem struct {
+	Key string
+	N   int
+}
+
+// nemSlot is one Client, shared by the workers that use it; it is replaced
+// by a new one when its process closes it mid-wl.
+type nemSlot struct {
+	name   string
+	fenced bool // its Clients fence
+	c      atomic.Pointer[redlock.Client]
+	make   func() *redlock.Client
+	mu     sync.Mutex
+	every  []nemClient // every Client the slot had, for the final Close
+}
+
+// nemClient is a Client and its node clients.
+type nemClient struct {
+	c     *redlock.Client
+	nodes []redis.UniversalClient
+}
+
+// nemSlotCount is how many Clients k workers use: the first four share two.
+func nemSlotCount(k int) int {
+	if k <= 4 {
+		return (k + 1) / 2
+	}
+	return 2 + k - 4
+}
+
+// nemSlotOf is the slot of the i-th worker of a process.
+func nemSlotOf(i int) int {
+	if i < 4 {
+		return i / 2
+	}
+	return i - 2
+}
+
+// nemRecorder records a wl. In a worker process it applies each record
+// to its own copy (which the workers read their Locks from) and sends it
+// to TestNemesis, whose recorder applies it in turn. It is safe for
+// concurrent use.
 type nemRecorder struct {
 	mu      sync.Mutex
+	proc    string       // the worker process ("" in TestNemesis's)
+	sink    func(nemMsg) // where a worker process sends its records
+	ids     int          // Locks numbered so far in this process
 	locks   map[*redlock.Lock]*history.Lock
+	byID    map[int]*history.Lock
 	all     []*history.Lock
-	writes  []history.FenceWrite
 	leases  []history.LeaseObs
-	highest map[string]uint64 // the fenced store: highest fence accepted per key
-	ops     int
-	shared  int            // of ops, those on shared Locks (named "...-shared")
-	permits int            // of ops, those on permits (named "...-permit")
-	results map[string]int // "op: outcome" counts, for the log
+	results map[string]int // "op: outcome" counts
 	events  []nemEvent     // what happened, for the timeline of a finding
 	// wrongs lists what the library got wrong that the checker does not
 	// judge: a Lock whose Shared() or Permit() was not what its Acquire or
@@ -50,11 +114,81 @@ type nemEvent struct {
 	Text string
 }
 
+func newNemRecorder(proc string, sink func(nemMsg)) *nemRecorder {
+	return &nemRecorder{proc: proc, sink: sink, locks: make(map[*redlock.Lock]*history.Lock),
+		byID: make(map[int]*history.Lock), results: make(map[string]int)}
+}
+
+// send applies m and, in a worker process, sends it on; with rec.mu held,
+// so that TestNemesis gets the records in the order they were applied.
+func (rec *nemRecorder) send(m nemMsg) {
+	rec.apply(m)
+	if rec.sink != nil {
+		rec.sink(m)
+	}
+}
+
+// add applies a record of a worker process (a nemMsg it sent).
+func (rec *nemRecorder) add(m nemMsg) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.apply(m)
+}
+
+// apply applies one record, with rec.mu held:
+//   - lock: a new Lock (m.Lock, without its calls);
+//   - acquire: an Acquire returned Lock m.ID (m.Span), which claimed m.Proof;
+//   - proof, cap: Lock m.ID claimed m.Proof, or an Extend capped it;
+//   - releasing, released: the m.N-th Release of Lock m.ID started, ended at m.At;
+//   - do: a Do whose function ran (m.Lock, whole);
+//   - lease: a look at a KeepAlive context;
+//   - call: a call m.Name ended with outcome m.Text;
+//   - event: a line of the timeline; wrong: what the library got wrong.
+func (rec *nemRecorder) apply(m nemMsg) {
+	l := rec.byID[m.ID]
+	if l == nil && m.ID != 0 {
+		rec.wrongs = append(rec.wrongs, fmt.Sprintf("a record %q of lock #%d, which no record made", m.Op, m.ID))
+		return
+	}
+	switch m.Op {
+	case "lock", "do":
+		rec.byID[m.Lock.ID] = m.Lock
+		rec.all = append(rec.all, m.Lock)
+	case "acquire":
+		l.Acquires = append(l.Acquires, m.Span)
+		l.Proofs = append(l.Proofs, m.Proof)
+	case "proof":
+		l.Proofs = append(l.Proofs, m.Proof)
+	case "cap":
+		l.Caps = append(l.Caps, m.Proof)
+	case "releasing":
+		l.Releases = append(l.Releases, history.Span{Start: m.At})
+	case "released":
+		l.Releases[m.N].End = m.At
+	case "lease":
+		rec.leases = append(rec.leases, *m.Lease)
+	case "call":
+		rec.results[m.Name+": "+m.Text]++
+		if m.Text == redlock.ErrInvalidArgument.Error() {
+			rec.wrongs = append(rec.wrongs, fmt.Sprintf("%s failed with ErrInvalidArgument", m.Name))
+		}
+	case "event":
+		rec.events = append(rec.events, nemEvent{m.At, m.Keys, m.Text})
+	case "wrong":
+		rec.wrongs = append(rec.wrongs, m.Text)
+	}
+}
+
 // event adds a line to the timeline of each of keys (nil: of every key).
 func (rec *nemRecorder) event(at time.Time, keys []string, format string, args ...any) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	rec.events = append(rec.events, nemEvent{at, keys, fmt.Sprintf(format, args...)})
+	rec.send(nemMsg{Op: "event", At: at, Keys: keys, Text: fmt.Sprintf(format, args...)})
+}
+
+// wrong notes what the library got wrong, with rec.mu held.
+func (rec *nemRecorder) wrong(format string, args ...any) {
+	rec.send(nemMsg{Op: "wrong", Text: fmt.Sprintf(format, args...)})
 }
 
 // timeline returns the lines about key from before until after at, in
@@ -76,11 +210,6 @@ func (rec *nemRecorder) timeline(key string, at time.Time, before, after time.Du
 	return strings.Join(lines, "\n")
 }
 
-func newNemRecorder() *nemRecorder {
-	return &nemRecorder{locks: make(map[*redlock.Lock]*history.Lock), highest: make(map[string]uint64),
-		results: make(map[string]int)}
-}
-
 // op counts one call and its outcome. The name of a call on a shared
 // Lock ends in "-shared", on a permit in "-permit" (opName). A call that
 // failed with ErrInvalidArgument is wrong: every call the workload makes
@@ -88,17 +217,7 @@ func newNemRecorder() *nemRecorder {
 func (rec *nemRecorder) op(name string, err error) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	rec.ops++
-	switch {
-	case strings.HasSuffix(name, "-shared"):
-		rec.shared++
-	case strings.HasSuffix(name, "-permit"):
-		rec.permits++
-	}
-	rec.results[name+": "+outcome(err)]++
-	if errors.Is(err, redlock.ErrInvalidArgument) {
-		rec.wrongs = append(rec.wrongs, fmt.Sprintf("%s failed with ErrInvalidArgument: %v", name, err))
-	}
+	rec.send(nemMsg{Op: "call", Name: name, Text: outcome(err)})
 }
 
 func outcome(err error) string {
@@ -133,12 +252,44 @@ func opName(op string, nl *history.Lock) string {
 	return op
 }
 
-// opCount returns how many calls were made, and how many of them on
-// shared Locks and on permits.
-func (rec *nemRecorder) opCount() (all, shared, permits int) {
+// nemOpKinds are the kinds of operation of the summary line, in its
+// order, and the calls (names without their outcome) each counts. An
+// operation is an acquire, an Extend, a KeepAlive or a Do; the Releases
+// that end the holds are not counted.
+var nemOpKinds = []struct {
+	name  string
+	calls []string
+}{
+	{"acquire", []string{"acquire", "try-acquire"}}, // exclusive, of one key
+	{"all", []string{"acquire-all", "try-acquire-all"}},
+	{"shared", []string{"acquire-shared", "try-acquire-shared"}},
+	{"permits", []string{"acquire-permit", "try-acquire-permit"}},
+	{"extend", []string{"extend", "extend-shared", "extend-permit"}},
+	{"keepalive", []string{"keep-alive", "keep-alive-shared", "keep-alive-permit"}},
+	{"do", []string{"do", "do-all", "do-shared", "do-permit"}},
+}
+
+// opCounts returns how many operations of each of nemOpKinds were made,
+// whatever their outcome, and their sum.
+func (rec *nemRecorder) opCounts() (map[string]int, int) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	return rec.ops, rec.shared, rec.permits
+	kind := make(map[string]string)
+	for _, k := range nemOpKinds {
+		for _, c := range k.calls {
+			kind[c] = k.name
+		}
+	}
+	out := make(map[string]int)
+	all := 0
+	for name, n := range rec.results {
+		call, _, _ := strings.Cut(name, ": ")
+		if k, ok := kind[call]; ok {
+			out[k] += n
+			all += n
+		}
+	}
+	return out, all
 }
 
 func (rec *nemRecorder) outcomes() string {
@@ -158,36 +309,44 @@ func (rec *nemRecorder) outcomes() string {
 // asked for, and a Lock that says otherwise is wrong. A permit is judged
 // in the slot its Permit() gives.
 func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, fenced, shared bool, permits int, s history.Span) *history.Lock {
-	at := time.Now()
-	u := l.Until()
+	at := nemNow()
+	u := stamp(l.Until())
 	slot, isPermit := l.Permit()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	nl := rec.locks[l]
 	if nl == nil {
-		nl = &history.Lock{ID: len(rec.all) + 1, Client: worker, Key: l.Key(), Owner: owner, Shared: shared,
+		rec.ids++
+		nl = &history.Lock{ID: rec.newID(), Client: worker, Proc: rec.proc, Key: l.Key(), Owner: owner, Shared: shared,
 			Permits: permits, Slot: slot, Fenced: fenced, Fence: l.Fence()}
 		if keys := l.Keys(); len(keys) > 1 {
 			nl.Keys = keys // a hold of each: the checker's windows are on every one
 		}
 		if l.Shared() != shared {
-			rec.wrongs = append(rec.wrongs, fmt.Sprintf("lock #%d of %s: Shared() %v, asked %v", nl.ID, worker, l.Shared(), shared))
+			rec.wrong("lock #%d of %s: Shared() %v, asked %v", nl.ID, worker, l.Shared(), shared)
 		}
 		rec.checkPermit(fmt.Sprintf("lock #%d of %s", nl.ID, worker), permits, slot, isPermit)
 		rec.locks[l] = nl
-		rec.all = append(rec.all, nl)
+		cp := *nl
+		rec.send(nemMsg{Op: "lock", Lock: &cp})
 	}
-	nl.Acquires = append(nl.Acquires, s)
-	nl.Proofs = append(nl.Proofs, history.Proof{From: at, Until: u})
-	return nl
+	rec.send(nemMsg{Op: "acquire", ID: nl.ID, Span: s, Proof: history.Proof{From: at, Until: u}})
+	return rec.byID[nl.ID]
+}
+
+// newID numbers a new Lock of this process, with rec.mu held: the
+// process's number in the millions, so that no two processes' collide.
+func (rec *nemRecorder) newID() int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(rec.proc, "p"))
+	return (n+1)*10_000_000 + rec.ids
 }
 
 // checkPermit notes as wrong a Permit() of what (a Lock, a Do) that is
 // not what was asked for: ok with a slot below n for a permit of n
-// (permits > 0), not ok for any other Lock.
+// (permits > 0), not ok for any other Lock. With rec.mu held.
 func (rec *nemRecorder) checkPermit(what string, permits, slot int, ok bool) {
 	if ok != (permits > 0) || ok && (slot < 0 || slot >= permits) {
-		rec.wrongs = append(rec.wrongs, fmt.Sprintf("%s: Permit() %d, %v, asked Permits(%d)", what, slot, ok, permits))
+		rec.wrong("%s: Permit() %d, %v, asked Permits(%d)", what, slot, ok, permits)
 	}
 }
 
@@ -196,14 +355,14 @@ func (rec *nemRecorder) checkPermit(what string, permits, slot int, ok bool) {
 // it from a start before the moment, when the old claim still stood. A
 // permit must still hold the slot it was judged in.
 func (rec *nemRecorder) prove(nl *history.Lock, l *redlock.Lock) {
-	at := time.Now()
-	u := l.Until()
+	at := nemNow()
+	u := stamp(l.Until())
 	slot, _ := l.Permit()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	nl.Proofs = append(nl.Proofs, history.Proof{From: at, Until: u})
+	rec.send(nemMsg{Op: "proof", ID: nl.ID, Proof: history.Proof{From: at, Until: u}})
 	if nl.Permits > 0 && slot != nl.Slot {
-		rec.wrongs = append(rec.wrongs, fmt.Sprintf("lock #%d of %s: Permit() moved from slot %d to %d", nl.ID, nl.Client, nl.Slot, slot))
+		rec.wrong("lock #%d of %s: Permit() moved from slot %d to %d", nl.ID, nl.Client, nl.Slot, slot)
 	}
 }
 
@@ -213,56 +372,35 @@ func (rec *nemRecorder) prove(nl *history.Lock, l *redlock.Lock) {
 func (rec *nemRecorder) capAt(nl *history.Lock, start time.Time, ttl time.Duration) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	nl.Caps = append(nl.Caps, history.Proof{From: start, Until: start.Add(ttl - ttl/100 - 2*time.Millisecond)})
+	rec.send(nemMsg{Op: "cap", ID: nl.ID, Proof: history.Proof{From: start, Until: start.Add(ttl - ttl/100 - 2*time.Millisecond)}})
 }
 
 // releasing records the start of a Release of nl, before it is called.
 func (rec *nemRecorder) releasing(nl *history.Lock) int {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	nl.Releases = append(nl.Releases, history.Span{Start: time.Now()})
-	return len(nl.Releases) - 1
+	rec.send(nemMsg{Op: "releasing", ID: nl.ID, At: nemNow()})
+	return len(rec.byID[nl.ID].Releases) - 1
 }
 
 func (rec *nemRecorder) released(nl *history.Lock, i int, err error) {
-	end := time.Now()
+	end := nemNow()
 	rec.mu.Lock()
-	nl.Releases[i].End = end
+	rec.send(nemMsg{Op: "released", ID: nl.ID, N: i, At: end})
 	rec.mu.Unlock()
 	rec.op(opName("release", nl), err)
-}
-
-// write is a write to the fenced store on behalf of nl, an exclusive Lock
-// of a fenced Client (whatever its fence), to each of its keys: the store
-// refuses a fence lower than the highest it accepted for the key. The
-// check and the write are one step per key. A shared Lock or a permit,
-// which has no fence, writes nothing.
-func (rec *nemRecorder) write(nl *history.Lock) {
-	if !nl.Fenced || nl.Shared || nl.Permits > 0 {
-		return
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	for _, key := range nl.AllKeys() {
-		ok := nl.Fence >= rec.highest[key]
-		if ok {
-			rec.highest[key] = nl.Fence
-		}
-		rec.writes = append(rec.writes, history.FenceWrite{Seq: len(rec.writes), LockID: nl.ID, Key: key,
-			Fence: nl.Fence, At: time.Now(), Accepted: ok})
-	}
 }
 
 // look records one look at a KeepAlive context of l and reports whether it
 // was live.
 func (rec *nemRecorder) look(nl *history.Lock, l *redlock.Lock, kctx context.Context) bool {
-	before := l.Until()
-	at := time.Now()
+	before := stamp(l.Until())
+	at := nemNow()
 	live := kctx.Err() == nil
-	after := l.Until()
+	after := stamp(l.Until())
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	rec.leases = append(rec.leases, history.LeaseObs{LockID: nl.ID, Key: nl.Key, At: at, Live: live, Before: before, After: after})
+	rec.send(nemMsg{Op: "lease", Lease: &history.LeaseObs{LockID: nl.ID, Key: nl.Key, At: at, Live: live, Before: before, After: after}})
 	return live
 }
 
@@ -272,28 +410,55 @@ func (rec *nemRecorder) look(nl *history.Lock, l *redlock.Lock, kctx context.Con
 func (rec *nemRecorder) do(d *history.Lock, gotShared, gotPermit bool) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	d.ID = len(rec.all) + 1
-	rec.all = append(rec.all, d)
+	rec.ids++
+	d.ID, d.Proc = rec.newID(), rec.proc
+	rec.send(nemMsg{Op: "do", Lock: d})
 	if gotShared != d.Shared {
-		rec.wrongs = append(rec.wrongs, fmt.Sprintf("Do #%d of %s: Shared() %v, asked %v", d.ID, d.Client, gotShared, d.Shared))
+		rec.wrong("Do #%d of %s: Shared() %v, asked %v", d.ID, d.Client, gotShared, d.Shared)
 	}
 	rec.checkPermit(fmt.Sprintf("Do #%d of %s", d.ID, d.Client), d.Permits, d.Slot, gotPermit)
 }
 
-// wrong returns what the library got wrong that the checker does not
-// judge (wrongs).
-func (rec *nemRecorder) wrong() []string {
+// holding reports whether a Lock of process proc that writes to the
+// fenced store holds now, as far as its records say: acquired, not
+// released, its validity not ended.
+func (rec *nemRecorder) holding(proc string) bool {
+	now := nemNow()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i := len(rec.all) - 1; i >= 0; i-- {
+		l := rec.all[i]
+		if l.Proc == proc && l.Fenced && !l.Shared && l.Permits == 0 && !l.Do && len(l.Releases) == 0 &&
+			len(l.Proofs) > 0 && l.Proofs[len(l.Proofs)-1].Until.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// wrongs returns what the library got wrong that the checker does not
+// judge.
+func (rec *nemRecorder) wrongList() []string {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	return slices.Clone(rec.wrongs)
 }
 
-// record returns a copy of the history for the checker.
-func (rec *nemRecorder) record() *history.Record {
+// record returns a copy of the history for the checker, of the Locks whose
+// first Acquire returned before horizon (zero: all of them): records of
+// different processes arrive each at its own pace, and a Lock's Release
+// may not have arrived yet when a later Lock's Acquire has, but it has
+// long before the horizon (a permits control stopped at a finding of a
+// record a second old that the whole record did not hold, under -race on
+// loaded cores).
+func (rec *nemRecorder) record(horizon time.Time) *history.Record {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	r := &history.Record{Writes: slices.Clone(rec.writes), Leases: slices.Clone(rec.leases)}
+	r := &history.Record{Leases: slices.Clone(rec.leases)}
 	for _, l := range rec.all {
+		if len(l.Acquires) == 0 || !horizon.IsZero() && !l.Acquires[0].End.Before(horizon) {
+			continue
+		}
 		cp := *l
 		cp.Acquires, cp.Releases, cp.Proofs, cp.Caps = slices.Clone(l.Acquires), slices.Clone(l.Releases), slices.Clone(l.Proofs), slices.Clone(l.Caps)
 		cp.Keys = slices.Clone(l.Keys)
@@ -303,11 +468,26 @@ func (rec *nemRecorder) record() *history.Record {
 	return r
 }
 
+// write writes to the fenced store on behalf of nl, an exclusive Lock of
+// a fenced Client (whatever its fence), to each of its keys: the store
+// refuses a fence lower than the highest it accepted for the key. A shared
+// Lock or a permit, which has no fence, writes nothing.
+func (wl *nemWorkload) write(nl *history.Lock) {
+	if !nl.Fenced || nl.Shared || nl.Permits > 0 {
+		return
+	}
+	for _, key := range nl.AllKeys() {
+		wl.store.write(key, nl.Fence, nl.ID)
+	}
+}
+
 // worker runs operations until stop. Its choices come from the seed, each
 // round's from a source of its own, so that a replay makes the same choices
 // in the same round whatever the outcomes before it; their timing varies.
-func (run *nemRun) worker(w int, stop <-chan struct{}) {
-	slot := run.slots[nemSlotOf(w)]
+//
+// w numbers the worker in the run, i in its process.
+func (wl *nemWorkload) worker(i, w int, stop <-chan struct{}) {
+	slot := wl.slots[nemSlotOf(i)]
 	name := fmt.Sprintf("w%d@%s", w, slot.name)
 	for round := uint64(0); ; round++ {
 		select {
@@ -315,39 +495,39 @@ func (run *nemRun) worker(w int, stop <-chan struct{}) {
 			return
 		default:
 		}
-		r := rand.New(rand.NewPCG(run.seed, uint64(w)<<40|round))
+		r := rand.New(rand.NewPCG(wl.seed, uint64(w)<<40|round))
 		c := slot.c.Load()
-		key := run.keys[r.IntN(len(run.keys))]
+		key := wl.keys[r.IntN(len(wl.keys))]
 		ttl := logDur(r, nemMinTTL, nemMaxTTL)
 		p := r.IntN(100)
 		stalled := p >= 35 && p < 45
-		if run.permits && (run.permitsOnly || !stalled && r.IntN(4) == 0) {
+		if wl.permits && (wl.permitsOnly || !stalled && r.IntN(4) == 0) {
 			// A permit of a semaphore key, through the same Client: a
 			// quarter of the rounds but the stalled holder's, which stay
 			// as many as without permits, as their stale fenced writes
 			// are rare. Not more: the lock keys' rarest activity
 			// (readers together) must still show in a 20 s run.
-			sem := run.sems[r.IntN(len(run.sems))]
+			sem := wl.sems[r.IntN(len(wl.sems))]
 			switch p := r.IntN(100); {
 			case p < 20:
-				run.doRun(r, c, name, sem.key, ttl, sem.n)
+				wl.doRun(r, c, name, sem.Key, ttl, sem.N)
 			case p < 45:
-				run.keepAliveRun(r, slot, c, name, sem.key, ttl, sem.n)
+				wl.keepAliveRun(r, slot, c, name, sem.Key, ttl, sem.N)
 			default:
-				run.plainRun(r, slot, c, name, sem.key, ttl, sem.n)
+				wl.plainRun(r, slot, c, name, sem.Key, ttl, sem.N)
 			}
 			sleepUpTo(r, 20*time.Millisecond)
 			continue
 		}
 		switch {
 		case p < 15:
-			run.doRun(r, c, name, key, ttl, 0)
+			wl.doRun(r, c, name, key, ttl, 0)
 		case p < 35:
-			run.keepAliveRun(r, slot, c, name, key, ttl, 0)
+			wl.keepAliveRun(r, slot, c, name, key, ttl, 0)
 		case stalled:
-			run.pausedRun(r, name, key, ttl)
+			wl.pausedRun(r, name, key, ttl)
 		default:
-			run.plainRun(r, slot, c, name, key, ttl, 0)
+			wl.plainRun(r, slot, c, name, key, ttl, 0)
 		}
 		sleepUpTo(r, 20*time.Millisecond)
 	}
@@ -362,11 +542,18 @@ func logDur(r *rand.Rand, lo, hi time.Duration) time.Duration {
 
 func sleepUpTo(r *rand.Rand, d time.Duration) { time.Sleep(randDur(r, 0, d)) }
 
+// readerKey returns the key of a shared Lock: one of the pool's first
+// three, so that readers meet each other (and writers) as often on a
+// pool of many keys as on a small one.
+func (wl *nemWorkload) readerKey(r *rand.Rand) string {
+	return wl.keys[r.IntN(min(3, len(wl.keys)))]
+}
+
 // nemMultiKeys returns key and one or two other keys of the pool, in a
 // random order (AcquireAll sorts them): a set of two or three that overlaps
 // the other sets and the single keys, as the pool is small.
-func (run *nemRun) nemMultiKeys(r *rand.Rand, key string) []string {
-	others := slices.DeleteFunc(slices.Clone(run.keys), func(k string) bool { return k == key })
+func (wl *nemWorkload) nemMultiKeys(r *rand.Rand, key string) []string {
+	others := slices.DeleteFunc(slices.Clone(wl.keys), func(k string) bool { return k == key })
 	r.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
 	keys := append([]string{key}, others[:min(len(others), 1+r.IntN(2))]...)
 	r.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
@@ -376,36 +563,37 @@ func (run *nemRun) nemMultiKeys(r *rand.Rand, key string) []string {
 // acquire makes an Acquire or a TryAcquire with a random deadline (some end
 // mid-round): with permits, one of the n permits of key, a semaphore key
 // (one key, no owner); otherwise, with shareable, a third of the time
-// (run.shared) of key shared, which has one key and no owner; otherwise,
+// (wl.shared) of key shared, which has one key and no owner; otherwise,
 // with multi, a quarter of the time an AcquireAll or TryAcquireAll of key
 // and one or two other keys of the pool, otherwise of key alone under an
 // owner of a small pool a third of the time, so that re-entry and takeover
 // from another Client happen (an owner's Lock has one key). Readers and
 // writers of one key, single or several, thus contend, and permits of one
 // semaphore key.
-func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration, multi, shareable bool, permits int) (*redlock.Lock, *history.Lock) {
+func (wl *nemWorkload) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration, multi, shareable bool, permits int) (*redlock.Lock, *history.Lock) {
 	var opts []redlock.AcquireOption
 	if permits > 0 {
 		opts = append(opts, redlock.Permits(permits))
 		multi, shareable = false, false
 	}
-	shared := shareable && run.shared && r.IntN(3) == 0
+	shared := shareable && wl.shared && r.IntN(wl.cfg.SharedEvery) == 0
 	if shared {
 		opts = append(opts, redlock.Shared())
+		key = wl.readerKey(r)
 	}
 	var keys []string
 	if !shared && multi && r.IntN(4) == 0 {
-		keys = run.nemMultiKeys(r, key)
+		keys = wl.nemMultiKeys(r, key)
 	}
 	owner := ""
-	if permits == 0 && !shared && keys == nil && r.IntN(3) == 0 && run.owners {
+	if permits == 0 && !shared && keys == nil && r.IntN(3) == 0 && wl.owners {
 		owner = fmt.Sprintf("req-%d", r.IntN(3))
 		opts = append(opts, redlock.WithOwner(owner))
 	}
 	try := r.IntN(3) == 0
 	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, 2*time.Second))
 	defer cancel()
-	start := time.Now()
+	start := nemNow()
 	var l *redlock.Lock
 	var err error
 	switch {
@@ -418,7 +606,7 @@ func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name,
 	default:
 		l, err = c.Acquire(ctx, key, ttl, opts...)
 	}
-	end := time.Now()
+	end := nemNow()
 	op := map[bool]string{true: "try-acquire", false: "acquire"}[try]
 	what := fmt.Sprintf("owner %q", owner)
 	evKeys := []string{key}
@@ -434,18 +622,18 @@ func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name,
 		op += "-permit"
 		what = fmt.Sprintf("permit of %d", permits)
 	}
-	run.rec.op(op, err)
+	wl.rec.op(op, err)
 	if err != nil {
-		run.rec.event(end, evKeys, "%s %s(%s, ttl %v) from %s: %v", name, op, what, ttl, start.Format("15:04:05.000000"), err)
+		wl.rec.event(end, evKeys, "%s %s(%s, ttl %v) from %s: %v", name, op, what, ttl, start.Format("15:04:05.000000"), err)
 		return nil, nil
 	}
-	nl := run.rec.acquired(l, name, owner, slot.fenced, shared, permits, history.Span{Start: start, End: end})
+	nl := wl.rec.acquired(l, name, owner, slot.fenced, shared, permits, history.Span{Start: start, End: end})
 	held := fmt.Sprintf("fence %d", l.Fence())
 	if permits > 0 {
 		held = fmt.Sprintf("slot %d", nl.Slot)
 	}
-	run.rec.event(end, nl.AllKeys(), "%s %s(%s, ttl %v) from %s: lock #%d (token %s, %s, until %s)", name, op, what, ttl,
-		start.Format("15:04:05.000000"), nl.ID, l.Token(), held, l.Until().Format("15:04:05.000000"))
+	wl.rec.event(end, nl.AllKeys(), "%s %s(%s, ttl %v) from %s: lock #%d (token %s, %s, until %s)", name, op, what, ttl,
+		start.Format("15:04:05.000000"), nl.ID, l.Token(), held, stamp(l.Until()).Format("15:04:05.000000"))
 	return l, nl
 }
 
@@ -454,52 +642,64 @@ func (run *nemRun) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, name,
 // the fenced store while it believes it holds the lock (and sometimes
 // after) if it is exclusive, may extend it, and releases it: once, twice,
 // twice at once, or racing an Extend.
-func (run *nemRun) plainRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration, permits int) {
-	l, nl := run.acquire(r, slot, c, name, key, ttl, true, true, permits)
+func (wl *nemWorkload) plainRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration, permits int) {
+	l, nl := wl.acquire(r, slot, c, name, key, ttl, true, true, permits)
 	if l == nil {
 		return
 	}
-	work := randDur(r, 0, ttl*3/2)
+	// Short holds, for many handovers, and one in three long, past the
+	// TTL at times, for renewals and for a worker process stopped while
+	// it holds.
+	work := logDur(r, 5*time.Millisecond, ttl/2)
+	if r.IntN(3) == 0 {
+		work = randDur(r, 0, ttl*3/2)
+	}
 	extendAt := time.Duration(-1)
 	if r.IntN(2) == 0 {
 		extendAt = randDur(r, 0, work+1)
 	}
 	stale := r.IntN(4) == 0 // writes after Until too: the store must refuse them when superseded
 	if time.Now().Before(l.Until()) {
-		run.rec.write(nl) // a holder's first write, which supersedes its predecessors'
+		wl.write(nl) // a holder's first write, which supersedes its predecessors'
 	}
 	start := time.Now()
-	for {
+	for last := false; !last; {
 		step := randDur(r, 5*time.Millisecond, 50*time.Millisecond)
-		if time.Since(start)+step > work {
-			break
+		if rest := work - time.Since(start); step >= rest {
+			step, last = max(rest, 0), true
 		}
+		// The write's work comes between the look at the validity and
+		// the write, and the hold ends with a write: a process stopped
+		// while it holds writes late, as a holder paused by its garbage
+		// collector does, and the store must refuse the write once a
+		// newer holder has written.
+		valid := time.Now().Before(l.Until())
 		time.Sleep(step)
 		if extendAt >= 0 && time.Since(start) >= extendAt {
 			extendAt = -1
-			run.extend(r, l, nl)
+			wl.extend(r, l, nl)
 		}
-		if stale || time.Now().Before(l.Until()) {
-			run.rec.write(nl)
+		if stale || valid {
+			wl.write(nl)
 		}
 	}
 	switch r.IntN(10) {
 	case 0: // twice
-		run.release(l, nl)
-		run.release(l, nl)
+		wl.release(l, nl)
+		wl.release(l, nl)
 	case 1: // twice at once
 		var wg sync.WaitGroup
-		wg.Go(func() { run.release(l, nl) })
-		wg.Go(func() { run.release(l, nl) })
+		wg.Go(func() { wl.release(l, nl) })
+		wg.Go(func() { wl.release(l, nl) })
 		wg.Wait()
 	case 2: // racing an Extend
 		var wg sync.WaitGroup
 		er := rand.New(rand.NewPCG(r.Uint64(), 0))
-		wg.Go(func() { run.extend(er, l, nl) })
-		wg.Go(func() { run.release(l, nl) })
+		wg.Go(func() { wl.extend(er, l, nl) })
+		wg.Go(func() { wl.release(l, nl) })
 		wg.Wait()
 	default:
-		run.release(l, nl)
+		wl.release(l, nl)
 	}
 }
 
@@ -512,91 +712,94 @@ func (run *nemRun) plainRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name
 // among them; B takes key alone, so that B's Acquire, which must succeed
 // for the stale write to be made, is no rarer than before. Both are
 // exclusive: a shared Lock writes nothing.
-func (run *nemRun) pausedRun(r *rand.Rand, name, key string, ttl time.Duration) {
-	slot := run.slots[0]
+func (wl *nemWorkload) pausedRun(r *rand.Rand, name, key string, ttl time.Duration) {
+	slot := wl.slots[0]
 	c := slot.c.Load()
 	worker, _, _ := strings.Cut(name, "@")
 	name = worker + "@" + slot.name
-	a, na := run.acquire(r, slot, c, name, key, ttl, true, false, 0)
+	a, na := wl.acquire(r, slot, c, name, key, ttl, true, false, 0)
 	if a == nil {
 		return
 	}
 	if time.Now().Before(a.Until()) {
-		run.rec.write(na)
+		wl.write(na)
 	}
 	time.Sleep(time.Until(a.Until()) + randDur(r, 0, ttl/2))
-	if b, nb := run.acquire(r, slot, c, name, key, logDur(r, nemMinTTL, nemMaxTTL), false, false, 0); b != nil {
-		run.rec.write(nb)
-		run.rec.write(na)
-		run.release(b, nb)
+	if b, nb := wl.acquire(r, slot, c, name, key, logDur(r, nemMinTTL, nemMaxTTL), false, false, 0); b != nil {
+		wl.write(nb)
+		wl.write(na)
+		wl.release(b, nb)
 	}
-	run.release(a, na)
+	wl.release(a, na)
 }
 
-func (run *nemRun) extend(r *rand.Rand, l *redlock.Lock, nl *history.Lock) {
+func (wl *nemWorkload) extend(r *rand.Rand, l *redlock.Lock, nl *history.Lock) {
 	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, time.Second))
 	defer cancel()
 	ttl := logDur(r, nemMinTTL, nemMaxTTL)
-	start := time.Now()
-	run.rec.capAt(nl, start, ttl)
+	start := nemNow()
+	wl.rec.capAt(nl, start, ttl)
 	err := l.Extend(ctx, ttl)
-	run.rec.op(opName("extend", nl), err)
-	run.rec.event(time.Now(), nl.AllKeys(), "extend of lock #%d from %s: %v (until %s)", nl.ID, start.Format("15:04:05.000000"), err,
-		l.Until().Format("15:04:05.000000"))
+	wl.rec.op(opName("extend", nl), err)
+	wl.rec.event(nemNow(), nl.AllKeys(), "extend of lock #%d from %s: %v (until %s)", nl.ID, start.Format("15:04:05.000000"), err,
+		stamp(l.Until()).Format("15:04:05.000000"))
 	if err == nil {
-		run.rec.prove(nl, l)
+		wl.rec.prove(nl, l)
 	}
 }
 
-func (run *nemRun) release(l *redlock.Lock, nl *history.Lock) {
-	i := run.rec.releasing(nl)
+func (wl *nemWorkload) release(l *redlock.Lock, nl *history.Lock) {
+	i := wl.rec.releasing(nl)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	start := time.Now()
+	start := nemNow()
 	err := l.Release(ctx)
-	run.rec.released(nl, i, err)
-	run.rec.event(time.Now(), nl.AllKeys(), "release of lock #%d from %s: %v", nl.ID, start.Format("15:04:05.000000"), err)
+	wl.rec.released(nl, i, err)
+	wl.rec.event(nemNow(), nl.AllKeys(), "release of lock #%d from %s: %v", nl.ID, start.Format("15:04:05.000000"), err)
 }
 
 // keepAliveRun holds a lock, exclusive or shared, or a permit of key
 // (with permits, its n), under KeepAlive for up to three TTLs, looking at
 // the context and Until every few milliseconds and, if it is exclusive,
 // writing to the fenced store while the context is live.
-func (run *nemRun) keepAliveRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration, permits int) {
-	l, nl := run.acquire(r, slot, c, name, key, ttl, true, true, permits)
+func (wl *nemWorkload) keepAliveRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name, key string, ttl time.Duration, permits int) {
+	l, nl := wl.acquire(r, slot, c, name, key, ttl, true, true, permits)
 	if l == nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	kctx := l.KeepAlive(ctx)
-	run.rec.op(opName("keep-alive", nl), nil)
-	work := randDur(r, 0, 3*ttl)
+	wl.rec.op(opName("keep-alive", nl), nil)
+	work := logDur(r, 5*time.Millisecond, 3*ttl)
 	start := time.Now()
 	for time.Since(start) < work {
-		if !run.rec.look(nl, l, kctx) {
+		if !wl.rec.look(nl, l, kctx) {
 			break
 		}
-		run.rec.prove(nl, l)
-		run.rec.write(nl)
-		time.Sleep(randDur(r, 2*time.Millisecond, 30*time.Millisecond))
+		wl.rec.prove(nl, l)
+		time.Sleep(randDur(r, 2*time.Millisecond, 30*time.Millisecond)) // the write's work, as in plainRun
+		wl.write(nl)
 	}
 	cancel()
-	run.rec.event(time.Now(), nl.AllKeys(), "keep-alive of lock #%d ends: %v", nl.ID, context.Cause(kctx))
-	run.release(l, nl)
+	wl.rec.event(nemNow(), nl.AllKeys(), "keep-alive of lock #%d ends: %v", nl.ID, context.Cause(kctx))
+	wl.release(l, nl)
 }
 
 // doRun runs Do (with permits, on one of the n permits of key; otherwise
-// a third of the time shared, with run.shared; otherwise a quarter of the
+// a third of the time shared, with wl.shared; otherwise a quarter of the
 // time DoAll over key and one or two other keys) with work that sometimes
 // outlives the TTL and a deadline that sometimes ends the work; the
 // function notes when its context was last seen live.
-func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration, permits int) {
-	shared := permits == 0 && run.shared && r.IntN(3) == 0
+func (wl *nemWorkload) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration, permits int) {
+	shared := permits == 0 && wl.shared && r.IntN(wl.cfg.SharedEvery) == 0
+	if shared {
+		key = wl.readerKey(r)
+	}
 	var keys []string
 	if permits == 0 && !shared && r.IntN(4) == 0 {
-		keys = run.nemMultiKeys(r, key)
+		keys = wl.nemMultiKeys(r, key)
 	}
-	work := randDur(r, 0, 2*ttl)
+	work := logDur(r, 2*time.Millisecond, 2*ttl)
 	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, 2*time.Second)+randDur(r, 0, 2*work))
 	defer cancel()
 	steps := make([]time.Duration, 0, 16)
@@ -607,24 +810,24 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 	}
 	d := &history.Lock{Client: name, Key: key, Do: true, Shared: shared, Permits: permits}
 	var gotShared, gotPermit bool
-	start := time.Now()
+	start := nemNow()
 	fn := func(kctx context.Context, l *redlock.Lock) error {
 		if ks := l.Keys(); len(ks) > 1 {
 			d.Key, d.Keys = l.Key(), ks
 		}
 		gotShared = l.Shared()
 		d.Slot, gotPermit = l.Permit()
-		d.FnStart = time.Now()
+		d.FnStart = nemNow()
 		live := d.FnStart
 		for _, s := range steps {
-			at := time.Now()
+			at := nemNow()
 			if kctx.Err() != nil {
 				break
 			}
 			live = at
 			time.Sleep(s)
 		}
-		d.FnEnd = time.Now()
+		d.FnEnd = nemNow()
 		d.Proofs = []history.Proof{{From: d.FnStart, Until: live}}
 		return nil
 	}
@@ -643,19 +846,19 @@ func (run *nemRun) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl 
 	default:
 		err = c.Do(ctx, key, ttl, fn)
 	}
-	end := time.Now()
-	run.rec.op(op, err)
+	end := nemNow()
+	wl.rec.op(op, err)
 	if d.FnStart.IsZero() {
 		return
 	}
 	d.Acquires = []history.Span{{Start: start, End: d.FnStart}}
 	d.Releases = []history.Span{{Start: d.FnEnd, End: end}}
 	d.DoNil = err == nil
-	run.rec.do(d, gotShared, gotPermit)
+	wl.rec.do(d, gotShared, gotPermit)
 	held := ""
 	if permits > 0 {
 		held = fmt.Sprintf(" (slot %d of %d)", d.Slot, permits)
 	}
-	run.rec.event(end, d.AllKeys(), "%s %s(keys %v, ttl %v) from %s: lock #%d%s, fn %s..%s, live until %s: %v", name, op, d.AllKeys(), ttl, start.Format("15:04:05.000000"),
+	wl.rec.event(end, d.AllKeys(), "%s %s(keys %v, ttl %v) from %s: lock #%d%s, fn %s..%s, live until %s: %v", name, op, d.AllKeys(), ttl, start.Format("15:04:05.000000"),
 		d.ID, held, d.FnStart.Format("15:04:05.000000"), d.FnEnd.Format("15:04:05.000000"), d.Proofs[0].Until.Format("15:04:05.000000"), err)
 }

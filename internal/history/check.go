@@ -20,7 +20,11 @@ import (
 //
 // Every recorded instant errs toward a shorter window (a start is read
 // before the event, an end after it), so noise can hide a violation of a
-// few microseconds but never invent one.
+// few microseconds but never invent one. The workers may run in several
+// processes (procs.go): a process killed mid-run loses its calls in
+// flight, whose records are missing, which may hide a violation but never
+// invent one, as each start is recorded before its call and each end
+// after it.
 
 // Lock is the record of one *redlock.Lock (or of one Do call, whose Lock
 // the caller never sees).
@@ -28,14 +32,19 @@ import (
 // A Lock is exclusive, Shared, or a permit (Permits). Per key, any number
 // of shared Locks may hold together, or exactly one exclusive Lock (of one
 // key or several): a shared Lock's windows must not overlap an exclusive
-// Lock's, and two exclusive Locks' must not overlap (checkExclusion). A
+// Lock's (a shared finding), and two exclusive Locks' must not overlap (an
+// exclusion finding; checkExclusion judges both). A
 // key of permits holds permits only, at most Permits of them at once, no
 // two in one Slot (checkPermits). The windows of every kind are the same:
 // the validity the Lock claimed, while it was held.
 type Lock struct {
 	ID     int
 	Client string // the worker that acquired it first, for reports
-	Key    string
+	// Proc is the worker process it was made in, whose pauses and kill
+	// (Record.Pauses, Record.Kills) concern it; "" in a record of one
+	// process.
+	Proc string
+	Key  string
 	// Keys are the keys of a Lock of several keys (AcquireAll, DoAll),
 	// Key their first; nil for a Lock of one key. A hold of such a Lock
 	// is a hold of each of its keys: its windows are on every one.
@@ -132,11 +141,19 @@ type Record struct {
 	// Slack is how late a lease signal may come before it counts: the
 	// documented limit of a timer on a starved CPU. 0 in hand-made histories.
 	Slack time.Duration
+	// Pauses and Kills are the stops and kills of worker processes
+	// (procs.go); KillBound is how long after a killed holder's validity
+	// another Lock must have taken its key, and End when the workload
+	// stopped (a bound that runs past it is not judged; zero: judge all).
+	Pauses    []Pause
+	Kills     []Kill
+	KillBound time.Duration
+	End       time.Time
 }
 
 // Violation is one finding.
 type Violation struct {
-	Kind   string // exclusion, permits, fencing, lease, lockout, leftovers
+	Kind   string // one of Kinds
 	Key    string
 	At     time.Time // when it happened, if known, for the timeline
 	Detail string
@@ -158,8 +175,8 @@ type Verdict struct {
 	// that breaks exclusion must show.
 	OverlapRefused int
 	// StaleAccepted counts the stale writes the store accepted, each a
-	// fencing finding: what a control that breaks exclusion must show
-	// none of.
+	// fencing finding, paused holders' or not: what a control that breaks
+	// exclusion must show none of.
 	StaleAccepted int
 	// SharedTogether counts the pairs of shared Locks whose windows on a
 	// key overlap: sharing at work, which a run with shared Locks must
@@ -171,6 +188,13 @@ type Verdict struct {
 	// which a run with permits must show, or its finding no n+1 holders
 	// means little.
 	PermitsTogether, PermitsFull int
+	// PausedOverlaps counts what a holder whose process was stopped did
+	// after its validity ended and another Lock held the key: a write to
+	// the store (refused if the newer holder had written, or it is a
+	// fencing finding), a KeepAlive context seen live, a Do's function
+	// running. No lock service can prevent them (procs.go); fencing exists
+	// for them. They are not findings.
+	PausedOverlaps int
 }
 
 func (v *Verdict) add(kind, key string, at time.Time, format string, args ...any) {
@@ -189,16 +213,18 @@ func (v *Verdict) Count(kind string) int {
 }
 
 // Kinds are the kinds in the order of the report line.
-var Kinds = []string{"exclusion", "permits", "fencing", "lease", "lockout", "leftovers"}
+var Kinds = []string{"exclusion", "shared", "permits", "fencing", "lease", "lockout", "leftovers"}
 
 // Check judges a whole record.
 func Check(r *Record) *Verdict {
 	v := &Verdict{}
-	checkExclusion(v, r)
+	hs := newHolds(r)
+	checkExclusion(v, r, hs)
 	checkPermits(v, r)
-	checkFencing(v, r)
-	checkLease(v, r)
+	checkFencing(v, r, hs)
+	checkLease(v, r, hs)
 	checkLockout(v, r)
+	checkKilled(v, r)
 	for _, k := range r.Leftovers {
 		v.add("leftovers", k.Key, time.Time{}, "%s", k)
 	}
@@ -376,22 +402,15 @@ func takeovers(locks []*Lock) map[*Lock]time.Time {
 
 // checkExclusion reports every pair of different Locks of one key whose
 // windows overlap, unless both are shared (readers hold together, which
-// SharedTogether counts) or both permits (checkPermits judges them): an
-// exclusive Lock overlapping another, a shared one or a permit, or a
-// shared one overlapping a permit. A pair with a Do in it is a lease
-// finding (the Do's window is its context's word), counted when the
-// overlap exceeds the slack; any other pair is an exclusion finding.
-func checkExclusion(v *Verdict, r *Record) {
-	over := takeovers(r.Locks)
-	var ws []Window[*Lock]
-	for _, l := range r.Locks {
-		for _, iv := range l.windows(over[l]) {
-			for _, k := range l.AllKeys() {
-				ws = append(ws, Window[*Lock]{Key: k, Holder: l, Interval: iv})
-			}
-		}
-	}
-	for _, o := range Overlaps(ws) {
+// SharedTogether counts) or both permits (checkPermits judges them): a
+// shared Lock overlapping an exclusive one (a reader beside a writer) is a
+// shared finding; an exclusive Lock overlapping another or a permit, or a
+// shared one overlapping a permit, an exclusion finding. A pair with a Do
+// in it is a lease finding (the Do's window is its context's word),
+// counted when the overlap exceeds the slack, and not at all when the Do's
+// process was stopped then (a paused holder's overlap, procs.go).
+func checkExclusion(v *Verdict, r *Record, hs *holds) {
+	for _, o := range Overlaps(hs.all) {
 		a, b, both := o.A.Holder, o.B.Holder, o.Both
 		if a.Shared && b.Shared {
 			v.SharedTogether++
@@ -401,8 +420,15 @@ func checkExclusion(v *Verdict, r *Record) {
 			continue
 		}
 		kind := "exclusion"
+		if (a.Shared || b.Shared) && a.Permits == 0 && b.Permits == 0 {
+			kind = "shared"
+		}
 		if a.Do || b.Do {
 			if both.Len() <= r.Slack {
+				continue
+			}
+			if r.pausedDo([]*Lock{a, b}, both) {
+				v.PausedOverlaps++
 				continue
 			}
 			kind = "lease"
@@ -457,7 +483,11 @@ func (l *Lock) Describe() string {
 //     which checkExclusion reports);
 //   - a fenced Lock whose first Acquire started after another's first
 //     returned has a higher fence.
-func checkFencing(v *Verdict, r *Record) {
+//
+// A write made outside the writer's windows, after another Lock held the
+// key meanwhile, by a writer whose process was stopped since it acquired,
+// is a paused holder's overlap (PausedOverlaps), judged by the same rules.
+func checkFencing(v *Verdict, r *Record, hs *holds) {
 	byID := make(map[int]*Lock)
 	for _, l := range r.Locks {
 		byID[l.ID] = l
@@ -469,7 +499,7 @@ func checkFencing(v *Verdict, r *Record) {
 			v.add("fencing", l.Key, l.Acquires[0].End, "%q: %s of a fenced Client has no fence", l.Key, l.Describe())
 		}
 	}
-	over := takeovers(r.Locks)
+	over := hs.over
 	writes := slices.Clone(r.Writes)
 	sort.Slice(writes, func(i, j int) bool { return writes[i].Seq < writes[j].Seq })
 	newest := make(map[string]*Lock) // per key, the writer so far whose first Acquire started last
@@ -487,6 +517,9 @@ func checkFencing(v *Verdict, r *Record) {
 		within := slices.ContainsFunc(l.windows(over[l]), func(iv Interval) bool { return iv.Contains(w.At) })
 		n := newest[w.Key]
 		superseded := n != nil && n.Acquires[0].Start.After(l.Acquires[0].End)
+		if !within && hs.heldByOther(w.Key, l, hs.meantime(l, w.At)) && r.paused(l.Proc, Interval{l.Acquires[0].End, w.At}) {
+			v.PausedOverlaps++
+		}
 		// The store refused l for the fence of top, which held the key
 		// at the same time as l: their Acquires ran at once, so neither
 		// is the newer, and the refusal is the store's part in an
@@ -556,11 +589,19 @@ func checkFencing(v *Verdict, r *Record) {
 
 // checkLease reports a KeepAlive context seen live at or after the Lock's
 // Until (both readings around the look, the later of them) by more than the
-// slack. A Do's findings come from checkExclusion.
-func checkLease(v *Verdict, r *Record) {
+// slack, unless the Lock's process was stopped between that Until and the
+// look: its timer could not fire (a paused holder's overlap if another
+// Lock held the key meanwhile). A Do's findings come from checkExclusion.
+func checkLease(v *Verdict, r *Record, hs *holds) {
 	for _, o := range r.Leases {
 		until := Latest(o.Before, o.After)
 		if o.Live && o.At.Sub(until) > r.Slack {
+			if l := hs.byID[o.LockID]; l != nil && r.paused(l.Proc, Interval{until, o.At}) {
+				if hs.heldByOther(o.Key, l, Interval{until, o.At}) {
+					v.PausedOverlaps++
+				}
+				continue
+			}
 			v.add("lease", o.Key, o.At, "%q: lock #%d's KeepAlive context live at %s, %v after Until %s",
 				o.Key, o.LockID, o.At.Format("15:04:05.000000"), o.At.Sub(until), until.Format("15:04:05.000000"))
 		}

@@ -298,9 +298,9 @@ func TestNemesisCheckerMultiKey(t *testing.T) {
 // TestNemesisCheckerShared feeds Check histories with shared Locks: per
 // key, any number of shared holders or exactly one exclusive holder (of
 // one key or of several), judged by the same windows as exclusive holds.
-// A shared Lock overlapping an exclusive one is an exclusion finding on
-// that key (a lease finding if one of them is a Do); shared Locks
-// overlapping each other pass, and are counted.
+// A shared Lock overlapping an exclusive one is a shared finding on that
+// key (a lease finding if one of them is a Do); shared Locks overlapping
+// each other pass, and are counted.
 func TestNemesisCheckerShared(t *testing.T) {
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
@@ -344,17 +344,17 @@ func TestNemesisCheckerShared(t *testing.T) {
 		together int    // pairs of shared Locks that held together
 	}{
 		{"a reader overlaps a writer", Record{Locks: []*Lock{
-			writer(1, 0, 10, 100, 80), reader(2, 20, 60, 200, 150)}}, "exclusion", 0},
+			writer(1, 0, 10, 100, 80), reader(2, 20, 60, 200, 150)}}, "shared", 0},
 		{"a writer overlaps a reader", Record{Locks: []*Lock{
-			reader(1, 0, 10, 100, 80), writer(2, 20, 60, 200, 150)}}, "exclusion", 0},
+			reader(1, 0, 10, 100, 80), writer(2, 20, 60, 200, 150)}}, "shared", 0},
 		{"two readers overlap", Record{Locks: []*Lock{
 			reader(1, 0, 10, 100, 80), reader(2, 20, 60, 200, 150)}}, "", 1},
 		{"three readers at once", Record{Locks: []*Lock{
 			reader(1, 0, 10, 100, 80), reader(2, 20, 30, 200, 150), reader(3, 5, 40, 300, 70)}}, "", 3},
 		{"a reader overlaps an AcquireAll writer of its key", Record{Locks: []*Lock{
-			lock(1, ak, 0, 10, 100, 80), reader(2, 20, 60, 200, 150)}}, "exclusion", 0},
+			lock(1, ak, 0, 10, 100, 80), reader(2, 20, 60, 200, 150)}}, "shared", 0},
 		{"an AcquireAll writer overlaps a reader of its key", Record{Locks: []*Lock{
-			reader(1, 0, 10, 100, 80), lock(2, ak, 20, 60, 200, 150)}}, "exclusion", 0},
+			reader(1, 0, 10, 100, 80), lock(2, ak, 20, 60, 200, 150)}}, "shared", 0},
 		{"a reader beside an AcquireAll writer of other keys", Record{Locks: []*Lock{
 			lock(1, kb, 0, 10, 100, 80), reader(2, 20, 60, 200, 150)}}, "", 0},
 		{"writer, readers, writer in turn", Record{Locks: []*Lock{
@@ -363,13 +363,13 @@ func TestNemesisCheckerShared(t *testing.T) {
 		{"a writer after a crashed reader's validity", Record{Locks: []*Lock{
 			reader(1, 0, 10, 100, -1), writer(2, 20, 100, 200, 150)}}, "", 0},
 		{"a writer within a crashed reader's validity", Record{Locks: []*Lock{
-			reader(1, 0, 10, 100, -1), writer(2, 20, 99, 200, 150)}}, "exclusion", 0},
+			reader(1, 0, 10, 100, -1), writer(2, 20, 99, 200, 150)}}, "shared", 0},
 		{"a reader extended past the writer's start", Record{Locks: []*Lock{
-			extended(reader(1, 0, 10, 100, 300), 90, 250), writer(2, 20, 150, 400, 350)}}, "exclusion", 0},
+			extended(reader(1, 0, 10, 100, 300), 90, 250), writer(2, 20, 150, 400, 350)}}, "shared", 0},
 		{"a reader extended shorter", Record{Locks: []*Lock{
 			extended(reader(1, 0, 10, 300, 400), 100, 150), writer(2, 20, 200, 500, 450)}}, "", 0},
 		{"readers together, a writer beside one", Record{Locks: []*Lock{
-			reader(1, 0, 10, 100, 80), reader(2, 20, 30, 300, 250), writer(3, 40, 90, 200, 150)}}, "exclusion", 1},
+			reader(1, 0, 10, 100, 80), reader(2, 20, 30, 300, 250), writer(3, 40, 90, 200, 150)}}, "shared", 1},
 		{"a shared Do's context live under a writer", Record{Locks: []*Lock{
 			sharedDo(1, 0, 10, 90, 100), writer(2, 50, 60, 200, 150)}}, "lease", 0},
 		{"a shared Do beside a reader", Record{Locks: []*Lock{
@@ -391,7 +391,7 @@ func TestNemesisCheckerShared(t *testing.T) {
 				}
 			}
 			for _, f := range v.Found {
-				if f.Kind == "exclusion" || f.Kind == "lease" {
+				if f.Kind == "shared" || f.Kind == "lease" {
 					assert.Equal(t, "k", f.Key, "finding on the wrong key: %s", f.Detail)
 				}
 			}

@@ -4,9 +4,11 @@
 // nemesis's both judge exclusion with), and the nemesis's whole check of a
 // Record (Check).
 //
-// All times are readings of one process's clock with Go's monotonic part:
-// every client of a test runs in that process, so readings of different
-// clients compare without any allowance for skew.
+// All times are readings of one machine's clock: of one process's, with
+// Go's monotonic part, when every client runs in the test's process; of
+// several processes' when workers run apart (procs.go says how they are
+// read), so that readings of different clients compare without any
+// allowance for skew.
 package history
 
 import (

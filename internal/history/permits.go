@@ -20,7 +20,8 @@ import (
 // checkExclusion judges a permit beside a Lock that is not one. A Do's
 // window here ends Slack earlier, as its context's signal may come that
 // late (checkExclusion allows a Do the same slack). As there, a finding
-// with a Do among its holders is a lease finding; any other is a permits
+// with a Do among its holders is a lease finding, or a paused holder's
+// overlap if the Do's process was stopped then; any other is a permits
 // finding.
 func checkPermits(v *Verdict, r *Record) {
 	var ws []Window[*Lock]
@@ -57,6 +58,10 @@ func checkPermits(v *Verdict, r *Record) {
 			continue
 		}
 		holds := []*Lock{a, b}
+		if r.pausedDo(holds, both) {
+			v.PausedOverlaps++
+			continue
+		}
 		v.add(kind(holds), o.A.Key, both.From, "%q: %s holds %s and %s holds %s: %s, both in %s (%v)", o.A.Key,
 			a.Describe(), o.A.Interval, b.Describe(), o.B.Interval, what, both, both.Len())
 		v.Found[len(v.Found)-1].Holds = holds
@@ -103,8 +108,12 @@ func checkPermits(v *Verdict, r *Record) {
 			}
 			switch {
 			case len(live) > n:
-				if !over {
-					holds := slices.SortedFunc(maps.Keys(live), func(a, b *Lock) int { return a.ID - b.ID })
+				holds := slices.SortedFunc(maps.Keys(live), func(a, b *Lock) int { return a.ID - b.ID })
+				switch {
+				case over:
+				case r.pausedDo(holds, Interval{at, at.Add(1)}):
+					v.PausedOverlaps++
+				default:
 					parts := make([]string, len(holds))
 					for j, l := range holds {
 						parts[j] = fmt.Sprintf("%s holds %s", l.Describe(), live[l])

@@ -34,8 +34,11 @@ import (
 // Timeouts. Every wait in this package is bounded so that a broken
 // redis-server can never hang a test run.
 const (
-	// readyTimeout bounds how long a start waits for the first PONG.
-	readyTimeout = 5 * time.Second
+	// readyTimeout bounds how long a start waits for the first PONG:
+	// generous, as the nemesis restarts nodes while worker processes of
+	// its own and other test binaries share two cores (a restart took
+	// more than 5 s there at a load average of 15).
+	readyTimeout = 30 * time.Second
 	// exitTimeout bounds how long we wait for a signalled process to be reaped.
 	exitTimeout = 5 * time.Second
 	// startAttempts is how often a start is retried when redis could not bind
