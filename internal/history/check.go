@@ -499,7 +499,6 @@ func checkFencing(v *Verdict, r *Record, hs *holds) {
 			v.add("fencing", l.Key, l.Acquires[0].End, "%q: %s of a fenced Client has no fence", l.Key, l.Describe())
 		}
 	}
-	over := hs.over
 	writes := slices.Clone(r.Writes)
 	sort.Slice(writes, func(i, j int) bool { return writes[i].Seq < writes[j].Seq })
 	newest := make(map[string]*Lock) // per key, the writer so far whose first Acquire started last
@@ -514,10 +513,10 @@ func checkFencing(v *Verdict, r *Record, hs *holds) {
 			v.add("fencing", w.Key, w.At, "%q: a write of %s, which has no fence", w.Key, l.Describe())
 			continue
 		}
-		within := slices.ContainsFunc(l.windows(over[l]), func(iv Interval) bool { return iv.Contains(w.At) })
+		within := slices.ContainsFunc(hs.of[l], func(iv Interval) bool { return iv.Contains(w.At) })
 		n := newest[w.Key]
 		superseded := n != nil && n.Acquires[0].Start.After(l.Acquires[0].End)
-		if !within && hs.heldByOther(w.Key, l, hs.meantime(l, w.At)) && r.paused(l.Proc, Interval{l.Acquires[0].End, w.At}) {
+		if !within && r.paused(l.Proc, Interval{l.Acquires[0].End, w.At}) && hs.heldByOther(w.Key, l, hs.meantime(l, w.At)) {
 			v.PausedOverlaps++
 		}
 		// The store refused l for the fence of top, which held the key
@@ -526,8 +525,8 @@ func checkFencing(v *Verdict, r *Record, hs *holds) {
 		// overlap that checkExclusion reports.
 		beside := func() bool {
 			t := top[w.Key]
-			return t != nil && t != l && slices.ContainsFunc(t.windows(over[t]), func(a Interval) bool {
-				return slices.ContainsFunc(l.windows(over[l]), func(b Interval) bool { return !Intersect(a, b).Empty() })
+			return t != nil && t != l && slices.ContainsFunc(hs.of[t], func(a Interval) bool {
+				return slices.ContainsFunc(hs.of[l], func(b Interval) bool { return !Intersect(a, b).Empty() })
 			})
 		}
 		switch {

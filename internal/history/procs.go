@@ -44,13 +44,18 @@ type holds struct {
 	all   []Window[*Lock]
 	byKey map[string][]Window[*Lock]
 	byID  map[int]*Lock
+	// of is each Lock's windows, computed once: the rules ask for them
+	// per write, and a 30-minute run has tens of thousands of writes.
+	of map[*Lock][]Interval
 }
 
 func newHolds(r *Record) *holds {
-	hs := &holds{over: takeovers(r.Locks), byKey: make(map[string][]Window[*Lock]), byID: make(map[int]*Lock)}
+	hs := &holds{over: takeovers(r.Locks), byKey: make(map[string][]Window[*Lock]), byID: make(map[int]*Lock),
+		of: make(map[*Lock][]Interval, len(r.Locks))}
 	for _, l := range r.Locks {
 		hs.byID[l.ID] = l
-		for _, iv := range l.windows(hs.over[l]) {
+		hs.of[l] = l.windows(hs.over[l])
+		for _, iv := range hs.of[l] {
 			for _, k := range l.AllKeys() {
 				w := Window[*Lock]{Key: k, Holder: l, Interval: iv}
 				hs.all = append(hs.all, w)
@@ -74,7 +79,7 @@ func (hs *holds) heldByOther(key string, l *Lock, iv Interval) bool {
 // acts at at.
 func (hs *holds) meantime(l *Lock, at time.Time) Interval {
 	from := l.Acquires[0].End
-	for _, iv := range l.windows(hs.over[l]) {
+	for _, iv := range hs.of[l] {
 		if !iv.To.After(at) {
 			from = Latest(from, iv.To)
 		}
