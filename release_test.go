@@ -88,7 +88,13 @@ func TestReleaseUnconfirmedOrNotHeld(t *testing.T) {
 			require.NoError(t, err)
 			e.awaitHolders(key, l.Token())
 			if tc.expired {
+				// Past the Lock's validity, and past the nodes' expiry too:
+				// a node sets the key a little after the Lock's clock
+				// started, so its copy may outlive Until by the time the
+				// SET took to arrive, and a delete that finds it there is
+				// a release that confirms.
 				time.Sleep(time.Until(l.Until()) + 10*time.Millisecond)
+				e.eventuallyNoKey(key, 3*time.Second)
 			}
 			t.Cleanup(e.resetFaults) // before the next case, whatever this one's outcome
 			for _, f := range tc.faults {
