@@ -61,6 +61,10 @@ var (
 	releaseSrc string
 	//go:embed scripts/release_one.lua
 	releaseOneSrc string
+	//go:embed scripts/acquire_fast.lua
+	acquireFastSrc string
+	//go:embed scripts/release_fast.lua
+	releaseFastSrc string
 	//go:embed scripts/release_all.lua
 	releaseAllSrc string
 	//go:embed scripts/restart_guard.lua
@@ -92,7 +96,11 @@ var (
 
 	// The scripts that write a lock key share lib.lua, prepended; the
 	// acquire scripts take.lua too, and those of several keys take_all.lua.
-	acquireScript          = redis.NewScript(libSrc + takeSrc + acquireSrc)
+	// A plain acquire and a one-key release first try their fast path
+	// (acquire_fast.lua, release_fast.lua), which returns before lib.lua's
+	// functions are defined: their definition is most of what an
+	// uncontended call costs the node.
+	acquireScript          = redis.NewScript(acquireFastSrc + libSrc + takeSrc + acquireSrc)
 	acquireFencedScript    = redis.NewScript(libSrc + takeSrc + acquireFencedSrc)
 	acquireAllScript       = redis.NewScript(libSrc + takeSrc + takeAllSrc + acquireAllSrc)
 	acquireAllFencedScript = redis.NewScript(libSrc + takeSrc + takeAllSrc + acquireAllFencedSrc)
@@ -100,7 +108,7 @@ var (
 	extendScript           = redis.NewScript(counterSrc + extendSrc + extendOneSrc)
 	extendAllScript        = redis.NewScript(counterSrc + extendSrc + extendAllSrc)
 	restoreScript          = redis.NewScript(libSrc + restoreSrc)
-	releaseScript          = redis.NewScript(libSrc + releaseSrc + releaseOneSrc)
+	releaseScript          = redis.NewScript(releaseFastSrc + libSrc + releaseSrc + releaseOneSrc)
 	releaseAllScript       = redis.NewScript(libSrc + releaseSrc + releaseAllSrc)
 	handoverScript         = redis.NewScript(libSrc + takeSrc + handoverSrc)
 	inspectScript          = redis.NewScript(inspectSrc)
