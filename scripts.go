@@ -130,7 +130,7 @@ var (
 	guardPlain  = "local guard_fenced = false\n" + restartGuardSrc
 	guardFenced = "local guard_fenced = true\n" + restartGuardSrc
 
-	acquireGuardedScript          = redis.NewScript(guardPlain + libSrc + takeSrc + acquireSrc)
+	acquireGuardedScript          = redis.NewScript(guardPlain + acquireFastSrc + libSrc + takeSrc + acquireSrc)
 	acquireFencedGuardedScript    = redis.NewScript(guardFenced + libSrc + takeSrc + acquireFencedSrc)
 	acquireAllGuardedScript       = redis.NewScript(guardPlain + libSrc + takeSrc + takeAllSrc + acquireAllSrc)
 	acquireAllFencedGuardedScript = redis.NewScript(guardFenced + libSrc + takeSrc + takeAllSrc + acquireAllFencedSrc)

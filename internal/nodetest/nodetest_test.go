@@ -94,8 +94,8 @@ func TestScriptSource(t *testing.T) {
 		t.Fatal("lib.lua or take.lua is empty")
 	}
 	acquire := ScriptSource(t, "acquire.lua")
-	if !strings.HasPrefix(acquire, lib+take) {
-		t.Fatalf("acquire.lua does not begin with lib.lua and take.lua:\n%.200s", acquire)
+	if !strings.HasPrefix(acquire, scriptFile(t, "acquire_fast.lua")+lib+take) {
+		t.Fatalf("acquire.lua does not begin with its fast path, lib.lua and take.lua:\n%.200s", acquire)
 	}
 	used := map[string]bool{"restart_guard.lua": true}
 	for name, parts := range scriptParts {

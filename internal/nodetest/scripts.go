@@ -59,7 +59,7 @@ func LoadScripts(t testing.TB, addrs ...string) {
 // scriptParts is how the library assembles each script it runs (scripts.go),
 // by the name of the file that ends it: the files prepended to it, in order.
 var scriptParts = map[string][]string{
-	"acquire.lua":            {"lib.lua", "take.lua"},
+	"acquire.lua":            {"acquire_fast.lua", "lib.lua", "take.lua"},
 	"acquire_fenced.lua":     {"lib.lua", "take.lua"},
 	"acquire_all.lua":        {"lib.lua", "take.lua", "take_all.lua"},
 	"acquire_all_fenced.lua": {"lib.lua", "take.lua", "take_all.lua"},
@@ -67,7 +67,7 @@ var scriptParts = map[string][]string{
 	"extend_one.lua":         {"counter.lua", "extend.lua"},
 	"extend_all.lua":         {"counter.lua", "extend.lua"},
 	"restore.lua":            {"lib.lua"},
-	"release_one.lua":        {"lib.lua", "release.lua"},
+	"release_one.lua":        {"release_fast.lua", "lib.lua", "release.lua"},
 	"release_all.lua":        {"lib.lua", "release.lua"},
 	"handover.lua":           {"lib.lua", "take.lua"},
 	"inspect.lua":            nil,
