@@ -535,7 +535,7 @@ func (j *job) write(n *node) Reply {
 	if j.inline {
 		c = n.inlineClient() // bounds the call on the caller's goroutine
 	}
-	return n.callOn(c, &r.ctx, &r.spec.Op, r.args, j.cmd(1))
+	return n.callOn(c, &r.ctx, &r.spec.Op, r.args, j.cmd(1), j.inline)
 }
 
 // delete sends the next try of delete j to n. A delete's deadline runs
@@ -551,7 +551,7 @@ func (j *job) delete(s *Lanes, p *Set, n *node) Reply {
 	if j.inline && try == 1 {
 		// On the caller's goroutine, on a client that bounds the call:
 		// the round's context ends when the caller stops waiting.
-		return n.callOn(n.inlineClient(), &r.ctx, op, args, j.cmd(try))
+		return n.callOn(n.inlineClient(), &r.ctx, op, args, j.cmd(try), true)
 	}
 	if j.shared {
 		// Started at once on a worker: the delete's own deadline, with

@@ -35,6 +35,8 @@ type node struct {
 	inlineOnce sync.Once
 	inlined    redis.UniversalClient
 
+	batch batcher // sends the calls that meet here together (batch.go)
+
 	inFlight        atomic.Int64 // calls started and not yet returned by go-redis
 	failures        atomic.Int64 // consecutive calls with no timely, valid reply
 	pendingCleanups atomic.Int64 // deletes waiting to be tried again
@@ -99,14 +101,21 @@ func (n *node) silence() error {
 // ended is late: an unknown outcome is then ErrNoReply, and the node's
 // health counts it as a failure (record).
 func (n *node) call(ctx context.Context, op *Op, args []any, cmd *redis.Cmd) Reply {
-	return n.callOn(n.client, ctx, op, args, cmd)
+	return n.callOn(n.client, ctx, op, args, cmd, false)
 }
 
-// callOn is call on c, the node's client or its inlineClient.
-func (n *node) callOn(c redis.UniversalClient, ctx context.Context, op *Op, args []any, cmd *redis.Cmd) Reply {
+// callOn is call on c, the node's client or its inlineClient; alone is
+// set for a call on a round's caller's goroutine, which goes at once
+// rather than wait for the node's next batch (batcher.process).
+func (n *node) callOn(c redis.UniversalClient, ctx context.Context, op *Op, args []any, cmd *redis.Cmd, alone bool) Reply {
 	n.inFlight.Add(1)
-	r := n.eval(c, ctx, op, args, cmd)
+	r, sent := n.eval(c, ctx, op, args, cmd, alone)
 	n.inFlight.Add(-1)
+	if !sent {
+		// Its context ended while it waited for the node's next batch:
+		// nothing went out, and the node said nothing about its health.
+		return Reply{Err: errNotSent, Node: n.index}
+	}
 	late := ctx.Err() != nil
 	nodeErr := r.Status == Unknown && r.Err != nil && !IsContextErr(r.Err)
 	if late && r.Status == Unknown {
@@ -155,11 +164,13 @@ func (p *Set) evalArgs(seq *Lanes, op *Op, a []any) []any {
 	return append(a, op.Args[:op.NArgs]...)
 }
 
-// eval runs op on c with its prepared EVALSHA command line and reads the
-// reply. A node that does not know the script (NOSCRIPT, as after a restart)
-// gets it as Op.evalOrLoad does, through redis.Script.Run (EVALSHA once more,
-// then EVAL with the source), on the same client.
-func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *Op, args []any, cmd *redis.Cmd) Reply {
+// eval runs op on c with its prepared EVALSHA command line, through the
+// node's batcher, and reads the reply; sent is false when the command did
+// not go out (batcher.process). A node that does not know the script
+// (NOSCRIPT, as after a restart) gets it as Op.evalOrLoad does, through
+// redis.Script.Run (EVALSHA once more, then EVAL with the source), on the
+// same client.
+func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *Op, args []any, cmd *redis.Cmd, alone bool) (r Reply, sent bool) {
 	if cmd == nil {
 		cmd = redis.NewCmd(ctx, args...)
 	} else {
@@ -168,14 +179,16 @@ func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *Op, args [
 	if len(op.KeyList()) > 0 {
 		cmd.SetFirstKeyPos(3) // a cluster client routes by the first key
 	}
-	_ = c.Process(ctx, cmd)
+	if !n.batch.process(c, ctx, cmd, alone) {
+		return Reply{}, false
+	}
 	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")) {
 		if c == n.client {
-			return op.evalOrLoad(ctx, n)
+			return op.evalOrLoad(ctx, n), true
 		}
-		return op.Read(op.Script.Run(ctx, c, op.KeyList(), op.Args[:op.NArgs]...))
+		return op.Read(op.Script.Run(ctx, c, op.KeyList(), op.Args[:op.NArgs]...)), true
 	}
-	return op.Read(cmd)
+	return op.Read(cmd), true
 }
 
 // Config is what a Set needs of its Client.
@@ -332,9 +345,11 @@ func (n *node) inlineClient() redis.UniversalClient {
 // go. With more nodes the
 // caller has to wait on the channel for the others all the same, and running
 // one call itself measured slower (it shares the caller's time slice with the
-// workers it just woke). It returns -1 for none.
+// workers it just woke). Nor while a call or batch is in flight to the
+// node: the round's call then waits for the next batch on a worker. It
+// returns -1 for none.
 func (p *Set) inlineNode() int {
-	if len(p.nodes) == 1 && p.nodes[0].inlineClient() != nil {
+	if len(p.nodes) == 1 && p.nodes[0].batch.idle() && p.nodes[0].inlineClient() != nil {
 		return 0
 	}
 	return -1
