@@ -183,7 +183,7 @@ func (b *batcher) armRescue(now time.Time) {
 	b.rescue = time.AfterFunc(first.Sub(now), b.rescued)
 }
 
-// rescued runs at a flight's deadline while calls are queued.
+// rescued runs when a flight becomes overdue while calls are queued.
 func (b *batcher) rescued() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
