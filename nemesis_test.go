@@ -412,7 +412,7 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*history.Verdict
 				break
 			}
 		}
-		if took := time.Since(begun); took > d+time.Second {
+		if took := time.Since(begun); took > d+time.Second && len(short) > 0 {
 			t.Logf("ran %v: the activity a run must show needed more than %v (%s)", took.Round(time.Second), d, strings.Join(short, "; "))
 		}
 	}
