@@ -459,6 +459,13 @@ func TestSharedStaleAndSkewed(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx))
 	require.ErrorIs(t, l.Extend(ctx, ttl), redlock.ErrNotHeld)
+	// Release returned at a quorum; the last node's delete lands just
+	// after. Once it has, the share must stay gone.
+	for i := range e.direct {
+		require.Eventually(t, func() bool { return e.entries(i, key) == 1 }, 5*time.Second, 2*time.Millisecond,
+			"node %d: the released share stayed", i)
+	}
+	time.Sleep(100 * time.Millisecond)
 	for i := range e.direct {
 		assert.Equal(t, 1, e.entries(i, key), "node %d: the released share came back", i)
 	}
