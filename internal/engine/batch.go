@@ -46,10 +46,10 @@ type batcher struct {
 	rescue     *time.Timer
 	flightsBuf [maxFlights]flight
 	// avg is the moving average of how long the node's flights took, zero
-	// before the first returned; stallFloor, when set, replaces the
+	// before the first returned; minStall, when set, replaces the
 	// least time after which a flight stops counting (tests).
-	avg        time.Duration
-	stallFloor time.Duration
+	avg      time.Duration
+	minStall time.Duration
 }
 
 // maxFlights is how many flights a node has in flight at once: two keep
@@ -111,8 +111,8 @@ func (b *batcher) prune(now time.Time) {
 // overdueAt is when flight f stops counting. Called with b.mu held.
 func (b *batcher) overdueAt(f flight) time.Time {
 	floor := stallFloor
-	if b.stallFloor > 0 {
-		floor = b.stallFloor
+	if b.minStall > 0 {
+		floor = b.minStall
 	}
 	at := f.start.Add(max(floor, stallFactor*b.avg))
 	if !f.until.IsZero() && f.until.Before(at) {

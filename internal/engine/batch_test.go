@@ -92,7 +92,7 @@ func newBatchNodes(t *testing.T, bounded bool) (*laneNodes, *sends) {
 	s.reset()
 	// The tests hold flights at the proxy: they count until their deadline,
 	// however long the node's flights take.
-	p.nodes[0].batch.stallFloor = time.Hour
+	p.nodes[0].batch.minStall = time.Hour
 	return &laneNodes{t: t, p: p, bed: bed, proxies: bed.Proxies}, s
 }
 
