@@ -175,6 +175,7 @@ func TestFencingSurvivesWipedNode(t *testing.T) {
 			e.proxies[2].SetBlackhole(true)
 			a, err := c.TryAcquire(ctx, key, time.Minute)
 			require.NoError(t, err)
+			e.gaveUp(c, 2)
 			require.NoError(t, a.Release(ctx))
 			e.resetFaults()
 			e.eventuallyNoKey(key, 5*time.Second)

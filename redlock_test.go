@@ -143,6 +143,22 @@ func (e *env) awaitHolders(key, token string) {
 		5*time.Second, time.Millisecond, "not every node took the key")
 }
 
+// gaveUp waits, after a call that returned at a quorum while node i was
+// blackholed, until nothing c sent for it can reach node i once the fault is
+// lifted. Such a call returns before its write to node i may even have been
+// written; a write lifted out of the blackhole would land. Every write goes
+// out within its deadline or never (the node timeout, or for a write left
+// to the background, such as a fence's late commit, the cleanup timeout),
+// so gaveUp waits out the longest of them and then for c to have no call
+// running on node i: what went out met the blackhole and was discarded.
+func (e *env) gaveUp(c *redlock.Client, i int) {
+	e.t.Helper()
+	sent := time.Now().Add(max(testNodeTimeout, redlock.DefaultCleanupTimeout))
+	require.Eventually(e.t, func() bool {
+		return time.Now().After(sent) && c.Nodes()[i].InFlight == 0
+	}, 20*time.Second, 5*time.Millisecond, "calls to node %d still running", i)
+}
+
 // requireNoKey fails if any server holds key at all.
 func (e *env) requireNoKey(key string) {
 	e.t.Helper()
