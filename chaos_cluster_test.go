@@ -183,8 +183,10 @@ func (c *chaosCluster) scan(prefix string, idx ...int) []history.NodeKey {
 				if strings.HasSuffix(k, ":redlock:fence") {
 					continue
 				}
-				if v := readKey(c.t, ctx, rc, k); v != "" { // "": expired meanwhile
-					found = append(found, history.NodeKey{Node: i, Key: k, Value: v})
+				raw := nodetest.Get(c.t, ctx, rc, k)
+				if v := holderOf(raw); v != "" { // "": expired meanwhile
+					ttl, _ := rc.PTTL(ctx, k).Result()
+					found = append(found, history.NodeKey{Node: i, Key: k, Value: v, Raw: raw, TTL: ttl})
 				}
 			}
 			require.NoError(c.t, it.Err())

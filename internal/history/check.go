@@ -126,9 +126,20 @@ type Probe struct {
 type NodeKey struct {
 	Node       int
 	Key, Value string
+	// Raw is the value as the node holds it and TTL its time to live when
+	// the key was found, when the finder read them: they tell which write
+	// left the key, and when.
+	Raw string
+	TTL time.Duration
 }
 
-func (k NodeKey) String() string { return fmt.Sprintf("node %d: %s=%s", k.Node, k.Key, k.Value) }
+func (k NodeKey) String() string {
+	s := fmt.Sprintf("node %d: %s=%s", k.Node, k.Key, k.Value)
+	if k.Raw != "" {
+		s += fmt.Sprintf(" (%q, ttl %v)", k.Raw, k.TTL)
+	}
+	return s
+}
 
 // Record is everything a run recorded, for Check.
 type Record struct {
