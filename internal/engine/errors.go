@@ -41,6 +41,18 @@ func IsContextErr(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
+// pastDeadline reports whether ctx's deadline has passed, whether or not ctx
+// has noticed yet. A round's context notices its deadline when the Client's
+// deadline scheduler fires, which on a loaded machine can be well after a
+// batch's own context (context.WithDeadline, on its own timer, with the
+// same deadline or a later one) has made go-redis give up with
+// context.DeadlineExceeded: that reply is late all the same, an unknown
+// outcome at the node's deadline, not the caller's context ending.
+func pastDeadline(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
 // Observer is told what the engine does on the nodes, for hooks and logs.
 type Observer interface {
 	// NodeError: a call of op on node (at addr) did not confirm.

@@ -116,7 +116,7 @@ func (n *node) callOn(c redis.UniversalClient, ctx context.Context, op *Op, args
 		// nothing went out, and the node said nothing about its health.
 		return Reply{Err: errNotSent, Node: n.index}
 	}
-	late := ctx.Err() != nil
+	late := ctx.Err() != nil || r.Status == Unknown && pastDeadline(ctx)
 	nodeErr := r.Status == Unknown && r.Err != nil && !IsContextErr(r.Err)
 	if late && r.Status == Unknown {
 		// A client with ContextTimeoutEnabled gives up at our deadline
