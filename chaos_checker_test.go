@@ -490,6 +490,9 @@ func (s summary) line() string {
 type chaosTable struct {
 	mu   sync.Mutex
 	rows []summary
+	// lag measures the process's scheduling lag while the scenarios run;
+	// their latency bounds allow for it (lagProbe).
+	lag *lagProbe
 }
 
 // record logs a scenario's summary line and adds it to the table.

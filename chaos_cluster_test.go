@@ -468,17 +468,33 @@ func (l *latencies) deadlines() int {
 }
 
 // failedBetween counts the failed op calls that started at or after from and
-// ended at or before to, and returns the longest of them.
-func (l *latencies) failedBetween(op string, from, to time.Time) (n int, longest time.Duration) {
+// ended at or before to, and returns the longest of them, and the longest
+// beyond the process's lag while it ran (lagProbe.beyond).
+func (l *latencies) failedBetween(op string, from, to time.Time, lag *lagProbe) (n int, longest, beyond time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, s := range l.samples {
 		if s.op == op && s.err != nil && !s.start.Before(from) && !s.start.Add(s.took).After(to) {
 			n++
 			longest = max(longest, s.took)
+			beyond = max(beyond, lag.beyond(s.start, s.took))
 		}
 	}
-	return n, longest
+	return n, longest, beyond
+}
+
+// maxBeyond returns each operation's longest call beyond the process's lag
+// while it ran (lagProbe.beyond).
+func (l *latencies) maxBeyond(lag *lagProbe) map[string]time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]time.Duration)
+	for _, s := range l.samples {
+		if s.took > out[s.op] { // beyond is at most took
+			out[s.op] = max(out[s.op], lag.beyond(s.start, s.took))
+		}
+	}
+	return out
 }
 
 // mustAcquire takes a lock a scenario needs to set its stage, with retries
