@@ -1,0 +1,17 @@
+// Package sim is the simulator: the library's real Client, go-redis's real
+// clients and in-process Redis nodes (miniredis, with shims where it is not
+// Redis) in one testing/synctest bubble, over a simulated network that
+// delays, reorders across connections, drops replies, holds a command back
+// while its connection is reset (so that go-redis sends it again) and
+// partitions; nodes that crash and restart with or without their data,
+// with the restart guard; node clocks that step and run fast or slow. The
+// nemesis's workload runs every primitive, and internal/history judges
+// what it recorded, with one rule of its own here: no value may outlive
+// the Locks that wrote it (history.Residue).
+//
+// Time is the bubble's: a simulated hour takes a minute or two of CPU, and
+// a run is replayed by its seed (TestSim's -sim.seed), which fixes the
+// faults, their times and every worker's choices, not every interleaving
+// of the goroutines. docs/testing.md says what it models and what it does
+// not.
+package sim

@@ -1,0 +1,340 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/history"
+)
+
+// The nemesis: faults from a seeded source, one every Interval or so, each
+// healed after a drawn duration. Node faults (stop, crash, restart-empty,
+// flushall, clock) stay within a minority of the nodes at a time (a node
+// in its restart guard counts toward it); faults of the network may act
+// on any link, as they threaten no safety, only the time a call takes.
+
+// Fault kinds.
+const (
+	FaultDelay        = "delay"         // chunks of a link delayed up to 300 ms, overtaking each other
+	FaultBlackhole    = "blackhole"     // a client cut from a node: chunks wait for the heal
+	FaultPartition    = "partition"     // some clients cut from a minority of nodes
+	FaultDrop         = "drop"          // a node's replies on a link lost
+	FaultHoldReset    = "hold-reset"    // the next command held back, its connection reset: go-redis sends it again
+	FaultStop         = "stop"          // a node stops answering (SIGSTOP): every link to it cut
+	FaultCrash        = "crash"         // a node crashes and restarts with its data
+	FaultRestartEmpty = "restart-empty" // a node crashes and restarts without its data
+	FaultFlush        = "flushall"      // a node loses its data, running
+	FaultClock        = "clock"         // a node's clock runs 0.3-0.5% fast or slow, or steps 0.11-0.56 ms
+	FaultClockBeyond  = "clock-beyond"  // a node's clock steps forward 1-6 s: beyond the drift assumption
+	FaultLateBeyond   = "late-beyond"   // a held command lands 3-5 s late: beyond the tombstone's bound
+)
+
+// Nemesis injects faults into a World.
+type Nemesis struct {
+	w      *World
+	rng    *rand.Rand
+	kinds  []string
+	every  time.Duration
+	guard  time.Duration
+	limit  int // node faults at once
+	counts map[string]int
+
+	mu        sync.Mutex
+	busyTill  []time.Time // per node: a node fault acts on it, or its guard runs, until then
+	active    []int       // per node: faults acting on it or on any link to it now
+	quietFrom []time.Time // per node: when the last of those ended
+	// Per link (process, node): the faults acting on the link or on its
+	// node, and when the last of those ended.
+	linkActive map[[2]int]int
+	linkQuiet  map[[2]int]time.Time
+	// down are the node faults that cut a node off (stop, crash,
+	// restart-empty), to their heal: history.Record.Down, so that the
+	// late-write rule does not count time in which no delete could run.
+	down  []history.NodeDown
+	heals sync.WaitGroup
+}
+
+// cutOff records that node i was cut off from from until now, when its
+// fault healed.
+func (nm *Nemesis) cutOff(i int, from time.Time) {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	now := time.Now()
+	nm.down = append(nm.down, history.NodeDown{Node: i, Interval: history.Interval{From: from, To: now}, Healed: now})
+}
+
+// Down returns the node faults healed so far that cut a node off.
+func (nm *Nemesis) Down() []history.NodeDown {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	return slices.Clone(nm.down)
+}
+
+// NewNemesis makes a nemesis of kinds over w, one fault every about
+// every.
+func NewNemesis(w *World, seed uint64, kinds []string, every, guard time.Duration) *Nemesis {
+	n := len(w.Nodes)
+	return &Nemesis{w: w, rng: rand.New(rand.NewPCG(seed, 1)), kinds: kinds, every: every, guard: guard,
+		limit: (n - 1) / 2, counts: make(map[string]int), busyTill: make([]time.Time, n),
+		active: make([]int, n), quietFrom: make([]time.Time, n), linkActive: make(map[[2]int]int), linkQuiet: make(map[[2]int]time.Time)}
+}
+
+// Run injects faults until stop, then heals them all: every node up, every
+// link whole, every clock at rate 1 (its offset kept).
+func (nm *Nemesis) Run(stop <-chan struct{}) {
+	for {
+		if !sleep(stop, randDur(nm.rng, nm.every/2, nm.every*3/2)) {
+			break
+		}
+		nm.inject(nm.kinds[nm.rng.IntN(len(nm.kinds))])
+	}
+	nm.heals.Wait()
+}
+
+// Counts returns how many faults of each kind were injected.
+func (nm *Nemesis) Counts() map[string]int {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	out := make(map[string]int, len(nm.counts))
+	for k, v := range nm.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// Quiet reports whether node i and every link to it are free of faults
+// now, and since when.
+func (nm *Nemesis) Quiet(i int) (time.Time, bool) {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	return nm.quietFrom[i], nm.active[i] == 0
+}
+
+// QuietLink reports whether process proc's link to node i, and the node,
+// are free of faults now, and since when: what may delay that process's
+// calls to the node, as a fault of another process's link does not.
+func (nm *Nemesis) QuietLink(proc, i int) (time.Time, bool) {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	k := [2]int{proc, i}
+	node := [2]int{-1, i}
+	return history.Latest(nm.linkQuiet[k], nm.linkQuiet[node]), nm.linkActive[k] == 0 && nm.linkActive[node] == 0
+}
+
+// begin and end bracket a fault on process proc's link to node i, or on
+// the node itself (proc -1).
+func (nm *Nemesis) begin(proc, i int) {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	nm.active[i]++
+	nm.linkActive[[2]int{proc, i}]++
+}
+
+func (nm *Nemesis) end(proc, i int) {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	now := time.Now()
+	nm.active[i]--
+	nm.quietFrom[i] = now
+	k := [2]int{proc, i}
+	nm.linkActive[k]--
+	nm.linkQuiet[k] = now
+}
+
+// pickNode picks a node that a node fault may take now (a minority at a
+// time), busy for d from now, or -1.
+func (nm *Nemesis) pickNode(d time.Duration) int {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	now := time.Now()
+	busy := 0
+	var free []int
+	for i, t := range nm.busyTill {
+		if t.After(now) {
+			busy++
+		} else {
+			free = append(free, i)
+		}
+	}
+	if busy >= nm.limit || len(free) == 0 {
+		return -1
+	}
+	i := free[nm.rng.IntN(len(free))]
+	nm.busyTill[i] = now.Add(d)
+	return i
+}
+
+// after heals with fn after d, in the background.
+func (nm *Nemesis) after(d time.Duration, fn func()) {
+	nm.heals.Add(1)
+	go func() {
+		defer nm.heals.Done()
+		time.Sleep(d)
+		fn()
+	}()
+}
+
+func (nm *Nemesis) count(kind string) {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	nm.counts[kind]++
+}
+
+// inject makes one fault of kind, if its targets are free.
+func (nm *Nemesis) inject(kind string) {
+	r, net, tr := nm.rng, nm.w.Net, nm.w.Trace
+	procs := nm.w.Procs()
+	if len(procs) == 0 {
+		return
+	}
+	proc := procs[r.IntN(len(procs))]
+	node := r.IntN(len(nm.w.Nodes))
+	d := randDur(r, 20*time.Millisecond, 2*time.Second)
+	switch kind {
+	case FaultDelay:
+		max := randDur(r, 5*time.Millisecond, 300*time.Millisecond)
+		tr.Add("fault", node, "delay c%d up to %v for %v", proc, max, d)
+		nm.begin(proc, node)
+		net.Delay(proc, node, max)
+		nm.after(d, func() { net.Delay(proc, node, 0); nm.after(max, func() { nm.end(proc, node) }) })
+	case FaultBlackhole:
+		tr.Add("fault", node, "blackhole c%d for %v", proc, d)
+		nm.begin(proc, node)
+		net.Blackhole(proc, node, true)
+		nm.after(d, func() { net.Blackhole(proc, node, false); nm.end(proc, node) })
+	case FaultPartition:
+		// Some processes cut from a minority of the nodes.
+		nodes := r.Perm(len(nm.w.Nodes))[:1+r.IntN(max(nm.limit, 1))]
+		cut := slices.DeleteFunc(slices.Clone(procs), func(int) bool { return r.IntN(2) == 0 })
+		if len(cut) == 0 {
+			cut = []int{proc}
+		}
+		tr.Add("fault", -1, "partition: clients %v cut from nodes %v for %v", cut, nodes, d)
+		for _, i := range nodes {
+			for _, p := range cut {
+				nm.begin(p, i)
+				net.Blackhole(p, i, true)
+			}
+		}
+		nm.after(d, func() {
+			for _, i := range nodes {
+				for _, p := range cut {
+					net.Blackhole(p, i, false)
+					nm.end(p, i)
+				}
+			}
+		})
+	case FaultDrop:
+		d = randDur(r, 5*time.Millisecond, 500*time.Millisecond)
+		tr.Add("fault", node, "drop replies to c%d for %v", proc, d)
+		nm.begin(proc, node)
+		net.DropReplies(proc, node, true)
+		nm.after(d, func() { net.DropReplies(proc, node, false); nm.end(proc, node) })
+	case FaultHoldReset, FaultLateBeyond:
+		hold := randDur(r, 20*time.Millisecond, 1500*time.Millisecond)
+		if kind == FaultLateBeyond {
+			hold = randDur(r, 3*time.Second, 5*time.Second)
+		}
+		reset := randDur(r, 200*time.Microsecond, 3*time.Millisecond)
+		// The next command on the link, within a while: the fault lasts
+		// until the held chunk has landed (Network.Pending says).
+		tr.Add("fault", node, "%s: c%d's next command held %v, its connection reset after %v", kind, proc, hold, reset)
+		nm.begin(proc, node)
+		net.HoldNext(proc, node, hold, reset)
+		wait := 2 * time.Second
+		nm.after(wait, func() {
+			net.HoldNext(proc, node, 0, 0)
+			nm.after(hold, func() { nm.end(proc, node) })
+		})
+	case FaultStop, FaultCrash, FaultRestartEmpty, FaultFlush, FaultClock, FaultClockBeyond:
+		nm.nodeFault(kind, d)
+		return
+	}
+	nm.count(kind)
+}
+
+// nodeFault makes a node fault of kind lasting d, on a node it may take.
+func (nm *Nemesis) nodeFault(kind string, d time.Duration) {
+	r, w, tr := nm.rng, nm.w, nm.w.Trace
+	busy := d
+	if kind == FaultRestartEmpty || kind == FaultFlush {
+		busy = d + nm.guard // out of the quorums until its guard passes
+	}
+	if kind == FaultClockBeyond {
+		busy = 0
+	}
+	i := nm.pickNode(busy)
+	if i < 0 {
+		return
+	}
+	nd := w.Nodes[i]
+	nm.count(kind)
+	switch kind {
+	case FaultStop:
+		tr.Add("fault", i, "stop for %v", d)
+		nm.begin(-1, i)
+		from := time.Now()
+		for _, p := range w.Procs() {
+			w.Net.Blackhole(p, i, true)
+		}
+		nm.after(d, func() {
+			for p := range w.procsUpTo() {
+				w.Net.Blackhole(p, i, false)
+			}
+			nm.cutOff(i, from)
+			nm.end(-1, i)
+		})
+	case FaultCrash, FaultRestartEmpty:
+		keep := kind == FaultCrash
+		tr.Add("fault", i, "%s: down for %v", kind, d)
+		nm.begin(-1, i)
+		from := time.Now()
+		nd.Crash(keep)
+		nm.after(d, func() { nd.Restart(); nm.cutOff(i, from); nm.end(-1, i) })
+	case FaultFlush:
+		tr.Add("fault", i, "flushall")
+		nm.begin(-1, i)
+		nd.FlushAll()
+		nm.end(-1, i)
+	case FaultClock:
+		if r.IntN(2) == 0 {
+			rate := 1 + randSign(r)*(0.003+r.Float64()*0.002)
+			tr.Add("fault", i, "clock rate %.4f for %v", rate, d)
+			nd.SetRate(rate)
+			nm.after(d, func() { nd.SetRate(1) })
+		} else {
+			step := time.Duration(randSign(r)) * randDur(r, 110*time.Microsecond, 560*time.Microsecond)
+			tr.Add("fault", i, "clock step %v for %v", step, d)
+			nd.Step(step)
+			nm.after(d, func() { nd.Step(-step) })
+		}
+	case FaultClockBeyond:
+		step := randDur(r, time.Second, 6*time.Second)
+		tr.Add("fault", i, "clock step %v (beyond the assumption)", step)
+		nd.Step(step)
+	}
+}
+
+// procsUpTo returns every process index made so far: a heal reaches the
+// links of processes made while the fault held too.
+func (w *World) procsUpTo() func(func(int) bool) {
+	w.mu.Lock()
+	n := w.procs
+	w.mu.Unlock()
+	return func(yield func(int) bool) {
+		for p := range n {
+			if !yield(p) {
+				return
+			}
+		}
+	}
+}
+
+func randSign(r *rand.Rand) float64 {
+	if r.IntN(2) == 0 {
+		return -1
+	}
+	return 1
+}

@@ -1,0 +1,159 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/redlock-go/redlock"
+)
+
+// World is one simulated deployment, inside a synctest bubble: nodes, the
+// network between them and the clients, and the library's Clients, each
+// over go-redis clients of its own (one per node) that dial through the
+// network. It must be made, run and closed inside the bubble.
+type World struct {
+	cfg   Config
+	Nodes []*Node
+	Net   *Network
+	Trace *Trace
+
+	mu       sync.Mutex
+	procs    int                     // client processes made so far: each a link index of its own
+	clients  map[int][]*redis.Client // by process, closed at the end
+	libs     map[int]*redlock.Client
+	procSlot map[int]int // the slot each process serves
+}
+
+// NewWorld starts cfg.Nodes nodes and the network.
+func NewWorld(cfg Config, trace *Trace) *World {
+	w := &World{cfg: cfg, Trace: trace, clients: make(map[int][]*redis.Client), libs: make(map[int]*redlock.Client), procSlot: make(map[int]int)}
+	for i := range cfg.Nodes {
+		w.Nodes = append(w.Nodes, NewNode(i, rand.New(rand.NewPCG(cfg.Seed, uint64(1000+i))), trace))
+	}
+	w.Net = NewNetwork(NetConfig{Latency: cfg.Latency, QueueBytes: 1 << 20}, w.Nodes, cfg.Seed, trace)
+	return w
+}
+
+// NewClient makes a library Client for slot, as a new process: go-redis
+// clients of its own, one per node, each dialling through the network on
+// links of the process's own. Half the processes' clients bound their
+// reads by the context (ContextTimeoutEnabled); all keep go-redis's other
+// defaults, MaxRetries among them, as users make them.
+func (w *World) NewClient(slot int, opts ...redlock.Option) (*redlock.Client, int, error) {
+	w.mu.Lock()
+	proc := w.procs
+	w.procs++
+	w.mu.Unlock()
+	var rcs []*redis.Client
+	var ucs []redis.UniversalClient
+	for i := range w.Nodes {
+		o := &redis.Options{
+			// An IP literal: go-redis looks a name up in DNS.
+			Addr: fmt.Sprintf("10.0.0.%d:6379", i+1),
+			Dialer: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return w.Net.Dial(ctx, proc, i)
+			},
+			// Maintenance notifications start goroutines and commands
+			// of their own; the masters here are plain ones.
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+			ContextTimeoutEnabled:    proc%2 == 1,
+			MaxRetries:               w.cfg.MaxRetries,
+			// go-redis's default on two cores (10 per GOMAXPROCS): the
+			// simulator runs on one P, which would halve it.
+			PoolSize: 20,
+		}
+		rc := redis.NewClient(o)
+		rcs = append(rcs, rc)
+		ucs = append(ucs, rc)
+	}
+	c, err := redlock.New(ucs, opts...)
+	if err != nil {
+		for _, rc := range rcs {
+			_ = rc.Close()
+		}
+		return nil, 0, err
+	}
+	w.mu.Lock()
+	w.clients[proc] = rcs
+	w.libs[proc] = c
+	w.procSlot[proc] = slot
+	w.mu.Unlock()
+	return c, proc, nil
+}
+
+// Closed reports whether c was closed (CloseProc).
+func (w *World) Closed(c *redlock.Client) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range w.libs {
+		if l == c {
+			return false
+		}
+	}
+	return true
+}
+
+// ProcOf returns the process of library Client c, or -1.
+func (w *World) ProcOf(c *redlock.Client) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for p, l := range w.libs {
+		if l == c {
+			return p
+		}
+	}
+	return -1
+}
+
+// Procs returns the client processes whose links exist now.
+func (w *World) Procs() []int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]int, 0, len(w.clients))
+	for p := range w.procs {
+		if _, ok := w.clients[p]; ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// CloseProc closes process proc's library Client (waiting up to d for it)
+// and its go-redis clients.
+func (w *World) CloseProc(proc int, d time.Duration) error {
+	w.mu.Lock()
+	c, rcs := w.libs[proc], w.clients[proc]
+	delete(w.libs, proc) // Closed from now on: a Release may race the Close
+	delete(w.clients, proc)
+	w.mu.Unlock()
+	var err error
+	if c != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		err = c.Close(ctx)
+		cancel()
+	}
+	for _, rc := range rcs {
+		_ = rc.Close()
+	}
+	return err
+}
+
+// Close closes every process left and stops the nodes.
+func (w *World) Close() {
+	for _, p := range w.Procs() {
+		_ = w.CloseProc(p, time.Minute)
+	}
+	for _, n := range w.Nodes {
+		n.Close()
+	}
+	// go-redis's pools end their background dials at their next try, a
+	// second or so on: the bubble must be empty when Run returns.
+	time.Sleep(5 * time.Second)
+}
