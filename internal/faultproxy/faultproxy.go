@@ -44,10 +44,11 @@ type Proxy struct {
 	links       map[*link]struct{}
 	// The hold fault: one armed catch at most, and the chunks caught and
 	// not yet released.
-	holdArmed   bool
-	holdPattern []byte
-	holdCaught  chan struct{} // closed when the armed catch catches a chunk
-	holds       []*hold
+	holdArmed  bool
+	holdMatch  func([]byte) bool // the chunk to catch
+	holdReset  bool              // reset the client's side of the connection once caught
+	holdCaught chan struct{}     // closed when the armed catch catches a chunk
+	holds      []*hold
 	// changed is closed and replaced whenever a fault setting changes, so
 	// goroutines waiting on the old settings (a pending delay) re-evaluate.
 	changed chan struct{}
@@ -159,11 +160,34 @@ func (p *Proxy) SetRefuse(on bool) {
 // the script first, or pick a pattern found in both, such as a key. Chunks
 // that arrive while the node is blackholed are discarded before matching.
 func (p *Proxy) HoldNext(pattern []byte) <-chan struct{} {
+	pattern = bytes.Clone(pattern)
+	return p.HoldNextMatch(func(b []byte) bool { return bytes.Contains(b, pattern) }, false)
+}
+
+// HoldNextReset is HoldNext, and the moment it catches a chunk it resets
+// the client's side of that connection (a RST, as a middlebox or a
+// crashed peer's kernel sends), while the chunk stays held for the
+// server's side. The client sees its connection fail with the command's
+// bytes already written: go-redis, unless told not to, sends the command
+// again on a new connection, and the held copy still lands on ReleaseHeld,
+// after whatever the client sent since. The chunk must contain pattern at
+// least atLeast times (a pipeline of several commands, say).
+func (p *Proxy) HoldNextReset(pattern []byte, atLeast int) <-chan struct{} {
+	pattern = bytes.Clone(pattern)
+	return p.HoldNextMatch(func(b []byte) bool {
+		return bytes.Contains(b, pattern) && (atLeast <= 1 || bytes.Count(b, pattern) >= atLeast)
+	}, true)
+}
+
+// HoldNextMatch is HoldNext for the next chunk that match accepts, which
+// runs under the proxy's lock and must not call it; with reset, it resets
+// the client's side as HoldNextReset does.
+func (p *Proxy) HoldNextMatch(match func([]byte) bool, reset bool) <-chan struct{} {
 	caught := make(chan struct{})
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.holdArmed = true
-	p.holdPattern = bytes.Clone(pattern)
+	p.holdMatch, p.holdReset = match, reset
 	p.holdCaught = caught
 	return caught
 }
@@ -174,6 +198,19 @@ func (p *Proxy) HeldCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.holds)
+}
+
+// Held returns a copy of each chunk caught and not yet released, in the
+// order caught: what a test held, to check its shape (one command or a
+// pipeline of several).
+func (p *Proxy) Held() [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([][]byte, len(p.holds))
+	for i, h := range p.holds {
+		out[i] = bytes.Clone(h.data)
+	}
+	return out
 }
 
 // ReleaseHeld forwards every held chunk, and what queued behind it, and
@@ -254,8 +291,8 @@ func (p *Proxy) intake(l *link, data []byte) (keep bool, h *hold) {
 	if p.blackhole {
 		return false, nil
 	}
-	if p.holdArmed && bytes.Contains(data, p.holdPattern) {
-		h = &hold{link: l, release: make(chan struct{}), forwarded: make(chan struct{})}
+	if p.holdArmed && p.holdMatch(data) {
+		h = &hold{link: l, release: make(chan struct{}), forwarded: make(chan struct{}), reset: p.holdReset, data: bytes.Clone(data)}
 		p.holds = append(p.holds, h)
 		p.holdArmed = false
 		close(p.holdCaught)
@@ -357,6 +394,8 @@ type chunk struct {
 // in order.
 type hold struct {
 	link      *link
+	reset     bool          // the client's side is reset once the chunk is queued
+	data      []byte        // the chunk, for Held
 	release   chan struct{} // closed by ReleaseHeld
 	forwarded chan struct{} // closed once the chunk was written or dropped
 }
@@ -445,6 +484,12 @@ func (p *Proxy) readClient(l *link) {
 		if n > 0 {
 			if keep, h := p.intake(l, buf[:n]); keep {
 				l.push(chunk{data: append([]byte(nil), buf[:n]...), at: time.Now(), hold: h}, false)
+				if h != nil && h.reset {
+					// The client's side only: the held chunk, queued, still
+					// goes to the server on its release, and copyReplies
+					// tears the link down once the server answers it.
+					resetConn(l.client)
+				}
 			}
 		}
 		if err != nil {

@@ -460,3 +460,89 @@ func TestCloseWhileHolding(t *testing.T) {
 	}
 	p.ReleaseHeld()
 }
+
+// TestHoldResetMakesGoRedisSendAgain is the fault that makes a client send
+// a write twice: the chunk is held, the client's connection reset under
+// it. go-redis with its default retries sends the command again on a new
+// connection and reports the copy's success; the held copy lands on
+// release, after it. With retries off the client sees the reset instead.
+func TestHoldResetMakesGoRedisSendAgain(t *testing.T) {
+	p, direct := setup(t)
+	ctx := ctxFor(t, 10*time.Second)
+	retrying := redis.NewClient(&redis.Options{Addr: p.Addr(), PoolSize: 1})
+	t.Cleanup(func() { _ = retrying.Close() })
+	mustPing(t, retrying)
+
+	caught := p.HoldNextReset([]byte("resent"), 1)
+	if err := retrying.RPush(ctx, "resent", "x").Err(); err != nil {
+		t.Fatalf("RPUSH with retries: %v (the copy sent again must succeed)", err)
+	}
+	waitCaught(t, caught)
+	if got, err := direct.LRange(ctx, "resent", 0, -1).Result(); err != nil || len(got) != 1 {
+		t.Fatalf("before release the server holds %v, %v; want the one copy sent again", got, err)
+	}
+	p.ReleaseHeld()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := direct.LRange(ctx, "resent", 0, -1).Result()
+		if err != nil {
+			t.Fatalf("LRANGE: %v", err)
+		}
+		if len(got) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the held copy did not land: server holds %v", got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	once := proxied(t, p) // MaxRetries -1
+	mustPing(t, once)
+	caught = p.HoldNextReset([]byte("once"), 1)
+	if err := once.RPush(ctx, "once", "x").Err(); err == nil {
+		t.Fatal("RPUSH without retries succeeded through a reset connection")
+	}
+	waitCaught(t, caught)
+	p.ReleaseHeld()
+	deadline = time.Now().Add(5 * time.Second)
+	for direct.LLen(ctx, "once").Val() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the held copy of the command given up on did not land")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestHoldResetCountsThePattern catches only a chunk that holds the
+// pattern at least the given number of times: a pipeline, not a lone
+// command.
+func TestHoldResetCountsThePattern(t *testing.T) {
+	p, direct := setup(t)
+	c := proxied(t, p)
+	mustPing(t, c)
+	ctx := ctxFor(t, 10*time.Second)
+	caught := p.HoldNextReset([]byte("piped"), 3)
+	if err := c.RPush(ctx, "piped", "lone").Err(); err != nil {
+		t.Fatalf("a lone command was caught: %v", err)
+	}
+	pipe := c.Pipeline()
+	for i := range 3 {
+		pipe.RPush(ctx, "piped", i)
+	}
+	if _, err := pipe.Exec(ctx); err == nil {
+		t.Fatal("the pipeline went through a reset connection")
+	}
+	waitCaught(t, caught)
+	if n := direct.LLen(ctx, "piped").Val(); n != 1 {
+		t.Fatalf("before release the server holds %d elements, want 1", n)
+	}
+	p.ReleaseHeld()
+	deadline := time.Now().Add(5 * time.Second)
+	for direct.LLen(ctx, "piped").Val() != 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held pipeline did not land whole: %d elements", direct.LLen(ctx, "piped").Val())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -64,6 +64,12 @@ type Lock struct {
 	Fenced bool
 	Fence  uint64 // 0 without fencing, and for a shared Lock or a permit
 	Do     bool   // a Do call: Proofs are the moments its context was live
+	// Token is Lock.Token(), what its values on the nodes start with; ""
+	// when not recorded (a Do call). TTLs are the TTLs it asked for, its
+	// acquire's and each Extend's, in order: what its values lived on the
+	// nodes (checkLate).
+	Token string
+	TTLs  []time.Duration
 
 	// Acquires are the calls that returned this Lock: the first, then its
 	// owner's re-entries.
@@ -122,15 +128,17 @@ type Probe struct {
 	Err     error
 }
 
-// NodeKey is a key found on a node by an end-of-run scan.
+// NodeKey is a key found on a node: by an end-of-run scan (Leftovers),
+// or as the run went (Seen).
 type NodeKey struct {
 	Node       int
 	Key, Value string
 	// Raw is the value as the node holds it and TTL its time to live when
 	// the key was found, when the finder read them: they tell which write
-	// left the key, and when.
+	// left the key, and when. At is when it was read, for Seen.
 	Raw string
 	TTL time.Duration
+	At  time.Time
 }
 
 func (k NodeKey) String() string {
@@ -149,6 +157,9 @@ type Record struct {
 	Probes    []Probe
 	Bound     time.Duration // a probe must succeed within it
 	Leftovers []NodeKey     // lock keys found on the nodes after every Client closed
+	// Seen are the lock keys' values read off the nodes as the run went,
+	// with their time to live (checkLate).
+	Seen []NodeKey
 	// Slack is how late a lease signal may come before it counts: the
 	// documented limit of a timer on a starved CPU. 0 in hand-made histories.
 	Slack time.Duration
@@ -160,6 +171,14 @@ type Record struct {
 	Kills     []Kill
 	KillBound time.Duration
 	End       time.Time
+	// Waits are the calls that may wait for a key (starved.go), Down the
+	// intervals in which a node was out of every quorum, of Nodes nodes,
+	// and StarvedBound how long beyond a writer's turn and a live writer's
+	// wait a shared Acquire may be refused (0: not judged).
+	Waits        []Wait
+	Down         []NodeDown
+	Nodes        int
+	StarvedBound time.Duration
 }
 
 // Violation is one finding.
@@ -199,6 +218,10 @@ type Verdict struct {
 	// which a run with permits must show, or its finding no n+1 holders
 	// means little.
 	PermitsTogether, PermitsFull int
+	// LongReads counts the shared Acquires that waited longer than
+	// StarvedBound, which the starved rule judged: a run must show some,
+	// or its "starved 0" means little.
+	LongReads int
 	// PausedOverlaps counts what a holder whose process was stopped did
 	// after its validity ended and another Lock held the key: a write to
 	// the store (refused if the newer holder had written, or it is a
@@ -224,7 +247,7 @@ func (v *Verdict) Count(kind string) int {
 }
 
 // Kinds are the kinds in the order of the report line.
-var Kinds = []string{"exclusion", "shared", "permits", "fencing", "lease", "lockout", "leftovers"}
+var Kinds = []string{"exclusion", "shared", "permits", "fencing", "lease", "lockout", "leftovers", "starved"}
 
 // Check judges a whole record.
 func Check(r *Record) *Verdict {
@@ -236,6 +259,8 @@ func Check(r *Record) *Verdict {
 	checkLease(v, r, hs)
 	checkLockout(v, r)
 	checkKilled(v, r)
+	checkStarved(v, r)
+	checkLate(v, r)
 	for _, k := range r.Leftovers {
 		v.add("leftovers", k.Key, time.Time{}, "%s", k)
 	}

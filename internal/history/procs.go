@@ -105,7 +105,12 @@ func (r *Record) pausedDo(ls []*Lock, both Interval) bool {
 // checkKilled reports, as a lockout, a key that a killed process's Lock
 // held (acquired, not released) at the kill, and that no other Lock took
 // within KillBound after the later of the kill and the end of the Lock's
-// validity: its entries did not expire. Another Lock takes an exclusive
+// validity, though one tried (triedToTake): its entries did not expire.
+// Nobody trying is no evidence: the workers pick their rounds at random,
+// and the waiters' key sees a writer every few seconds only (a 10-minute
+// run once found a killed reader's key of it untaken for want of one). A
+// permit's attempts are not recorded, so a permit's slot is judged
+// without. Another Lock takes an exclusive
 // Lock's key by any acquire of it (but a permit's), a shared Lock's by an
 // exclusive acquire (a writer is let in), a permit's by a permit in its
 // slot. A bound that runs past End is not judged (the end-of-run probes
@@ -129,7 +134,7 @@ func checkKilled(v *Verdict, r *Record) {
 					return o != l && slices.Contains(o.AllKeys(), key) && takesFrom(o, l) &&
 						slices.ContainsFunc(o.Acquires, func(a Span) bool { return a.End.After(k.At) && !a.End.After(deadline) })
 				})
-				if !taken {
+				if !taken && (l.Permits > 0 || r.triedToTake(l, key, Interval{free, deadline})) {
 					v.add("lockout", key, free, "%q: %s of process %s, killed at %s, held it until %s; no other Lock took it within %v, by %s (the run ended at %s)",
 						key, l.Describe(), k.Proc, k.At.Format("15:04:05.000000"), free.Format("15:04:05.000000"), r.KillBound,
 						deadline.Format("15:04:05.000000"), r.End.Format("15:04:05.000000"))
@@ -138,6 +143,39 @@ func checkKilled(v *Verdict, r *Record) {
 			}
 		}
 	}
+}
+
+// triedToTake reports whether a Lock that could take key from l (takesFrom)
+// tried to within iv: an acquire of it, a Lock's or a recorded wait's
+// (Record.Waits: every exclusive acquire, and every shared Acquire), that
+// overlaps iv, whatever it got. A wait whose process was killed ends at
+// the kill.
+func (r *Record) triedToTake(l *Lock, key string, iv Interval) bool {
+	for _, o := range r.Locks {
+		if o == l || !slices.Contains(o.AllKeys(), key) || !takesFrom(o, l) {
+			continue
+		}
+		for _, a := range o.Acquires {
+			if a.Start.Before(iv.To) && a.End.After(iv.From) {
+				return true
+			}
+		}
+	}
+	for _, w := range r.Waits {
+		if !slices.Contains(w.Keys, key) || (l.Shared && w.Shared) {
+			continue
+		}
+		end := w.End
+		for _, k := range r.Kills {
+			if k.Proc == w.Proc && !k.At.Before(w.Start) && (end.IsZero() || k.At.Before(end)) {
+				end = k.At
+			}
+		}
+		if w.Start.Before(iv.To) && (end.IsZero() || end.After(iv.From)) {
+			return true
+		}
+	}
+	return false
 }
 
 // takesFrom reports whether o's acquire shows that l's hold of their key

@@ -97,7 +97,27 @@ func TestNemesisCheckerProcesses(t *testing.T) {
 		}(), "", 0, 0},
 		{"a killed holder had released", killed(lock(1, "p1", 0, 10, 100, 40), lock(2, "p2", 20, 350, 400, 380)), "", 0, 0},
 		{"a killed reader's key taken by a writer", killed(shared(lock(1, "p1", 0, 10, 100, -1)), lock(2, "p2", 20, 150, 400, 380)), "", 0, 0},
-		{"a killed reader's key taken by readers only", killed(shared(lock(1, "p1", 0, 10, 100, -1)), shared(lock(2, "p2", 20, 150, 400, 380))), "lockout", 0, 0},
+		{"a killed reader's key taken by readers only", killed(shared(lock(1, "p1", 0, 10, 100, -1)), shared(lock(2, "p2", 20, 150, 400, 380))), "", 0, 0},
+		{"a killed reader's key taken by readers only, a writer refused", func() Record {
+			r := killed(shared(lock(1, "p1", 0, 10, 100, -1)), shared(lock(2, "p2", 20, 150, 400, 380)))
+			r.Waits = []Wait{{Proc: "p3", Keys: []string{"k"}, TTL: time.Second, Span: Span{at(120), at(250)}}}
+			return r
+		}(), "lockout", 0, 0},
+		{"a killed reader's key, a writer refused before its validity ended only", func() Record {
+			r := killed(shared(lock(1, "p1", 0, 10, 100, -1)), shared(lock(2, "p2", 20, 150, 400, 380)))
+			r.Waits = []Wait{{Proc: "p3", Keys: []string{"k"}, TTL: time.Second, Span: Span{at(20), at(90)}}}
+			return r
+		}(), "", 0, 0},
+		{"a killed reader's key, a writer waiting when its process was killed", func() Record {
+			r := killed(shared(lock(1, "p1", 0, 10, 100, -1)), shared(lock(2, "p2", 20, 150, 400, 380)))
+			r.Waits = []Wait{{Proc: "p3", Keys: []string{"k"}, TTL: time.Second, Span: Span{Start: at(110)}}}
+			return r
+		}(), "lockout", 0, 0},
+		{"a killed reader's key, only readers tried", func() Record {
+			r := killed(shared(lock(1, "p1", 0, 10, 100, -1)), shared(lock(2, "p2", 20, 150, 400, 380)))
+			r.Waits = []Wait{{Proc: "p3", Keys: []string{"k"}, Shared: true, TTL: time.Second, Span: Span{at(120), at(250)}}}
+			return r
+		}(), "", 0, 0},
 		{"a killed permit's slot taken", killed(permit(lock(1, "p1", 0, 10, 100, -1), 2, 1), permit(lock(2, "p2", 20, 150, 400, 380), 2, 1)), "", 0, 0},
 		{"a killed permit's slot never taken", killed(permit(lock(1, "p1", 0, 10, 100, -1), 2, 1), permit(lock(2, "p2", 20, 150, 400, 380), 2, 0)), "lockout", 0, 0},
 		// The rules of one process hold in several: n+1 permits, and a

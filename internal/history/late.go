@@ -1,0 +1,91 @@
+package history
+
+import (
+	"strings"
+	"time"
+)
+
+// A released Lock's write that lands on a node after the Release, and
+// stays, is a key that nobody holds and nobody can take: the lockout this
+// library exists to prevent (docs/late-writes.md). The nemesis reads the
+// lock keys off every node as it runs (Record.Seen); checkLate judges what
+// it saw against the Locks' Releases.
+
+// LateStay is how long a released Lock's value must have stayed on a node,
+// after it was written there, for checkLate to report it: longer than any
+// delete that was still on its way could take once the node runs commands
+// again (a delete is tried again within 400 ms), so that a write that
+// landed before its delete is never reported. Time in which the node was
+// cut off (Record.Down, up to each fault's heal) does not count: a 10-minute
+// nemesis run saw a value written 107 ms before its node was killed, whose
+// delete waited for the node's restart (an AOF load of about a second).
+const LateStay = time.Second
+
+// LateMargin is how much later than the Release's return a write must have
+// been made, by the node's clock, for checkLate to report it: the nodes'
+// clocks drift within the assumption, and a value's time to live is read
+// after the value.
+const LateMargin = 50 * time.Millisecond
+
+// checkLate reports, as leftovers, each value in r.Seen of a released Lock
+// that was written after the Lock's first Release returned and stayed at
+// least LateStay: a late write that nothing refused. The moment a value was
+// written is bounded from its time to live when seen: no earlier than At +
+// TTL − the longest TTL the Lock asked for, and it had stayed at least the
+// shortest TTL − TTL; each bound errs toward no finding. Values of Locks of
+// an owner (whose Locks share a token), of shared Locks and permits (whose
+// values are not one Lock's) and of Do calls (whose Lock is never seen) are
+// not judged.
+func checkLate(v *Verdict, r *Record) {
+	if len(r.Seen) == 0 {
+		return
+	}
+	byToken := make(map[string]*Lock)
+	for _, l := range r.Locks {
+		if l.Token != "" && l.Owner == "" && l.exclusive() && !l.Do && len(l.TTLs) > 0 {
+			byToken[l.Token] = l
+		}
+	}
+	reported := make(map[*Lock]bool)
+	for _, s := range r.Seen {
+		l := byToken[valueToken(s.Value)]
+		if l == nil || reported[l] || len(l.Releases) == 0 || l.Releases[0].End.IsZero() || s.TTL <= 0 {
+			continue
+		}
+		shortest, longest := l.TTLs[0], l.TTLs[0]
+		for _, d := range l.TTLs {
+			shortest, longest = min(shortest, d), max(longest, d)
+		}
+		written := s.At.Add(s.TTL - longest)
+		released := l.Releases[0].End
+		stayed := shortest - s.TTL
+		// A delete on its way to a node cut off (stopped, killed and
+		// restarting, its network cut) runs once the node is back:
+		// the time cut off is no stay.
+		up := stayed - r.cutWithin(s.Node, Interval{written, s.At})
+		if written.After(released.Add(LateMargin)) && up >= LateStay {
+			reported[l] = true
+			v.add("leftovers", s.Key, written, "%s: lock #%d (%s), released at %s, written again %v later, seen %v after that",
+				s, l.ID, l.Client, released.Format("15:04:05.000000"), written.Sub(released).Round(time.Millisecond),
+				(shortest - s.TTL).Round(time.Millisecond))
+		}
+	}
+}
+
+// valueToken is the token of the Lock that wrote a lock key's value (its
+// token, a dot and a generation), "" for any other value: a tombstone, a
+// shared key, permits.
+func valueToken(v string) string {
+	if v == "" || strings.ContainsAny(v[:1], "!^#") {
+		return ""
+	}
+	if i := strings.IndexAny(v, "|,"); i >= 0 {
+		v = v[:i] // what an owner's takeover replaced; tombstone entries it carries
+	}
+	dot := strings.LastIndexByte(v, '.')
+	if dot <= 0 {
+		return ""
+	}
+	token, _, _ := strings.Cut(v[:dot], "~")
+	return token
+}

@@ -1,0 +1,83 @@
+package history
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestCheckLate feeds checkLate hand-made histories: a released Lock's
+// write that landed after the Release and stayed is a leftover; a value
+// seen before its delete came, one that expired soon enough, one written
+// before the Release, and values of other kinds are not.
+func TestCheckLate(t *testing.T) {
+	released := func(ttls ...time.Duration) *Lock {
+		l := &Lock{ID: 1, Client: "w1", Key: "k", Token: "TOK", TTLs: ttls,
+			Acquires: []Span{{at(0), at(10)}}, Releases: []Span{{at(100), at(110)}}}
+		return l
+	}
+	seen := func(v string, atMs int, ttl time.Duration) NodeKey {
+		return NodeKey{Node: 2, Key: "k", Value: v, At: at(atMs), TTL: ttl}
+	}
+	s := 2 * time.Second
+	tests := []struct {
+		name  string
+		lock  *Lock
+		seen  NodeKey
+		found bool
+	}{
+		// Written at 2000+800-2000 = 800, 690 ms after the Release; seen
+		// 1.2 s after that.
+		{"landed after the release and stayed", released(s), seen("TOK.1", 2000, 800*time.Millisecond), true},
+		{"an extension's value landed late", released(s, s), seen("TOK.2", 2000, 800*time.Millisecond), true},
+		{"the same, seen too soon after it landed", released(s), seen("TOK.1", 1500, 1300*time.Millisecond), false},
+		{"written before the release, its delete still on its way", released(s), seen("TOK.1", 1500, 300*time.Millisecond), false},
+		{"written within the margin of the release", released(s), seen("TOK.1", 1500, 640*time.Millisecond), false},
+		{"a longer TTL asked once: written maybe earlier", released(s, 3*time.Second), seen("TOK.1", 2000, 800*time.Millisecond), false},
+		{"a tombstone", released(s), seen("!abc:1", 2000, 800*time.Millisecond), false},
+		{"another Lock's value", released(s), seen("OTHER.1", 2000, 800*time.Millisecond), false},
+		{"carrying tombstone entries", released(s), seen("TOK.1,!abc:1", 2000, 800*time.Millisecond), true},
+		{"never released", func() *Lock { l := released(s); l.Releases = nil; return l }(), seen("TOK.1", 2000, 800*time.Millisecond), false},
+		{"an owner's Lock", func() *Lock { l := released(s); l.Owner = "o"; return l }(), seen("TOK~x.1", 2000, 800*time.Millisecond), false},
+	}
+	// Node 2 cut off over [900, 1300) (killed, restarted), then in its
+	// restart guard until 3000: the value stayed 800 ms of node time.
+	cut := []NodeDown{{Node: 2, Interval: Interval{at(900), at(3000)}, Healed: at(1300)}}
+	downTests := []struct {
+		name  string
+		down  []NodeDown
+		found bool
+	}{
+		{"its node cut off for a while since", cut, false},
+		{"another node cut off", []NodeDown{{Node: 1, Interval: cut[0].Interval, Healed: cut[0].Healed}}, true},
+		{"its node in its restart guard only", []NodeDown{{Node: 2, Interval: Interval{at(500), at(3000)}, Healed: at(700)}}, true},
+		{"its node cut off, no heal noted", []NodeDown{{Node: 2, Interval: Interval{at(900), at(1300)}}}, false},
+	}
+	for _, tc := range downTests {
+		t.Run(tc.name, func(t *testing.T) {
+			// As in the first case: written at 800, seen at 2000.
+			v := Check(&Record{Locks: []*Lock{released(s)}, Seen: []NodeKey{seen("TOK.1", 2000, 800*time.Millisecond)}, Down: tc.down})
+			assert.Equal(t, tc.found, v.Count("leftovers") == 1, "%v", v.Found)
+		})
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Check(&Record{Locks: []*Lock{tc.lock}, Seen: []NodeKey{tc.seen}})
+			if tc.found {
+				assert.Equal(t, 1, v.Count("leftovers"), "%v", v.Found)
+			} else {
+				assert.Empty(t, v.Found)
+			}
+		})
+	}
+}
+
+func TestValueToken(t *testing.T) {
+	for v, want := range map[string]string{
+		"TOK.1": "TOK", "TOK.12|1700:OTHER.3": "TOK", "OWN~abc.2": "OWN", "TOK.3,!ab:1": "TOK",
+		"!ab:1": "", "^1700=TOK.1": "", "#2,1700=0/TOK.1": "", "": "", "nodot": "",
+	} {
+		assert.Equal(t, want, valueToken(v), v)
+	}
+}
