@@ -1,4 +1,4 @@
--- acquire_fenced: acquire.lua, and read this node's fencing counter and clock
+-- acquire_fenced: acquire.lua (take_fair.lua decides), and read this node's fencing counter and clock
 -- in the same atomic step, so both readings are ordered after the previous
 -- holder's key left this node (see docs/fencing.md).
 -- KEYS[1]  the lock key
@@ -16,13 +16,14 @@
 --          node's TIME.
 local c = redis.call('GET', KEYS[2]) or '0'
 local t = redis.call('TIME')
-local code, value, ttl, chained = take(KEYS[1], redis.call('GET', KEYS[1]))
+local code, value, ttl, chained = take_fair(KEYS[1], redis.call('GET', KEYS[1]))
 if code == 2 or code == 7 then
   return {code, c, t[1], t[2]}
 elseif code ~= 1 then
   return {0, c, t[1], t[2], -code - 1}
 end
 redis.call('SET', KEYS[1], value, 'PX', ttl)
+take_taken(KEYS[1])
 if c ~= '0' then
   redis.call('PEXPIRE', KEYS[2], ARGV[5])
 end

@@ -12,8 +12,9 @@
 --          {0, pttl} when every slot is another Lock's (pttl: until the
 --            first of them expires),
 --          {2} when this call is stale and changes nothing (as for take.lua),
---          {7} when the key is held otherwise: by an exclusive Lock, shared
---            Locks or permits of another count (nothing is changed).
+--          {7, found} when the key is held otherwise (nothing is changed):
+--            found is 0 for an exclusive Lock, -1 for shared Locks, and m
+--            for permits of another count m.
 -- A tombstone's entries are kept, as by acquire_shared.lua.
 -- permit_pick: the slot to give, of n, where taken marks the other
 -- permits' slots and own is the slot an earlier attempt of this Lock holds
@@ -69,7 +70,7 @@ local els = {}
 if v then
   local c = string.sub(v, 1, 1)
   if c ~= '!' and c ~= '^' and c ~= '#' then
-    return {7}
+    return {7, 0}
   end
   if tomb_refuses(v, P, gen) then
     return {2}
@@ -79,8 +80,10 @@ if v then
   else
     local left
     els, left = shared_live(v, now)
-    if left > 0 and (c == '^' or permit_count(v) ~= n) then
-      return {7}
+    if left > 0 and c == '^' then
+      return {7, -1}
+    elseif left > 0 and permit_count(v) ~= n then
+      return {7, permit_count(v)}
     end
   end
 end

@@ -4,30 +4,43 @@
 -- Lock does, and an exclusive Lock none while a shared entry is live
 -- (take.lua). A tombstone's entries are kept in the shared value, and are a
 -- tombstone again once the last shared Lock leaves.
+-- New shared Locks wait behind an exclusive Lock that waits for the key
+-- (a w entry in its waiting room, wait.lua), but for those that waited
+-- through an exclusive Lock's turn (R, or a, once admitted here): they go
+-- first. A refused Lock that waits (ARGV[6] above 0) is entered in the
+-- room, R when an exclusive Lock holds the key, r behind a waiting one,
+-- for ARGV[6] milliseconds; its waiting call renews the entry
+-- (announce.lua).
 -- KEYS[1]  the lock key
 -- ARGV[1..4] as for take.lua; the holder's prefix is the Lock's own
 -- ARGV[5]  the most shared Locks a key holds on a node
+-- ARGV[6]  how long the entry of a refused Lock that waits lives in the
+--          room, in milliseconds; 0 for one that does not wait
+--          (TryAcquire)
 -- Returns  1 when the key now holds this Lock's entry, living ARGV[2]
 --            milliseconds,
 --          -(pttl + 1), 0 or less, when an exclusive Lock holds the key (pttl
---            its remaining time to live), or when an exclusive Acquire
---            waits for it, or ARGV[5] shared Locks hold it (pttl the time
---            until the last of them expires, -1 when none does): a new
---            shared Lock waits behind a waiting exclusive one,
+--            its remaining time to live),
+--          8 when ARGV[5] shared Locks hold it: nothing is changed,
+--          {9, left} when an exclusive Lock waits for the key: left is the
+--            time until its entry in the room expires, in milliseconds,
 --          2 when this call is stale and changes nothing (as for take.lua),
 --          7 when permits hold the key (Permits): nothing is changed.
--- An exclusive Acquire waits for the key subscribed to its writer channel
--- (writerChannelPrefix in waiters.go), from its first refusal until it
--- gives up or holds: the subscription ends with its connection, so a
--- waiter that died or gave up holds no shared Lock back.
 local K = KEYS[1]
 local gen = tonumber(ARGV[4])
+local waits = tonumber(ARGV[6]) or 0
 local now = now_ms()
 local v = redis.call('GET', K)
 local els, left = shared_from(K, v, ARGV[3], gen, now)
 if not els then
   if left == 2 or left == 7 then
     return left
+  end
+  if waits > 0 then
+    local room = wait_read(K, now)
+    if room and wait_put(room, ARGV[3], 'R', waits, now) then
+      wait_write(K, room, now)
+    end
   end
   local ok, pttl = pcall(redis.call, 'PTTL', K)
   if not ok then
@@ -48,12 +61,24 @@ else
       readers = readers + 1
     end
   end
-  local ok, subs = pcall(redis.call, 'PUBSUB', 'NUMSUB', 'redlock:writer:' .. K)
-  if (ok and subs[2] > 0) or readers >= tonumber(ARGV[5]) then
-    if left > 0 then
-      return -left - 1
+  if readers >= tonumber(ARGV[5]) then
+    return 8
+  end
+  local room = wait_read(K, now)
+  if room then
+    local j = wait_find(room, ARGV[3])
+    local kind = j and room[j][2]
+    local writer = wait_left(room, 'w', now)
+    if writer > 0 and kind ~= 'R' and kind ~= 'a' then
+      if waits > 0 and wait_put(room, ARGV[3], kind or 'r', waits, now) then
+        wait_write(K, room, now)
+      end
+      return {9, writer}
     end
-    return 0
+    if kind == 'R' or kind == 'r' then
+      room[j][2] = 'a'
+      wait_write(K, room, now)
+    end
   end
   i = #els + 1
 end

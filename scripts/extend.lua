@@ -10,32 +10,39 @@
 --          the owner's token, a tilde, the Lock's own id and a dot): another
 --          Lock's value, even the same owner's, is another holder's
 -- ARGV[4]  this extension's generation
--- extend_check(K) returns
+-- extend_check(K) returns, with the value found,
 --          1 when our value is there and may be extended,
 --          0 when the key is absent,
 --         -1 when another holder's value is there,
 --          2 when a later generation of ours is there: this call is stale
 --            (it landed after a later extension).
 -- The value written drops what an acquire attempt took over (the "|" and
--- what follows, see take.lua): the Lock holds, the takeover is final.
+-- what follows, see take.lua): the Lock holds, the takeover is final. It
+-- keeps the tombstone entries the value carries (lib.lua).
 -- Writing the generation into the value orders our own calls on the node:
 -- a call that lands late, on a connection given up on, cannot undo a later
 -- one's expiry.
 local function extend_check(K)
   local v = redis.call('GET', K)
   if not v or string.sub(v, 1, 1) == '!' then
-    return 0 -- absent, or a tombstone (release.lua), which is absent
+    return 0, v -- absent, or a tombstone (release.lua), which is absent
   end
   if string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then
-    return -1
+    return -1, v
   end
   local gen = tonumber(string.match(v, '^%d+', #ARGV[3] + 1))
   if gen and gen > tonumber(ARGV[4]) then
-    return 2
+    return 2, v
   end
-  return 1
+  return 1, v
 end
 
-local function extend_write(K)
-  redis.call('SET', K, ARGV[1], 'PX', ARGV[2])
+-- extend_write extends key K, whose value extend_check found to be v.
+local function extend_write(K, v)
+  local at = string.find(v, ',', 1, true)
+  if at then
+    redis.call('SET', K, ARGV[1] .. string.sub(v, at), 'PX', ARGV[2])
+  else
+    redis.call('SET', K, ARGV[1], 'PX', ARGV[2])
+  end
 end

@@ -15,8 +15,10 @@
 local n = tonumber(ARGV[5])
 local worst = 1
 local rank = {[1] = 0, [0] = 1, [-1] = 2, [2] = 3}
+local vals = {}
 for i = 1, n do
-  local code = extend_check(KEYS[i])
+  local code, v = extend_check(KEYS[i])
+  vals[i] = v
   if rank[code] > rank[worst] then
     worst = code
   end
@@ -25,7 +27,7 @@ if worst ~= 1 then
   return worst
 end
 for i = 1, n do
-  extend_write(KEYS[i])
+  extend_write(KEYS[i], vals[i])
   if KEYS[n + i] then
     counter_raise(KEYS[n + i], ARGV[6], ARGV[7])
   end

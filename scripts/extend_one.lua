@@ -9,11 +9,11 @@
 -- ARGV[6]  with fencing only: the counter's horizon in milliseconds
 -- Returns  what extend_check returns; on 1 the key now holds ARGV[1] with
 --          the new expiry, otherwise nothing is changed.
-local code = extend_check(KEYS[1])
+local code, v = extend_check(KEYS[1])
 if code ~= 1 then
   return code
 end
-extend_write(KEYS[1])
+extend_write(KEYS[1], v)
 if KEYS[2] then
   counter_raise(KEYS[2], ARGV[5], ARGV[6])
 end

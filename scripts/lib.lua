@@ -1,6 +1,6 @@
 -- lib: what the scripts that write a lock key share, prepended to each
--- (acquire, acquire_fenced, handover, release, restore). Nothing here runs
--- on its own.
+-- (acquire, acquire_fenced, handover, release, restore, and the shared and
+-- permit scripts). Nothing here runs on its own.
 --
 -- A tombstone (left by release.lua) is "!" and up to eight entries
 -- "tag:gen" joined by ",": tag is the first 16 hex digits of the SHA1 of a
@@ -38,29 +38,129 @@ local function tomb_refuses(v, prefix, gen)
   return false
 end
 
--- tomb_leave: put under key K a tombstone against prefix's writes up to
--- generation gen, living at least ms milliseconds. old is the tombstone
--- there (false otherwise): its entries are kept, the Lock's own raised,
--- never lowered, and its life never shortened.
-local function tomb_leave(K, old, prefix, gen, ms)
+-- A holder's value may carry tombstone entries after its own text (and its
+-- chain): ",", the node-clock millisecond until which they must refuse
+-- (the last of their deadlines), and a tombstone of them
+-- ("!tag:gen,tag:gen"). An acquire that takes the key over a tombstone
+-- carries its entries, and a delete that finds another holder's value adds
+-- its own, so that a late write of a Lock whose delete ran is refused
+-- whoever held the key since, until the holder's own delete leaves them in
+-- its tombstone, which lives until that deadline at least. At most eight
+-- are carried, the latest added first. A Lock's value never holds ",".
+
+-- carry_split: the value v without what it carries, and the carried text
+-- ('' when none), which starts with ",".
+local function carry_split(v)
+  local i = string.find(v, ',', 1, true)
+  if not i then
+    return v, ''
+  end
+  return string.sub(v, 1, i - 1), string.sub(v, i)
+end
+
+-- tomb_entries: the entries of tombstone v, or of carried text, each
+-- {tag, gen}, in order.
+local function tomb_entries(v)
+  local out = {}
+  for t, g in string.gmatch(v, '(%x+):(%d+)') do
+    out[#out + 1] = {t, tonumber(g)}
+  end
+  return out
+end
+
+-- carry_read: the deadline and the entries of carried text c (0 and none
+-- for '').
+local function carry_read(c)
+  local dl = tonumber(string.match(c, '^,(%d+)!'))
+  if not dl then
+    return 0, {}
+  end
+  local bang = string.find(c, '!', 1, true)
+  return dl, tomb_entries(string.sub(c, bang))
+end
+
+-- carry_add: raise in entries the one against tag's writes up to gen, or
+-- put it first; at most eight are kept, the latest put.
+local function carry_add(entries, tag, gen)
+  gen = tonumber(gen)
+  for _, e in ipairs(entries) do
+    if e[1] == tag then
+      e[2] = math.max(e[2], gen)
+      return
+    end
+  end
+  table.insert(entries, 1, {tag, gen})
+  entries[9] = nil
+end
+
+-- carry_text: entries that must refuse until node-clock millisecond dl, as
+-- a value carries them.
+local function carry_text(dl, entries)
+  if #entries == 0 then
+    return ''
+  end
+  local parts = {}
+  for i, e in ipairs(entries) do
+    parts[i] = e[1] .. ':' .. string.format('%d', e[2])
+  end
+  return ',' .. string.format('%d', dl) .. '!' .. table.concat(parts, ',')
+end
+
+-- carry_refuses: whether entries refuse a write of prefix's Lock of
+-- generation gen.
+local function carry_refuses(entries, prefix, gen)
+  if #entries == 0 then
+    return false
+  end
   local tag = tomb_tag(prefix)
-  local top, life = tonumber(gen), tonumber(ms)
-  local others = {}
+  for _, e in ipairs(entries) do
+    if e[1] == tag and e[2] >= tonumber(gen) then
+      return true
+    end
+  end
+  return false
+end
+
+-- tomb_leave: put under key K a tombstone against prefix's writes up to
+-- generation gen, living at least ms milliseconds, and against what
+-- entries (tomb_entries'; may be nil) refuse, living until node-clock
+-- millisecond dl at least (read at now). old is the tombstone there (false
+-- otherwise): its entries are kept, the Lock's own raised, never lowered,
+-- and its life never shortened. At most eight entries are kept: the
+-- Lock's own, then old's, then entries'.
+local function tomb_leave(K, old, prefix, gen, ms, entries, dl, now)
+  local tag = tomb_tag(prefix)
+  local life = tonumber(ms)
+  local order, top = {tag}, {[tag] = tonumber(gen)}
+  local function keep(t, g)
+    g = tonumber(g)
+    if top[t] then
+      top[t] = math.max(top[t], g)
+    elseif #order < 8 then
+      order[#order + 1] = t
+      top[t] = g
+    end
+  end
   if old then
     for t, g in string.gmatch(old, '(%x+):(%d+)') do
-      if t == tag then
-        top = math.max(top, tonumber(g))
-      elseif #others < 7 then
-        others[#others + 1] = t .. ':' .. g
-      end
+      keep(t, g)
     end
     local ok, pttl = pcall(redis.call, 'PTTL', K)
     if ok and pttl > life then
       life = pttl
     end
   end
-  table.insert(others, 1, tag .. ':' .. string.format('%d', top))
-  redis.call('SET', K, '!' .. table.concat(others, ','), 'PX', life)
+  if entries and #entries > 0 then
+    for _, e in ipairs(entries) do
+      keep(e[1], e[2])
+    end
+    life = math.max(life, dl - now)
+  end
+  local parts = {}
+  for i, t in ipairs(order) do
+    parts[i] = t .. ':' .. string.format('%d', top[t])
+  end
+  redis.call('SET', K, '!' .. table.concat(parts, ','), 'PX', life)
 end
 
 -- chain_split: the head of value v and its chain ('' when none), which
@@ -104,22 +204,61 @@ local function chain_join(els, i)
 end
 
 -- chain_restore: put back under key K what the chain's first element
--- replaced, with its own expiry; delete the key when that has passed.
--- Returns whether a value was put back.
-local function chain_restore(K, els)
-  local dl = els[1][1]
-  local v = els[1][2] .. chain_join(els, 2)
-  if not dl then
+-- replaced, with its own expiry, carrying entries (tomb_entries') that
+-- must refuse until node-clock millisecond dl. Returns whether a value was
+-- put back: nothing is changed when what was replaced has expired since.
+local function chain_restore(K, els, entries, dl)
+  local v = els[1][2] .. chain_join(els, 2) .. carry_text(dl, entries)
+  if not els[1][1] then
     redis.call('SET', K, v, 'KEEPTTL')
     return true
   end
-  local left = dl - now_ms()
+  local left = els[1][1] - now_ms()
   if left <= 0 then
-    redis.call('DEL', K)
     return false
   end
   redis.call('SET', K, v, 'PX', left)
   return true
+end
+
+-- lock_value: whether v is what a Lock writes (a holder's value, shares,
+-- permits), which alone may carry entries: never a value that something
+-- else keeps under the name, such as the restart guard's marker.
+local function lock_value(v)
+  local kind = string.sub(v, 1, 1)
+  if kind == '^' or kind == '#' then
+    return true
+  end
+  local head = chain_split((carry_split(v)))
+  return string.match(head, '^[%w~]+%.%d+$') ~= nil
+end
+
+-- carry_into: a delete of prefix's Lock, whose writes up to generation gen
+-- were sent to the nodes, found another holder's value v under key K: the
+-- value carries an entry that refuses them, so that the holder's own
+-- delete leaves it in its tombstone. A key taken shared or by permits
+-- (below) keeps it as one of its tombstone entries, for ms milliseconds.
+-- The key keeps its expiry: the holder's claim ends when it would have,
+-- however many Locks' deletes find it (a holder that crashed while others
+-- contend for the key must expire), and the entries go with it.
+local function carry_into(K, v, prefix, gen, ms)
+  if not lock_value(v) then
+    return -- another program's value under the name: left alone
+  end
+  local ok, now = pcall(now_ms)
+  if not ok then
+    return -- an ACL without TIME: the entry's deadline cannot be kept
+  end
+  local kind = string.sub(v, 1, 1)
+  if kind == '^' or kind == '#' then
+    redis.call('SET', K, v .. ',' .. string.format('%d', now + tonumber(ms)) .. '=!' .. tomb_tag(prefix) .. ':' ..
+      string.format('%d', tonumber(gen)), 'KEEPTTL')
+    return
+  end
+  local body, carried = carry_split(v)
+  local dl, entries = carry_read(carried)
+  carry_add(entries, tomb_tag(prefix), gen)
+  redis.call('SET', K, body .. carry_text(math.max(dl, now + tonumber(ms)), entries), 'KEEPTTL')
 end
 
 -- A key taken shared (shared.lua) holds "^" and entries "deadline=item"

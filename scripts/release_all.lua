@@ -7,20 +7,24 @@
 --            under any key; otherwise 2 when a later generation of ours is
 --            there, -1 when another holder's value is, 0 when every key
 --            was absent.
--- A Release (ARGV[2] 0, no tombstone) that finds every key holding our
--- value, without a chain, does what release_key would for each, in one DEL:
--- the common case, which costs a call per key less.
-if tonumber(ARGV[2]) == 0 and not ARGV[3] then
+-- A Release (ARGV[2] 0) that finds every key holding our value, without a
+-- chain or carried entries, does what release_key would for each: the
+-- same tombstone under every key; the common case, which costs a call per
+-- key less.
+if tonumber(ARGV[2]) == 0 then
   local plain = true
   for i = 1, #KEYS do
     local v = redis.call('GET', KEYS[i])
-    if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] or string.find(v, '|', 1, true) then
+    if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] or string.find(v, '[|,]') then
       plain = false
       break
     end
   end
   if plain then
-    redis.call('DEL', unpack(KEYS))
+    local tomb = '!' .. tomb_tag(ARGV[1]) .. ':' .. string.format('%d', tonumber(ARGV[3]))
+    for i = 1, #KEYS do
+      redis.call('SET', KEYS[i], tomb, 'PX', ARGV[4])
+    end
     for i = 1, #KEYS do
       -- The key's release channel: releaseChannelPrefix in waiters.go.
       pcall(redis.call, 'PUBLISH', 'redlock:released:' .. KEYS[i], '')

@@ -18,8 +18,10 @@
 --          2 when a tombstone of ours refuses this generation (nothing is
 --            changed): the Lock's delete ran after this call was sent.
 local absent = false
+local vals = {}
 for i = 1, #KEYS do
   local v = redis.call('GET', KEYS[i])
+  vals[i] = v
   if not v then
     absent = true
   elseif string.sub(v, 1, 1) == '!' then
@@ -39,7 +41,21 @@ end
 if not absent then
   return 0
 end
+-- What was there goes on refusing what it did: a tombstone's entries,
+-- living at least as long as the tombstone would have, or those our value
+-- carried (lib.lua).
 for i = 1, #KEYS do
-  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
+  local v, extra, ttl = vals[i], '', tonumber(ARGV[2])
+  if v and string.sub(v, 1, 1) == '!' then
+    local okt, now = pcall(now_ms)
+    local okp, pttl = pcall(redis.call, 'PTTL', KEYS[i])
+    if okt and okp and pttl > 0 then
+      extra = carry_text(now + pttl, tomb_entries(v))
+      ttl = math.max(ttl, pttl)
+    end
+  elseif v then
+    extra = select(2, carry_split(v))
+  end
+  redis.call('SET', KEYS[i], ARGV[1] .. extra, 'PX', ttl)
 end
 return 1

@@ -107,7 +107,9 @@ local function shared_write(K, els, now, head)
   elseif #items > 0 then
     redis.call('SET', K, '!' .. table.concat(items, ','), 'PX', last - now)
   else
-    redis.call('DEL', K)
+    -- Nothing is left (a caller always leaves an entry: this cannot
+    -- happen); the key goes at once.
+    redis.call('PEXPIRE', K, 1)
   end
   return readers
 end
@@ -128,24 +130,24 @@ local function shared_release(K, kind, find, every)
   local P, limit = ARGV[1], tonumber(ARGV[2])
   local v = redis.call('GET', K)
   if not v or string.sub(v, 1, 1) == '!' then
-    if ARGV[3] then
-      tomb_leave(K, v, P, ARGV[3], ARGV[4])
-    end
+    tomb_leave(K, v, P, ARGV[3], ARGV[4])
     return 0
   end
   local head = string.match(v, '^%^') or string.match(v, '^#%d+,')
   if string.sub(v, 1, 1) ~= kind or not head then
+    carry_into(K, v, P, ARGV[3], ARGV[4]) -- another kind of Lock holds the key
     return -1
   end
-  if limit == 0 and not ARGV[3] then
+  if limit == 0 then
     -- The common Release: this Lock's entry alone is there (one "=", no
     -- tombstone entry), and live, since the key lives as long as its
-    -- last entry. Delete the key as the general path below would.
+    -- last entry. The key becomes this Lock's tombstone, as the general
+    -- path below would leave it.
     local at = string.find(v, '=', 1, true)
     local sep = kind == '^' and '=' or '/'
     local mine = at and string.find(v, sep .. P, at, true)
     if mine and not string.find(v, '=', at + 1, true) and (mine == at) == (kind == '^') then
-      redis.call('DEL', K)
+      redis.call('SET', K, '!' .. tomb_tag(P) .. ':' .. string.format('%d', tonumber(ARGV[3])), 'PX', ARGV[4])
       shared_announce(K)
       return 1
     end
@@ -156,15 +158,10 @@ local function shared_release(K, kind, find, every)
   if i and limit > 0 and g and g > limit then
     return 2
   end
-  if not i and not ARGV[3] then
-    return 0
-  end
   if i then
     table.remove(els, i)
   end
-  if ARGV[3] then
-    shared_tomb(els, P, ARGV[3], ARGV[4], now)
-  end
+  shared_tomb(els, P, ARGV[3], ARGV[4], now)
   local left = shared_write(K, els, now, head)
   if not i then
     return 0

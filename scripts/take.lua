@@ -21,7 +21,10 @@
 -- Taking over our own earlier value is what makes a retry after a lost reply
 -- succeed instead of locking its own holder out for the whole TTL. A
 -- tombstone (lib.lua) is an absent key for everyone but the writes it names;
--- a refusal leaves it as it is, for the other writes it still covers. A key
+-- a refusal leaves it as it is, for the other writes it still covers, and
+-- a write over it carries its entries (lib.lua), as it carries those of
+-- the value it takes over, so that they go on refusing whoever holds the
+-- key in between. A key
 -- taken shared refuses while a shared Lock holds it, one taken by permits
 -- while a permit does (lib.lua).
 -- Taking over another Lock of the same owner keeps what it replaces, as an
@@ -43,14 +46,26 @@ local function take(K, v)
     if tomb_refuses(v, mine, ARGV[4]) then
       return 2
     end
-    return 1, ARGV[1], ARGV[2], false
+    if not string.find(v, ':', 1, true) then
+      return 1, ARGV[1], ARGV[2], false
+    end
+    -- The tombstone's entries go on in the value, which lives at least as
+    -- long as the tombstone would have: a late write of their Locks stays
+    -- refused, whatever becomes of this Lock.
+    local okt, now = pcall(now_ms)
+    local okp, pttl = pcall(redis.call, 'PTTL', K)
+    if not okt or not okp or pttl <= 0 then
+      return 1, ARGV[1], ARGV[2], false -- an ACL without TIME or PTTL: as an absent key
+    end
+    return 1, ARGV[1] .. carry_text(now + pttl, tomb_entries(v)), math.max(tonumber(ARGV[2]), pttl), false
   end
   local kind = string.sub(v, 1, 1)
   if kind == '^' or kind == '#' then
     -- Taken shared or by permits (lib.lua): while an entry is live,
     -- refused for as long as the last one lives, or as taken with another
     -- kind of lock (7) by permits; otherwise absent, as a tombstone is,
-    -- but for the writes its tombstone entries refuse.
+    -- but for the writes its tombstone entries refuse, which go on in the
+    -- value.
     if tomb_refuses(v, mine, ARGV[4]) then
       return 2
     end
@@ -58,22 +73,35 @@ local function take(K, v)
     if not okt then
       return 0 -- an ACL without TIME: the entries' expiry is unknown
     end
-    local _, left = shared_live(v, now)
+    local live, left = shared_live(v, now)
     if left > 0 and kind == '#' then
       return 7
     elseif left > 0 then
       return -left - 1
     end
-    return 1, ARGV[1], ARGV[2], false
+    local entries, last = {}, 0
+    for i = #live, 1, -1 do
+      local t, g = string.match(live[i][2], '^!(%x+):(%d+)$')
+      if t then
+        carry_add(entries, t, g)
+        last = math.max(last, live[i][1])
+      end
+    end
+    return 1, ARGV[1] .. carry_text(last, entries), math.max(tonumber(ARGV[2]), last - now), false
   end
   local ok, pttl = pcall(redis.call, 'PTTL', K)
   if not ok then
     pttl = -1 -- an ACL without PTTL: a waiter falls back to its backoff
   end
-  if string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then
+  local body, carried = carry_split(v)
+  if string.sub(body, 1, #ARGV[3]) ~= ARGV[3] then
     return -pttl - 1
   end
-  local head, chain = chain_split(v)
+  local _, entries = carry_read(carried)
+  if carry_refuses(entries, mine, ARGV[4]) then
+    return 2
+  end
+  local head, chain = chain_split(body)
   local els
   if string.sub(head, 1, #mine) == mine then
     local gen = tonumber(string.match(head, '^%d+', #mine + 1))
@@ -81,7 +109,7 @@ local function take(K, v)
       return 2
     end
     if chain == '' then
-      return 1, ARGV[1], ARGV[2], false
+      return 1, ARGV[1] .. carried, ARGV[2], false
     end
     els = chain_elements(chain)
   else
@@ -106,11 +134,11 @@ local function take(K, v)
     return -pttl - 1
   end
   if live == 0 then
-    return 1, ARGV[1], ARGV[2], false
+    return 1, ARGV[1] .. carried, ARGV[2], false
   end
   local kept = {}
   for k = 1, live do
     kept[k] = els[k]
   end
-  return 1, ARGV[1] .. chain_join(kept, 1), math.max(tonumber(ARGV[2]), pttl), true
+  return 1, ARGV[1] .. chain_join(kept, 1) .. carried, math.max(tonumber(ARGV[2]), pttl), true
 end

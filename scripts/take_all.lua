@@ -1,8 +1,9 @@
 -- take_all: take.lua over every key of a Lock of several keys, shared by
 -- acquire_all.lua and acquire_all_fenced.lua (prepended to each, after
--- lib.lua and take.lua): take them all on this node, or none: each key is decided as take.lua decides it for acquire.lua, and
--- only when every key may be written are they all written, in the same
--- atomic step. A node thus never holds part of the set, and its vote is for
+-- lib.lua, take.lua, wait.lua and take_fair.lua): take them all on this
+-- node, or none: each key is decided as take_fair.lua decides it for
+-- acquire.lua, and only when every key may be written are they all
+-- written, in the same atomic step. A node thus never holds part of the set, and its vote is for
 -- all of them.
 -- KEYS[1..n]     the lock's keys, distinct and sorted
 -- KEYS[n+1..2n]  acquire_all_fenced.lua only: their fencing counters
@@ -15,7 +16,7 @@ local function all_take()
   local n = tonumber(ARGV[5])
   local vals, ttls, chained = {}, {}, false
   for i = 1, n do
-    local code, value, ttl, ch = take(KEYS[i], redis.call('GET', KEYS[i]))
+    local code, value, ttl, ch = take_fair(KEYS[i], redis.call('GET', KEYS[i]))
     if code ~= 1 then
       return code
     end
@@ -28,5 +29,6 @@ end
 local function all_write(vals, ttls)
   for i = 1, #vals do
     redis.call('SET', KEYS[i], vals[i], 'PX', ttls[i])
+    take_taken(KEYS[i])
   end
 end

@@ -35,6 +35,9 @@ import (
 // (a worker's), under a context whose deadline is the latest of the batch's
 // deadlines: a client that bounds calls by their context
 // (ContextTimeoutEnabled) still ends each batch within its calls' time.
+// Its commands are sent once (once): go-redis never sends a batch again,
+// so no write of it goes out after its own round, whatever the latest
+// deadline.
 type batcher struct {
 	mu      sync.Mutex
 	flights []flight  // in flight and not overdue; at most maxFlights
@@ -142,13 +145,13 @@ func (b *batcher) process(c redis.UniversalClient, ctx context.Context, cmd *red
 		until, _ := ctx.Deadline()
 		g := b.start(now, until)
 		b.mu.Unlock()
-		_ = c.Process(ctx, cmd)
+		_ = c.Process(ctx, once{cmd})
 		b.next(g)
 		return true
 	}
 	if alone {
 		b.mu.Unlock()
-		_ = c.Process(ctx, cmd)
+		_ = c.Process(ctx, once{cmd})
 		return true
 	}
 	w := waiters.Get().(*waiter)
@@ -280,15 +283,15 @@ func (b *batcher) run(c redis.UniversalClient, batch []*waiter, g uint64) {
 			only = w
 		case 2:
 			pipe = c.Pipeline()
-			_ = pipe.Process(only.ctx, only.cmd)
+			_ = pipe.Process(only.ctx, once{only.cmd})
 			fallthrough
 		default:
-			_ = pipe.Process(w.ctx, w.cmd)
+			_ = pipe.Process(w.ctx, once{w.cmd})
 		}
 	}
 	switch {
 	case n == 1:
-		_ = c.Process(only.ctx, only.cmd)
+		_ = c.Process(only.ctx, once{only.cmd})
 	case n > 1:
 		// The first call's values (a tracing span, for the user's go-redis
 		// hooks), none of its cancellation.

@@ -77,7 +77,7 @@ func newBatchNodes(t *testing.T, bounded bool) (*laneNodes, *sends) {
 		o.ReadTimeout = 10 * time.Second
 	})
 	clients[0].AddHook(s)
-	p, err := NewSet(clients, Config{Scripts: testScripts, KeyLife: testKeyLife, Timing: testTiming})
+	p, err := NewSet(clients, Config{Scripts: testScripts, Sources: testSources, KeyLife: testKeyLife, Timing: testTiming})
 	require.NoError(t, err)
 	require.NoError(t, p.Warm(t.Context(), func(int, string, error) error { return nil }))
 	t.Cleanup(func() {

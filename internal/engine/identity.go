@@ -75,11 +75,27 @@ func (p *Set) compareServers() error {
 // background under its own deadline, unless an identify call is under way
 // there or ended less than Timing.IdentifyRetry ago. It waits up to wait for the
 // nodes met for the first time, or for all of them when all is set (Warm):
-// a node that failed to answer before is not waited for again by an
-// operation, so that a node that stays down costs each operation nothing;
-// its votes count from the first operation after it answered.
+// a node that failed to answer before, or that a caller waited for in
+// vain, is not waited for again by an operation, so that a node that
+// stays down costs its deadline once, not each operation; its votes count
+// from the first operation after it answered.
 func (p *Set) identify(wait time.Duration, all bool, pick func(*node) bool) {
-	var pending []chan struct{}
+	if pending := p.launchIdentify(all, pick); wait > 0 && len(pending) > 0 {
+		awaitIdentify(pending, time.Now().Add(wait), nil)
+	}
+}
+
+// identCall is an identify call under way on a node: done is closed when
+// it ends.
+type identCall struct {
+	n    *node
+	done chan struct{}
+}
+
+// launchIdentify starts the identify calls that identify describes, and
+// returns those to wait for.
+func (p *Set) launchIdentify(all bool, pick func(*node) bool) []identCall {
+	var pending []identCall
 	for _, n := range p.nodes {
 		if !pick(n) {
 			continue
@@ -97,21 +113,47 @@ func (p *Set) identify(wait time.Duration, all bool, pick func(*node) bool) {
 		}
 		n.identMu.Unlock()
 		if done != nil && first {
-			pending = append(pending, done)
+			pending = append(pending, identCall{n, done})
 		}
 	}
-	if wait <= 0 || len(pending) == 0 {
-		return
-	}
-	timer := time.NewTimer(wait)
+	return pending
+}
+
+// awaitIdentify waits for the calls in pending until deadline, or until
+// stop is closed. A call still under way then marks its node tried: no
+// later operation waits for that node, whose call goes on in the
+// background.
+func awaitIdentify(pending []identCall, deadline time.Time, stop <-chan struct{}) {
+	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	for _, done := range pending {
+	late := false
+	for _, c := range pending {
+		if !late {
+			select {
+			case <-c.done:
+				continue
+			case <-timer.C:
+				late = true
+			case <-stop:
+				late = true
+			}
+		}
 		select {
-		case <-done:
-		case <-timer.C:
-			return
+		case <-c.done:
+		default:
+			c.n.tried()
 		}
 	}
+}
+
+// tried marks n as a node whose first identification a caller waited
+// for in vain: no operation waits for it again.
+func (n *node) tried() {
+	n.identMu.Lock()
+	if n.identTried.IsZero() {
+		n.identTried = time.Now()
+	}
+	n.identMu.Unlock()
 }
 
 // unidentified reports whether n's server is still to be identified.
@@ -217,29 +259,66 @@ func isNoPerm(err error) bool {
 }
 
 // Warm opens a connection to every node, loads the scripts and identifies
-// the servers, so that the first lock operation pays no handshake.
+// the servers, so that the first lock operation pays no handshake. It
+// identifies every node that answers, also when others do not, and returns
+// when each node has answered, failed, or ctx ended, whatever go-redis
+// still holds. A node that did not answer by then (nor its identification
+// within Timing.IdentifyTimeout) is not waited for by any operation, and
+// its error is returned.
 func (p *Set) Warm(ctx context.Context, nodeErr func(node int, addr string, err error) error) error {
-	errs := make([]error, len(p.nodes))
-	var wg sync.WaitGroup
-	for i, n := range p.nodes {
-		wg.Go(func() {
-			for _, s := range p.scripts {
-				if err := s.Load(ctx, n.client).Err(); err != nil && !isNoPerm(err) {
-					errs[i] = nodeErr(i, n.address(), err)
-					return
-				}
-			}
-			if err := n.client.Ping(ctx).Err(); err != nil && !isNoPerm(err) {
-				errs[i] = nodeErr(i, n.address(), err)
-			}
-		})
+	type result struct {
+		n   *node
+		err error
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	results := make(chan result, len(p.nodes))
+	p.Life.Add(len(p.nodes)) // Close waits for what go-redis still holds
+	for _, n := range p.nodes {
+		go func() {
+			defer p.Life.End()
+			err := p.load(ctx, n)
+			if err == nil {
+				// After the loads, on the connection they opened.
+				pending := p.launchIdentify(true, func(m *node) bool { return m == n && m.unidentified() })
+				awaitIdentify(pending, deadlineOr(ctx, p.timing.IdentifyTimeout), ctx.Done())
+			}
+			results <- result{n, err}
+		}()
+	}
+	errs := make([]error, len(p.nodes))
+	in := make([]bool, len(p.nodes))
+wait:
+	for range p.nodes {
+		select {
+		case r := <-results:
+			errs[r.n.index], in[r.n.index] = r.err, true
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	for i, n := range p.nodes {
+		if !in[i] {
+			errs[i] = ctx.Err()
+		}
+		if errs[i] != nil {
+			errs[i] = nodeErr(i, n.address(), errs[i])
+			n.tried()
+		}
+	}
+	return errors.Join(append(errs, p.compareServers())...)
+}
+
+// load loads the scripts on n and pings it; an ACL that refuses either is
+// no failure.
+func (p *Set) load(ctx context.Context, n *node) error {
+	for _, s := range p.scripts {
+		if err := s.Load(ctx, n.client).Err(); err != nil && !isNoPerm(err) {
+			return err
+		}
+	}
+	if err := n.client.Ping(ctx).Err(); err != nil && !isNoPerm(err) {
 		return err
 	}
-	p.identify(time.Until(deadlineOr(ctx, p.timing.IdentifyTimeout)), true, (*node).unidentified)
-	return p.compareServers()
+	return nil
 }
 
 func deadlineOr(ctx context.Context, d time.Duration) time.Time {

@@ -99,12 +99,6 @@ type lane struct {
 	// strandedWrites counts the writes the lane went on without that
 	// go-redis still holds.
 	strandedWrites int
-	// unsure is set once a write here was sent and got no reply: it may
-	// still be in the network (a client that bounds calls by their deadline
-	// has closed its connection, but the bytes it wrote may be delivered
-	// later), so a delete that finds the key absent leaves a tombstone
-	// (Spec.tomb).
-	unsure bool
 }
 
 // NewLanes makes the Lanes of a lock over n nodes, in one allocation for the
@@ -218,6 +212,7 @@ func (s *Lanes) enqueue(p *Set, j *job) *job {
 		}
 	} else {
 		l.lastDelete = j.r
+		p.Life.track(j)
 	}
 	// A delete that starts at once runs its first try under its round's
 	// deadline; one that waited, and every retry, has its own.
@@ -268,13 +263,6 @@ func (s *Lanes) Unsettled() []bool {
 		}
 	}
 	return out
-}
-
-// IsUnsure reports whether a write of the lock on node i may still land.
-func (s *Lanes) IsUnsure(i int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lanes[i].unsure
 }
 
 // begin makes j the lane's current job.
@@ -345,9 +333,6 @@ func (s *Lanes) done(p *Set, j *job, rep Reply) *job {
 	n := p.nodes[j.node]
 	s.mu.Lock()
 	l := &s.lanes[j.node]
-	if j.r.spec.Kind == Write && rep.Status == Unknown && rep.Err != errNotSent {
-		l.unsure = true
-	}
 	if j.detached {
 		// The lane went on without this call. If it is a write, a delete
 		// ran since, and the write may have landed after it, delete again.
@@ -357,6 +342,7 @@ func (s *Lanes) done(p *Set, j *job, rep Reply) *job {
 		var redo *job
 		if j.r.spec.Kind == Delete {
 			l.strandedDeletes--
+			p.Life.untrack(j) // its next try, if any, is a job of its own
 		} else {
 			l.strandedWrites--
 		}
@@ -379,6 +365,7 @@ func (s *Lanes) done(p *Set, j *job, rep Reply) *job {
 	if j.retrying {
 		n.pendingCleanups.Add(-1)
 	}
+	p.Life.untrack(j)
 	p.Life.End()
 	next := s.advance(l)
 	s.mu.Unlock()
@@ -410,7 +397,7 @@ func (s *Lanes) retry(p *Set, l *lane, j *job) bool {
 		p.nodes[j.node].pendingCleanups.Add(1)
 	}
 	l.current = nil
-	time.AfterFunc(wait, func() { s.resume(p, j) })
+	p.Life.park(j, time.AfterFunc(wait, func() { s.resume(p, j) })) // before resume can take s.mu
 	if p.observe {
 		p.obs.CleanupRetry(j.r.spec.Op.Keys[0], j.node, p.nodes[j.node].address(), int(j.tries.Load()), wait)
 	}
@@ -473,6 +460,7 @@ func (s *Lanes) resume(p *Set, j *job) {
 		return
 	}
 	p.nodes[j.node].pendingCleanups.Add(-1)
+	p.Life.untrack(j)
 	p.Life.End()
 	next := s.advance(l)
 	s.mu.Unlock()
@@ -531,11 +519,7 @@ func (j *job) write(n *node) Reply {
 	if r.ctx.Err() != nil || !time.Now().Before(r.deadline) {
 		return Reply{Err: errNotSent}
 	}
-	c := n.client
-	if j.inline {
-		c = n.inlineClient() // bounds the call on the caller's goroutine
-	}
-	return n.callOn(c, &r.ctx, &r.spec.Op, r.args, j.cmd(1), j.inline)
+	return n.callOn(n.client, &r.ctx, &r.spec.Op, r.args, j.cmd(1), j.inline)
 }
 
 // delete sends the next try of delete j to n. A delete's deadline runs
@@ -544,14 +528,10 @@ func (j *job) delete(s *Lanes, p *Set, n *node) Reply {
 	r := j.r
 	try := j.tries.Add(1)
 	op, args := &r.spec.Op, r.args
-	if r.spec.Tomb > 0 && s.IsUnsure(j.node) {
-		o := r.spec.Op.withTombstone(r.spec.Tomb, r.spec.TombMs)
-		op, args = &o, p.evalArgs(s, &o, nil)
-	}
 	if j.inline && try == 1 {
 		// On the caller's goroutine, on a client that bounds the call:
 		// the round's context ends when the caller stops waiting.
-		return n.callOn(n.inlineClient(), &r.ctx, op, args, j.cmd(try), true)
+		return n.callOn(n.client, &r.ctx, op, args, j.cmd(try), true)
 	}
 	if j.shared {
 		// Started at once on a worker: the delete's own deadline, with

@@ -243,56 +243,6 @@ func TestLanePushHere(t *testing.T) {
 	}
 }
 
-// TestLaneUnsure: a lane is unsure once a write sent there got no reply
-// (Unknown); not for a write that was not sent (its round was over),
-// nor for one that was confirmed or refused; and it stays unsure after a
-// later write is confirmed, since the lost one may still land.
-func TestLaneUnsure(t *testing.T) {
-	p := idleNodeSet(t, 4)
-	s := NewLanes(4)
-	defer forget(s)
-	outcomes := []Reply{
-		{Err: ErrNoReply},
-		{Err: errNotSent},
-		{Status: OK},
-		{Status: Refused, Err: errHeldByOther},
-	}
-	for i, rep := range outcomes {
-		w := &laneRound(t, p, s, Write, time.Second, i).jobs[0]
-		enqueueLocked(s, p, w)
-		p.Life.Add(1)
-		if next := s.done(p, w, rep); next != nil {
-			t.Fatal("an empty lane handed out a job")
-		}
-	}
-	for i, want := range []bool{true, false, false, false} {
-		if got := s.IsUnsure(i); got != want {
-			t.Errorf("after a write with reply %+v: unsure %v, want %v", outcomes[i], got, want)
-		}
-	}
-	ok := &laneRound(t, p, s, Write, time.Second, 0).jobs[0]
-	enqueueLocked(s, p, ok)
-	p.Life.Add(1)
-	s.done(p, ok, Reply{Status: OK})
-	if !s.IsUnsure(0) {
-		t.Error("a confirmed write cleared unsure: the lost write may still land")
-	}
-	if s.Unsettled() != nil {
-		t.Fatalf("unsettled after every job is done: %v", s.Unsettled())
-	}
-	// A delete's lost reply says nothing about a write in the network.
-	s2 := NewLanes(1)
-	defer forget(s2)
-	d := &laneRound(t, p, s2, Delete, 0, 0).jobs[0]
-	enqueueLocked(s2, p, d)
-	d.tries.Store(1) // as job.send counts it
-	p.Life.Add(1)
-	s2.done(p, d, Reply{Err: ErrNoReply}) // no write ever set expireBy: not retried
-	if s2.IsUnsure(0) {
-		t.Error("a delete without a reply made the lane unsure")
-	}
-}
-
 // TestLaneRedoAfterStrandedWrite: a write the lane went on without, which
 // returns after a delete began on the lane and was not refused, queues the
 // lane's newest delete again (it may have landed after the delete); one
@@ -418,9 +368,6 @@ func TestRoundCtxWatch(t *testing.T) {
 			}
 			if next.first.Err != errNotSent {
 				t.Fatalf("a write whose round was over when its turn came: reply %+v, want errNotSent", next.first)
-			}
-			if s.IsUnsure(0) {
-				t.Fatal("a write that was not sent made the lane unsure")
 			}
 		})
 	}

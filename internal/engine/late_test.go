@@ -32,7 +32,7 @@ func TestLateContextErrorIsNoReply(t *testing.T) {
 	dialer := func(context.Context, string, string) (net.Conn, error) { return nil, context.DeadlineExceeded }
 	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", Dialer: dialer, MaxRetries: -1})
 	t.Cleanup(func() { _ = rc.Close() })
-	p, err := NewSet([]redis.UniversalClient{rc}, Config{Scripts: testScripts, KeyLife: testKeyLife, Timing: testTiming})
+	p, err := NewSet([]redis.UniversalClient{rc}, Config{Scripts: testScripts, Sources: testSources, KeyLife: testKeyLife, Timing: testTiming})
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Life.Shut() })
 

@@ -1,54 +1,82 @@
 package engine
 
 import (
+	"cmp"
+	"slices"
 	"sync"
+	"time"
 )
 
 // Life counts the work in progress — public calls, Do calls, node
-// calls, parked delete retries — so that Close can wait for all of it, and
-// keeps the leases that Close ends.
+// calls, parked delete retries — so that Close can wait for it, and keeps
+// the leases that Close ends and the deletes it may give up on.
 type Life struct {
-	mu      sync.Mutex    // lock order: a leaf, taken under any other (docs/internals.md)
-	active  int           // public calls in progress plus node jobs and their retries
-	closed  bool          // set by Close: begin fails from then on
-	Closing chan struct{} // closed by Close, wakes Acquire's retry wait and idle workers
+	mu     sync.Mutex // lock order: a leaf, taken under any other (docs/internals.md)
+	active int        // public calls in progress plus node jobs and their retries
+	calls  int        // public calls in progress (BeginCall), counted in active too
+	closed bool       // set by Close: begin fails from then on
+	// Closing is closed by Close, wakes Acquire's retry wait and idle workers.
+	Closing chan struct{}
 	idle    chan struct{} // closed when active drops to 0 after Close
-	// abandon is closed when Close's context ended before the work did:
-	// parked deletes then give up at their next try.
+	callsIn chan struct{} // closed when calls drops to 0 after Close
+	// abandon is closed when Close gave up on the background work: parked
+	// deletes then give up at their next try.
 	abandon chan struct{}
 	// leases are the KeepAlive renewals running: Close ends them (lease.go).
 	leases map[any]struct{}
+	// deletes are the deletes not yet answered: queued, on a try or
+	// parked for the next (with the timer of its next try). Close hurries
+	// the parked ones, and reports all of them when it gives up.
+	deletes map[*job]*time.Timer
 }
 
 func (l *Life) init() {
 	l.Closing = make(chan struct{})
 	l.abandon = make(chan struct{})
 	l.leases = make(map[any]struct{})
+	l.deletes = make(map[*job]*time.Timer)
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// Begin registers a public call, or reports ErrClosed. Everything the call
-// starts, including a rollback after it failed, is covered by it, so Close
-// cannot return between a failed attempt and its rollback.
-func (l *Life) Begin() error {
+// BeginCall registers a public call, or reports ErrClosed; EndCall
+// unregisters it. Everything the call starts, including a rollback after
+// it failed, is covered by it, so Close cannot return between a failed
+// attempt and its rollback.
+func (l *Life) BeginCall() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return ErrClosed
 	}
 	l.active++
+	l.calls++
 	return nil
 }
 
-// BeginRelease registers a Release that sends. It is never refused: Close
-// does not take a Lock from its holder, so the holder's Release, during
-// Close or after, must still reach the nodes.
+// BeginRelease registers a Release that sends, as BeginCall does. It is
+// never refused: Close does not take a Lock from its holder, so the
+// holder's Release, during Close or after, must still reach the nodes.
 func (l *Life) BeginRelease() {
-	l.Add(1)
+	l.mu.Lock()
+	l.active++
+	l.calls++
+	l.mu.Unlock()
 }
 
-// add registers k node jobs; only called while a public call is registered
+// EndCall unregisters a public call.
+func (l *Life) EndCall() {
+	l.mu.Lock()
+	l.calls--
+	if l.calls == 0 && l.callsIn != nil {
+		close(l.callsIn)
+		l.callsIn = nil
+	}
+	l.mu.Unlock()
+	l.End()
+}
+
+// Add registers k node jobs; only called while a public call is registered
 // or by a job that is still registered.
 func (l *Life) Add(k int) {
 	l.mu.Lock()
@@ -56,7 +84,7 @@ func (l *Life) Add(k int) {
 	l.mu.Unlock()
 }
 
-// End unregisters one public call or node job.
+// End unregisters one node job.
 func (l *Life) End() {
 	l.mu.Lock()
 	l.active--
@@ -97,8 +125,33 @@ func (l *Life) Idle() <-chan struct{} {
 	return l.idle
 }
 
-// GiveUp makes parked deletes stop at their next try.
-func (l *Life) GiveUp() {
+// CallsDone returns a channel closed once no public call runs; after
+// shut. Node jobs may still run then.
+func (l *Life) CallsDone() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.calls == 0 {
+		return closedChan
+	}
+	if l.callsIn == nil {
+		l.callsIn = make(chan struct{})
+	}
+	return l.callsIn
+}
+
+// Abandoned is a delete that Close gave up on: the node did not answer
+// it, and the key it targets stays there until its TTL.
+type Abandoned struct {
+	Key   string // the first key of the delete's op
+	Node  int
+	Tries int // the tries sent so far
+}
+
+// GiveUp makes parked deletes stop at their next try, and returns the
+// deletes not yet answered (queued, on a try or parked), by node and key:
+// one per lock and node, since a lock's later delete covers its earlier
+// ones there.
+func (l *Life) GiveUp() []Abandoned {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	select {
@@ -106,6 +159,68 @@ func (l *Life) GiveUp() {
 	default:
 		close(l.abandon)
 	}
+	type lane struct {
+		seq  *Lanes
+		node int
+	}
+	seen := make(map[lane]bool, len(l.deletes))
+	out := make([]Abandoned, 0, len(l.deletes))
+	for j := range l.deletes {
+		if seen[lane{j.r.seq, j.node}] {
+			continue
+		}
+		seen[lane{j.r.seq, j.node}] = true
+		out = append(out, Abandoned{Key: j.r.spec.Op.Keys[0], Node: j.node, Tries: int(j.tries.Load())})
+	}
+	slices.SortFunc(out, func(a, b Abandoned) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Key, b.Key))
+	})
+	return out
+}
+
+// track keeps delete j, queued, for GiveUp's report.
+func (l *Life) track(j *job) {
+	l.mu.Lock()
+	l.deletes[j] = nil
+	l.mu.Unlock()
+}
+
+// park keeps delete j, parked until next fires, for Hurry and GiveUp.
+// Called with the lock's Lanes.mu held, which next's function takes: it
+// cannot have run yet.
+func (l *Life) park(j *job, next *time.Timer) {
+	l.mu.Lock()
+	l.deletes[j] = next
+	l.mu.Unlock()
+}
+
+// Hurry sends at once the deletes parked for their next try, so that
+// Close's wait gives each a try whatever its backoff.
+func (p *Set) Hurry() {
+	var now []*job
+	p.Life.mu.Lock()
+	for j, next := range p.Life.deletes {
+		if next != nil && next.Stop() {
+			p.Life.deletes[j] = nil
+			now = append(now, j)
+		}
+	}
+	p.Life.mu.Unlock()
+	for _, j := range now {
+		j.r.seq.resume(p, j)
+	}
+}
+
+// untrack forgets j, a delete that got its answer, was given up, or was
+// left to go-redis while a job of its own makes the next try; a write,
+// which is never tracked, costs nothing.
+func (l *Life) untrack(j *job) {
+	if j.r.spec.Kind != Delete {
+		return
+	}
+	l.mu.Lock()
+	delete(l.deletes, j)
+	l.mu.Unlock()
 }
 
 func (l *Life) abandoned() bool {

@@ -26,16 +26,15 @@ type node struct {
 	client redis.UniversalClient
 	addr   atomic.Pointer[string] // the configured address; a Sentinel master's once resolved
 
-	// bounded: the client ends a call at its context's deadline
-	// (ContextTimeoutEnabled), so a call may run on the caller's goroutine
+	// bounded: the library's calls through the client end at their
+	// context's deadline (ContextTimeoutEnabled, or a plain client's
+	// bounded copy, bound.go), so a call may run on the caller's goroutine
 	// without holding the caller past the node deadline.
 	bounded bool
-	// inlined is the client for a call on the caller's goroutine (see
-	// inlineClient), made at the first such call; inlineOnce guards it.
-	inlineOnce sync.Once
-	inlined    redis.UniversalClient
 
 	batch batcher // sends the calls that meet here together (batch.go)
+	// sources are the scripts' texts (Config.Sources), shared, read-only.
+	sources map[*redis.Script]string
 
 	inFlight        atomic.Int64 // calls started and not yet returned by go-redis
 	failures        atomic.Int64 // consecutive calls with no timely, valid reply
@@ -50,7 +49,7 @@ type node struct {
 	// identifying is closed when the identify call under way ends; nil
 	// when none is.
 	identifying chan struct{}
-	identTried  time.Time // when the last identify call ended; zero before the first
+	identTried  time.Time // when the last identify call ended, or a wait for it ran out; zero before
 	ident       []string  // the run_ids of the server(s) behind the client; nil until known
 	// identUnknowable is set when the server does not let us ask (an ACL
 	// without INFO): the node is then trusted as configured.
@@ -81,9 +80,9 @@ func (n *node) record(err error, late bool) {
 }
 
 // silence is how a node that did not answer in time is shown: ErrNoReply,
-// with the error its calls failed with since its last timely success (a
-// refused connection that go-redis took longer to report than our
-// deadline), if any.
+// or when its calls failed since its last timely success (a refused
+// connection that go-redis took longer to report than our deadline), that
+// error, which is what happened, matching ErrNoReply too.
 func (n *node) silence() error {
 	b := n.lastCause.Load()
 	if b == nil {
@@ -92,19 +91,42 @@ func (n *node) silence() error {
 	if errors.Is(b.err, ErrNoReply) { // a late call's, said already
 		return b.err
 	}
-	return fmt.Errorf("%w (its latest error: %w)", ErrNoReply, b.err)
+	return silentError{b.err}
 }
+
+// silentError is a node's latest error, shown for a call of it that got no
+// reply in time.
+type silentError struct{ cause error }
+
+func (e silentError) Error() string {
+	return e.cause.Error() + " (" + strings.TrimPrefix(ErrNoReply.Error(), "redlock: ") + ")"
+}
+
+func (e silentError) Unwrap() []error { return []error{e.cause, ErrNoReply} }
 
 // call runs one operation on one node and records its health. args is the
 // operation's command line from evalArgs; cmd, if not nil, is where the
 // go-redis command is built (see job.cmd). A reply that comes once ctx has
 // ended is late: an unknown outcome is then ErrNoReply, and the node's
-// health counts it as a failure (record).
+// health counts it as a failure (record). A plain client ends the call at
+// ctx's deadline (bound.go).
 func (n *node) call(ctx context.Context, op *Op, args []any, cmd *redis.Cmd) Reply {
 	return n.callOn(n.client, ctx, op, args, cmd, false)
 }
 
-// callOn is call on c, the node's client or its inlineClient; alone is
+// once is a command that go-redis sends once: every command of a round
+// is marked so (go-redis's NoRetry), alone or in a batch. go-redis would
+// otherwise send it again on a new connection after a reset or an EOF,
+// and a pipeline whole, under a batch's latest deadline: the copy's reply
+// would hide the first copy, which may still land. A failure is then
+// ours to see, as an unknown outcome; a delete's lane tries again itself.
+// A struct of one pointer, it is boxed as a Cmder without an allocation.
+type once struct{ *redis.Cmd }
+
+// NoRetry tells go-redis not to send the command again.
+func (once) NoRetry() bool { return true }
+
+// callOn is call on c, the node's client; alone is
 // set for a call on a round's caller's goroutine, which goes at once
 // rather than wait for the node's next batch (batcher.process).
 func (n *node) callOn(c redis.UniversalClient, ctx context.Context, op *Op, args []any, cmd *redis.Cmd, alone bool) Reply {
@@ -167,9 +189,8 @@ func (p *Set) evalArgs(seq *Lanes, op *Op, a []any) []any {
 // eval runs op on c with its prepared EVALSHA command line, through the
 // node's batcher, and reads the reply; sent is false when the command did
 // not go out (batcher.process). A node that does not know the script
-// (NOSCRIPT, as after a restart) gets it as Op.evalOrLoad does, through
-// redis.Script.Run (EVALSHA once more, then EVAL with the source), on the
-// same client.
+// (NOSCRIPT, as after a restart) gets EVAL with the source, on the same
+// client. Both are sent once (see once).
 func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *Op, args []any, cmd *redis.Cmd, alone bool) (r Reply, sent bool) {
 	if cmd == nil {
 		cmd = redis.NewCmd(ctx, args...)
@@ -183,10 +204,18 @@ func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *Op, args [
 		return Reply{}, false
 	}
 	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")) {
-		if c == n.client {
-			return op.evalOrLoad(ctx, n), true
+		// The node does not know the script (a restart, SCRIPT FLUSH): the
+		// source, once, which the node keeps for the next EVALSHA.
+		text, ok := n.sources[op.Script]
+		if !ok {
+			return op.Read(cmd), true // a script nobody gave the text of: its NOSCRIPT stands
 		}
-		return op.Read(op.Script.Run(ctx, c, op.KeyList(), op.Args[:op.NArgs]...)), true
+		src := redis.NewCmd(ctx, append([]any{"eval", text}, args[2:]...)...)
+		if len(op.KeyList()) > 0 {
+			src.SetFirstKeyPos(3)
+		}
+		_ = c.Process(ctx, once{src})
+		return op.Read(src), true
 	}
 	return op.Read(cmd), true
 }
@@ -196,8 +225,10 @@ type Config struct {
 	// Observer, if not nil, is told of node errors and cleanup retries.
 	Observer Observer
 	// Scripts are every script the rounds send: Warm loads them, and
-	// their hashes are computed once.
+	// their hashes are computed once. Sources are their texts, sent with
+	// EVAL to a node that does not know one.
 	Scripts []*redis.Script
+	Sources map[*redis.Script]string
 	// KeyLife is the longest a key written with a TTL may live once
 	// written, on our clock: past it a delete has nothing left to remove.
 	KeyLife func(ttl time.Duration) time.Duration
@@ -252,7 +283,10 @@ func NewSet(clients []redis.UniversalClient, cfg Config) (*Set, error) {
 		if redisnode.IsNil(c) {
 			return nil, invalid("node %d is nil", i)
 		}
-		n := &node{index: i, client: c, bounded: boundsCalls(c)}
+		n := &node{index: i, client: c, bounded: boundsCalls(c), sources: cfg.Sources}
+		if rc, ok := c.(*redis.Client); ok && !n.bounded {
+			n.bounded = bound(rc)
+		}
 		addr := redisnode.Addr(c)
 		n.addr.Store(&addr)
 		for _, o := range p.nodes {
@@ -307,40 +341,9 @@ func boundsCalls(c redis.UniversalClient) bool {
 	return false
 }
 
-// inlineClient returns a client whose calls end at their context's deadline,
-// for a call on the caller's goroutine, or nil if the node has none: its own
-// client when that bounds calls; for a *redis.Client that does not, a clone
-// of it (redis.Client.WithTimeout) with ContextTimeoutEnabled set. The clone
-// shares the client's connection pool, options and the hooks added so far
-// (not those added later); WithTimeout(0) leaves the context's deadline as
-// the only socket deadline, and the clone's Options are a copy of its own,
-// changed before anyone else sees the clone. Without it a lone node with
-// go-redis defaults costs each round two goroutine hand-offs.
-func (n *node) inlineClient() redis.UniversalClient {
-	n.inlineOnce.Do(func() {
-		if n.bounded {
-			n.inlined = n.client
-			return
-		}
-		rc, ok := n.client.(*redis.Client)
-		if !ok {
-			return
-		}
-		clone := rc.WithTimeout(0)
-		if clone == rc || clone.Options() == rc.Options() {
-			return // not a copy: setting the option would change the user's client
-		}
-		clone.Options().ContextTimeoutEnabled = true
-		if boundsCalls(clone) && !rc.Options().ContextTimeoutEnabled {
-			n.inlined = clone
-		}
-	})
-	return n.inlined
-}
-
 // inlineNode picks the node whose call a round's caller makes itself, instead of
 // handing it to a worker and waiting for its reply: with one node, whose
-// client (or inlineClient's clone of it) bounds the call by its deadline, the
+// client bounds the call by its deadline (bounded), the
 // caller waits for that reply anyway, and two goroutine hand-offs per round
 // go. With more nodes the
 // caller has to wait on the channel for the others all the same, and running
@@ -349,7 +352,7 @@ func (n *node) inlineClient() redis.UniversalClient {
 // node: the round's call then waits for the next batch on a worker. It
 // returns -1 for none.
 func (p *Set) inlineNode() int {
-	if len(p.nodes) == 1 && p.nodes[0].batch.idle() && p.nodes[0].inlineClient() != nil {
+	if len(p.nodes) == 1 && p.nodes[0].batch.idle() && p.nodes[0].bounded {
 		return 0
 	}
 	return -1

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"context"
-
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,10 +27,10 @@ type Op struct {
 // The most keys and arguments an op holds in its arrays: the lock's key,
 // its fence counter and the restart marker; a guarded fenced acquire of
 // several keys has seven arguments (take.lua's four, the number of keys,
-// the counters' horizon and the guard).
+// the counters' horizon and the guard), a handover eight.
 const (
 	MaxKeys = 3
-	MaxArgs = 7
+	MaxArgs = 8
 )
 
 // KeyList is every key of o, in order.
@@ -41,17 +39,4 @@ func (o *Op) KeyList() []string {
 		return o.Many
 	}
 	return o.Keys[:o.NKeys]
-}
-
-func (o *Op) evalOrLoad(ctx context.Context, n *node) Reply {
-	return o.Read(o.Script.Run(ctx, n.client, o.KeyList(), o.Args[:o.NArgs]...))
-}
-
-// withTombstone is delete op o that, where the key is absent, leaves a
-// tombstone against the Lock's writes up to generation gen for ttlMs
-// (scripts/release.lua).
-func (o Op) withTombstone(gen uint64, ttlMs int64) Op {
-	o.Args[2], o.Args[3] = gen, ttlMs
-	o.NArgs = 4
-	return o
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // setAll writes ARGV[1] under every key and returns how many it wrote.
-var setAll = redis.NewScript(`for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1]) end return #KEYS`)
+var setAll = testScript(`for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1]) end return #KEYS`)
 
 func readCount(cmd *redis.Cmd) Reply {
 	n, err := cmd.Int64()
@@ -22,8 +22,8 @@ func readCount(cmd *redis.Cmd) Reply {
 }
 
 // TestOpManyKeys: an op over more keys than Keys holds sends them all, in
-// order, both when the node must load the script (NOSCRIPT: the first
-// round, since the Set does not know this script) and by EVALSHA.
+// order, both when the node must be sent the script (NOSCRIPT: the first
+// round, since Warm did not load this script) and by EVALSHA.
 func TestOpManyKeys(t *testing.T) {
 	e := newLaneNodes(t, 1, true)
 	keys := make([]string, 70)

@@ -21,10 +21,20 @@ func mustRead(name string) string {
 	return string(b)
 }
 
+// testSources are the texts of every script the tests send, as
+// Config.Sources (testScript keeps them).
+var testSources = make(map[*redis.Script]string)
+
+func testScript(src string) *redis.Script {
+	s := redis.NewScript(src)
+	testSources[s] = src
+	return s
+}
+
 var (
 	testLib     = mustRead("lib.lua")
-	testAcquire = redis.NewScript(testLib + mustRead("take.lua") + mustRead("acquire.lua"))
-	testRelease = redis.NewScript(testLib + mustRead("release.lua") + mustRead("release_one.lua"))
+	testAcquire = testScript(testLib + mustRead("take.lua") + mustRead("wait.lua") + mustRead("take_fair.lua") + mustRead("acquire.lua"))
+	testRelease = testScript(testLib + mustRead("release.lua") + mustRead("release_one.lua"))
 	testScripts = []*redis.Script{testAcquire, testRelease}
 
 	errHeldByOther = errors.New("held by another")
@@ -49,9 +59,12 @@ func acquireOp(key string, v value, ttlMs any) Op {
 		Args: [MaxArgs]any{v.s, ttlMs, v.holderArg, v.gen}, NArgs: 4}
 }
 
-func deleteOp(key string, v value, upTo uint64) Op {
+// deleteOp deletes v's Lock's values up to generation upTo (0: any), and
+// leaves what refuses its writes up to generation tomb for tombstoneTTL, as
+// the library's deletes do.
+func deleteOp(key string, v value, upTo, tomb uint64) Op {
 	return Op{Script: testRelease, Read: readTestDelete, Keys: [MaxKeys]string{key}, NKeys: 1,
-		Args: [MaxArgs]any{v.prefixArg, upTo}, NArgs: 2}
+		Args: [MaxArgs]any{v.prefixArg, upTo, tomb, tombstoneTTL.Milliseconds()}, NArgs: 4}
 }
 
 func readTestAcquire(cmd *redis.Cmd) Reply {

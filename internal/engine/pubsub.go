@@ -35,12 +35,35 @@ type subChange struct {
 // and message with each channel a message came on. Call it from within a
 // public call, so that Life counts its goroutines.
 func (p *Set) Subscribe(i int, timeout time.Duration, confirmed, message func(channel string)) *Subscriber {
-	s := &Subscriber{p: p, ps: p.nodes[i].client.Subscribe(context.Background()), timeout: timeout,
+	s := &Subscriber{p: p, ps: subscribeClient(p.nodes[i].client, timeout).Subscribe(context.Background()), timeout: timeout,
 		confirmed: confirmed, message: message, kick: make(chan struct{}, 1)}
 	p.Life.Add(2)
 	go s.apply()
 	go s.receive()
 	return s
+}
+
+// subscribeClient is the client a subscriber of c connects through. go-redis
+// runs a subscription's handshake (HELLO, on each new connection) on the
+// client's ReadTimeout, whatever the context says, and sends it again up
+// to MaxRetries times: on a node that takes connections but does not
+// answer, a *redis.Client with default options held a subscriber 12 s, and
+// one with ReadTimeout -1 for ever, past Close. The subscriber of a
+// *redis.Client connects through a copy of it (WithTimeout shares its
+// pools, dialer, credentials and hooks) whose every read and write gets
+// timeout, sent once; reading messages has no deadline either way
+// (Receive). A Cluster or Ring client is used as it is.
+func subscribeClient(c redis.UniversalClient, timeout time.Duration) redis.UniversalClient {
+	rc, ok := c.(*redis.Client)
+	if !ok {
+		return c
+	}
+	cp := rc.WithTimeout(timeout)
+	if cp == rc || cp.Options() == rc.Options() {
+		return c // not a copy: changing it would change the user's client
+	}
+	cp.Options().MaxRetries = -1
+	return cp
 }
 
 // Change queues a change of the subscription to channels, sent as one

@@ -55,12 +55,6 @@ type Spec struct {
 	// waits regardless: it must report what the nodes did.
 	Cancellable bool
 	Note        func(Reply) // sees every reply, retries included; may be nil
-	// Tomb, for a delete, is the generation up to which the lock's writes
-	// are kept from landing after it, on a node where one of them may
-	// still be in the network and the key is found absent: a tombstone
-	// that lives TombMs (scripts/release.lua). 0 leaves none.
-	Tomb   uint64
-	TombMs int64
 	// HearAll keeps the caller waiting past the quorum, up to wait, for
 	// every node's reply once a node's acquire kept a chain (take.lua), so
 	// that the Lock settles the chains of all the nodes that kept one.
@@ -273,7 +267,7 @@ func (c *roundCtx) end(err error) bool {
 // spec.Note sees. Its calls run under the round's own context, which lends
 // ctx's values but not its cancellation: work already sent is never
 // abandoned because the caller went away. Launch returns nil when there is
-// no node to send to. Call it between Life.Begin and Life.End.
+// no node to send to. Call it between Life.BeginCall and Life.EndCall.
 func (p *Set) Launch(ctx context.Context, seq *Lanes, spec Spec) *round {
 	r, _ := p.start(ctx, seq, spec, -1, false)
 	return r

@@ -29,15 +29,52 @@ func ReadAcquire(cmd *redis.Cmd) engine.Reply {
 	case v == 3:
 		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrRestartGuard}
 	case v == Mismatch:
-		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrMismatch}
+		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrHeldByPermits}
+	case v == SharedFull:
+		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrMaxShared}
 	}
 	return engine.Reply{Err: Unexpected(v)}
+}
+
+// WriterWaits is the shared acquire's refusal while an exclusive Lock
+// waits for the key: {WriterWaits, ms}, ms how long the waiter's entry in
+// the waiting room lives (scripts/acquire_shared.lua).
+const WriterWaits = 9
+
+// ReadAcquireShared reads acquire_shared.lua's reply: what ReadAcquire
+// reads, or a refusal because an exclusive Lock waits, whose val is how
+// long the waiter's announcement lives, in milliseconds.
+func ReadAcquireShared(cmd *redis.Cmd) engine.Reply {
+	if v, err := cmd.Slice(); err == nil {
+		if len(v) == 2 {
+			code, ok1 := v[0].(int64)
+			ms, ok2 := v[1].(int64)
+			if ok1 && ok2 && code == WriterWaits && ms >= 0 {
+				return engine.Reply{Status: engine.Refused, Val: ms, Err: ErrWriterWaiting}
+			}
+		}
+		return engine.Reply{Err: Unexpected(v)}
+	}
+	return ReadAcquire(cmd)
+}
+
+// ReadAnnounce reads announce.lua's reply: 1 when every key's waiting room
+// took it; 0 when one could not be used (an ACL that does not cover it, a
+// Cluster node where it lies in another slot), a refusal that changes
+// nothing.
+func ReadAnnounce(cmd *redis.Cmd) engine.Reply {
+	return readCode(cmd, announceRefusals)
 }
 
 // Mismatch is the acquire scripts' refusal of a key that another kind of
 // Lock holds: permits, or for permits an exclusive or shared Lock, or
 // permits of another count.
 const Mismatch = 7
+
+// SharedFull is the shared acquire's refusal of a key that the most shared
+// Locks a node takes (MaxShared) hold: a shared Acquire waits, as for a
+// held key.
+const SharedFull = 8
 
 // ReadPermit reads acquire_permit.lua's reply ({code, ...}, or the restart
 // guard's 3): a confirmation's val is the slot the node gave, a refusal's
@@ -67,10 +104,22 @@ func ReadPermit(cmd *redis.Cmd) engine.Reply {
 		return engine.Reply{Status: engine.Refused, Val: val, Err: ErrHeldByOther}
 	case code == 2:
 		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrLater}
-	case code == Mismatch:
-		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrMismatch}
+	case code == Mismatch && len(v) == 2:
+		return engine.Reply{Status: engine.Refused, Val: -1, Err: heldByOtherKind(val)}
 	}
 	return engine.Reply{Err: Unexpected(v)}
+}
+
+// heldByOtherKind is a permit's refusal of a key that found says holds it:
+// 0 an exclusive Lock, -1 shared Locks, m permits of count m.
+func heldByOtherKind(found int64) error {
+	switch {
+	case found == 0:
+		return ErrHeldExclusive
+	case found < 0:
+		return ErrHeldShared
+	}
+	return fmt.Errorf("%w: the key is held by Permits(%d), permits of another count", engine.ErrInvalidArgument, found)
 }
 
 // readCode reads a script's integer reply: 1 is a confirmation, a code in
@@ -135,7 +184,7 @@ func ReadAcquireFenced(cmd *redis.Cmd) engine.Reply {
 	case 3:
 		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrRestartGuard}
 	case Mismatch:
-		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrMismatch}
+		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrHeldByPermits}
 	}
 	return engine.Reply{Err: Unexpected(v)}
 }
@@ -191,7 +240,7 @@ func ReadHandover(cmd *redis.Cmd) engine.Reply {
 	case v == 2:
 		return engine.Reply{Status: engine.Refused, Val: v, Err: ErrLater}
 	case v == Mismatch:
-		return engine.Reply{Status: engine.Refused, Val: v, Err: ErrMismatch}
+		return engine.Reply{Status: engine.Refused, Val: v, Err: ErrHeldByPermits}
 	case v <= 0:
 		return engine.Reply{Status: engine.Refused, Val: v, Err: ErrHeldByOther}
 	}
@@ -211,7 +260,12 @@ var (
 	extendRefusals  = map[int64]error{0: ErrKeyAbsent, -1: ErrHeldByOther}
 	restoreRefusals = map[int64]error{0: ErrHeldByOther, 2: ErrLater}
 	deleteRefusals  = map[int64]error{0: ErrKeyAbsent, -1: ErrHeldByOther, 2: ErrLater}
+	// announceRefusals: a waiting room that could not be used.
+	announceRefusals = map[int64]error{0: errNoRoom}
 )
+
+// errNoRoom is announce.lua's refusal: the waiting room could not be used.
+var errNoRoom = errors.New("the waiting room cannot be used")
 
 // The codes of handover.lua that say the leaving holder's value was there.
 const (
@@ -224,12 +278,31 @@ const (
 // operation. The public package re-exports all but ErrLater under the same
 // names, with their documentation.
 var (
-	ErrHeldByOther  = errors.New("redlock: key held by another token")
-	ErrKeyAbsent    = errors.New("redlock: key absent on node")
-	ErrRestartGuard = errors.New("redlock: node within its restart guard")
-	ErrLater        = errors.New("stale call: the key holds a later write of the same lock, or its delete came first")
-	ErrNotHeld      = errors.New("redlock: not held")
-	// ErrMismatch is a refusal that matches engine.ErrInvalidArgument: an
-	// Acquire must not wait for a key that another kind of Lock holds.
-	ErrMismatch = fmt.Errorf("%w: the key is held by permits, or by another kind of lock than Permits of this count", engine.ErrInvalidArgument)
+	ErrHeldByOther = errors.New("redlock: key held by another token")
+	ErrKeyAbsent   = errors.New("redlock: key absent on node")
+	// ErrWriterWaiting is a shared acquire's refusal while an exclusive
+	// Lock waits for the key (scripts/acquire_shared.lua).
+	ErrWriterWaiting = errors.New("redlock: a writer waits for the key; new readers wait behind it")
+	ErrRestartGuard  = errors.New("redlock: node within its restart guard")
+	ErrLater         = errors.New("stale call: the key holds a later write of the same lock, or its delete came first")
+	ErrNotHeld       = errors.New("redlock: not held")
+	// ErrMaxShared is the refusal of a shared acquire on a node where
+	// the key holds the most shared Locks it takes: a held key, which it
+	// matches.
+	ErrMaxShared error = &alsoError{"redlock: key held by the most shared locks a node takes (MaxShared)", ErrHeldByOther}
+
+	// The refusals of a key that another kind of Lock holds match
+	// engine.ErrInvalidArgument: an Acquire must not wait for it.
+	ErrHeldByPermits = fmt.Errorf("%w: the key is held by permits (Permits)", engine.ErrInvalidArgument)
+	ErrHeldExclusive = fmt.Errorf("%w: the key is held by an exclusive lock, not by permits", engine.ErrInvalidArgument)
+	ErrHeldShared    = fmt.Errorf("%w: the key is held by shared locks (Shared), not by permits", engine.ErrInvalidArgument)
 )
+
+// alsoError is an error with a message of its own that matches another.
+type alsoError struct {
+	msg  string
+	also error
+}
+
+func (e *alsoError) Error() string { return e.msg }
+func (e *alsoError) Unwrap() error { return e.also }

@@ -90,12 +90,14 @@ func (p *Prefixes) Mine(token string) bool { return token+"." == p.own }
 // HolderToken reads a key's stored value: the token of the Lock that wrote
 // it, or ok false for a tombstone, which is an absent key to every lock
 // (lib.lua). What an owner's pending takeover replaced follows a "|"
-// (take.lua); the generation follows the last dot before it.
+// (take.lua), and the tombstone entries the value carries a ","
+// (lib.lua); the generation follows the last dot before them.
 func HolderToken(stored string) (token string, ok bool) {
 	if strings.HasPrefix(stored, "!") {
 		return "", false
 	}
-	token, _, _ = strings.Cut(stored, "|")
+	token, _, _ = strings.Cut(stored, ",")
+	token, _, _ = strings.Cut(token, "|")
 	if dot := strings.LastIndexByte(token, '.'); dot >= 0 {
 		token = token[:dot]
 	}
