@@ -1,7 +1,7 @@
 // Package redlockotel adapts redlock's Hooks to OpenTelemetry: a span per
 // lock operation, with the attempts and the nodes that did not confirm as
 // span events, and metrics of attempts, operations, node errors, rollbacks,
-// cleanup retries, renewals and lost locks.
+// cleanup retries, deletes given up at Close, renewals and lost locks.
 //
 // It lives in a module of its own so that the redlock library depends on no
 // telemetry package. Wire it in with one call per Client:
@@ -78,6 +78,7 @@
 //	redlock.node.errors         counter    redlock.node.op, redlock.node.addr, redlock.node.reason, redlock.node.timeout
 //	redlock.rollbacks           counter
 //	redlock.cleanup.retries     counter    redlock.node.addr
+//	redlock.cleanup.abandoned   counter    redlock.node.addr
 //	redlock.renewals            counter    redlock.outcome
 //	redlock.locks.lost          counter
 //
@@ -172,8 +173,8 @@ func WithoutKeyOnSpans() Option {
 }
 
 // WithKeyOnMetrics adds the key (redlock.key) to the metrics of operations,
-// attempts, node errors, rollbacks, cleanup retries, renewals and lost
-// locks. Use it only with few, fixed keys: each key is a time series of
+// attempts, node errors, rollbacks, cleanup retries, deletes given up at
+// Close, renewals and lost locks. Use it only with few, fixed keys: each key is a time series of
 // each metric.
 func WithKeyOnMetrics() Option {
 	return optionFunc(func(c *config) { c.keyOnMetric = true })
@@ -220,6 +221,8 @@ func Hooks(opts ...Option) redlock.Hooks {
 		CleanupRetry: a.cleanupRetry,
 		Renewal:      a.renewal,
 		LockLost:     a.lost,
+
+		CleanupAbandoned: a.cleanupAbandoned,
 	}
 }
 
@@ -234,6 +237,7 @@ type adapter struct {
 	nodeErrors metric.Int64Counter
 	rollbacks  metric.Int64Counter
 	cleanups   metric.Int64Counter
+	abandoned  metric.Int64Counter
 	renewals   metric.Int64Counter
 	lostLocks  metric.Int64Counter
 }
@@ -256,6 +260,7 @@ func (a *adapter) instruments(m metric.Meter) {
 	a.nodeErrors = counter("redlock.node.errors", "{reply}", "Node replies that were not a confirmation: a refusal, an error, or no reply in time.")
 	a.rollbacks = counter("redlock.rollbacks", "{rollback}", "Failed attempts whose writes were deleted again.")
 	a.cleanups = counter("redlock.cleanup.retries", "{retry}", "Deletes with no definite answer, to be tried again.")
+	a.abandoned = counter("redlock.cleanup.abandoned", "{delete}", "Deletes that Close gave up, their node silent: the key stays there until its TTL ends.")
 	a.renewals = counter("redlock.renewals", "{renewal}", "Renewals of locks kept alive by KeepAlive, by outcome.")
 	a.lostLocks = counter("redlock.locks.lost", "{lock}", "Kept-alive locks that could no longer be proven held.")
 	h, err := m.Float64Histogram("redlock.operation.duration", metric.WithUnit("s"),
@@ -376,6 +381,12 @@ func (a *adapter) rollback(ev redlock.Event) {
 // outlives the operation that launched it.
 func (a *adapter) cleanupRetry(ev redlock.Event) {
 	a.cleanups.Add(context.Background(), 1, a.metricAttrs(ev.Key, keyNodeAddr.String(ev.Addr)))
+}
+
+// cleanupAbandoned is counted only, as cleanupRetry is: Close gave the
+// delete up after its operation ended.
+func (a *adapter) cleanupAbandoned(ev redlock.Event) {
+	a.abandoned.Add(context.Background(), 1, a.metricAttrs(ev.Key, keyNodeAddr.String(ev.Addr)))
 }
 
 func (a *adapter) renewal(ev redlock.Event) {

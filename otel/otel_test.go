@@ -102,10 +102,18 @@ func (e *env) plainClient(opts ...redlock.Option) *redlock.Client {
 	return c
 }
 
-// settle closes c and waits for its background work (rollbacks, the
-// deletes a Release did not wait for), so that every hook has been called.
+// settle waits for c's background work (rollbacks, the deletes a Release
+// did not wait for), so that every hook has been called, and closes c.
 func (e *env) settle(c *redlock.Client) {
 	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		for _, n := range c.Nodes() {
+			if n.InFlight > 0 || n.PendingCleanups > 0 {
+				return false
+			}
+		}
+		return true
+	}, 15*time.Second, 5*time.Millisecond, "background work did not end")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	require.NoError(e.t, c.Close(ctx))
@@ -529,6 +537,28 @@ func TestNodeTimeout(t *testing.T) {
 		attribute.String("redlock.node.addr", e.proxies[0].Addr())))
 	assert.Equal(t, 1.0, sum(m["redlock.operation.duration"], attribute.String("redlock.op", "release"),
 		attribute.String("redlock.outcome", "ok")))
+	e.noSecrets(l.Token())
+}
+
+// TestCleanupAbandoned: a delete that Close gave up, its node silent, is
+// counted under the node's address.
+func TestCleanupAbandoned(t *testing.T) {
+	e := newEnv(t)
+	c, err := redlock.New(e.nodes, redlock.WithHooks(redlockotel.Hooks(
+		redlockotel.WithTracerProvider(e.tp), redlockotel.WithMeterProvider(e.mp))))
+	require.NoError(t, err)
+	require.NoError(t, c.Warm(t.Context()))
+	ctx := t.Context()
+	key := newKey(t)
+	l, err := c.Acquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	e.awaitKey(key)
+	e.proxies[2].SetBlackhole(true)
+	require.NoError(t, l.Release(ctx)) // on the quorum of nodes 0 and 1
+	require.ErrorIs(t, c.Close(context.Background()), redlock.ErrCleanupAbandoned)
+	e.proxies[2].Reset()
+	addr := attribute.String("redlock.node.addr", e.proxies[2].Addr())
+	assert.Equal(t, 1.0, sum(e.metrics()["redlock.cleanup.abandoned"], addr))
 	e.noSecrets(l.Token())
 }
 

@@ -46,6 +46,7 @@ func checkCmd(args []string) error {
 		return err
 	}
 	defer closeNodes(nodes)
+	warnFewNodes("redlock check", len(nodes))
 	r, err := nodecheck.Run(context.Background(), clients(nodes))
 	if err != nil {
 		return err

@@ -189,13 +189,13 @@ func TestRunPermitsUsage(t *testing.T) {
 		})
 	}
 	// The bounds themselves, and the same key twice, are accepted: the node
-	// is tried.
+	// is tried, once.
 	for _, args := range [][]string{
 		{"--permits", "1", "--key", "a"},
 		{"--permits", "1000", "--key", "a"},
 		{"--permits", "2", "--key", "a", "--key", "a"},
 	} {
-		all := append(append([]string{"run", "--nodes", ok}, args...), "--", "true")
+		all := append(append([]string{"run", "--nodes", ok, "--wait", "0"}, args...), "--", "true")
 		if r := redlockRun(t, all...); r.code != exitUnavailable {
 			t.Errorf("%v: exit status %d, want %d; stderr:\n%s", args, r.code, exitUnavailable, r.stderr)
 		}

@@ -21,27 +21,30 @@ import (
 // demo shows the lock at work, narrated: workers contend for one key on five
 // Redis masters, each critical section guarded by a fence, while one master
 // is stalled and another killed; a lease renewed past its TTL; a holder
-// paused past its validity whose stale fenced write is refused. With no -addrs it starts five local nodes itself:
+// paused past its validity whose stale fenced write is refused. Without --nodes it starts five local nodes itself:
 // redis-server processes when the binary is found, in-process miniredis
 // servers otherwise.
 func demo(args []string) error {
 	fs := flag.NewFlagSet("redlock demo", flag.ContinueOnError)
-	addrs := fs.String("addrs", "", "comma-separated addresses of independent Redis masters (default: start 5 local nodes)")
+	// $REDLOCK_NODES is not read: the nodes a shell has for run are not
+	// the demo's to write on unless named here.
+	list := fs.String("nodes", "", "comma-separated independent masters, each host:port or a redis:// or rediss:// URL (default: start 5 local nodes; $"+nodesEnv+" is not read)")
 	workers := fs.Int("workers", 4, "contending workers")
 	rounds := fs.Int("rounds", 5, "critical sections per worker")
 	inProcess := fs.Bool("miniredis", false, "use in-process miniredis nodes even when redis-server exists")
-	if err := parseFlags(fs, "[-addrs host:port,...] [-miniredis] [-workers n] [-rounds n]", "", args); err != nil {
+	if err := parseFlags(fs, "[--nodes NODE,...] [--miniredis] [--workers n] [--rounds n]", "", args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError(fs, "unexpected argument %q", fs.Arg(0))
 	}
-	return run(*addrs, *inProcess, *workers, *rounds)
+	return run(*list, *inProcess, *workers, *rounds)
 }
 
 // nodeSet is the masters the demo runs on and the faults it can inject.
 type nodeSet struct {
 	addrs []string
+	opts  []*redis.Options // given nodes' options, from --nodes; nil for the demo's own
 	kind  string
 	stall func(i int) error // nil when the nodes cannot be stalled
 	wake  func(i int) error
@@ -52,9 +55,18 @@ type nodeSet struct {
 	stop   func()
 }
 
-func startNodes(addrs string, inProcess bool) (*nodeSet, error) {
-	if addrs != "" {
-		return &nodeSet{addrs: strings.Split(addrs, ","), kind: "given", stop: func() {}}, nil
+func startNodes(list string, inProcess bool) (*nodeSet, error) {
+	if list != "" {
+		ns := &nodeSet{kind: "given", stop: func() {}}
+		for raw := range strings.SplitSeq(list, ",") {
+			opts, err := parseNodeURL(strings.TrimSpace(raw))
+			if err != nil {
+				return nil, err
+			}
+			ns.opts = append(ns.opts, opts)
+			ns.addrs = append(ns.addrs, opts.Addr)
+		}
+		return ns, nil
 	}
 	if _, err := redistest.Binary(); err == nil && !inProcess {
 		servers, err := redistest.Start(5)
@@ -102,11 +114,11 @@ func startNodes(addrs string, inProcess bool) (*nodeSet, error) {
 // run narrates four scenes on the nodes and returns an error when the lock
 // failed to exclude: a lost update, a fence that went back, or a stale write
 // the fences let through.
-func run(addrs string, inProcess bool, workers, rounds int) error {
+func run(list string, inProcess bool, workers, rounds int) error {
 	// go-redis logs every failed dial to the killed node; the demo reports
 	// what matters itself.
 	redis.SetLogger(quiet{})
-	nodes, err := startNodes(addrs, inProcess)
+	nodes, err := startNodes(list, inProcess)
 	if err != nil {
 		return err
 	}
@@ -114,8 +126,12 @@ func run(addrs string, inProcess bool, workers, rounds int) error {
 	fmt.Printf("%d nodes (%s): %s\n", len(nodes.addrs), nodes.kind, strings.Join(nodes.addrs, " "))
 
 	var clients []redis.UniversalClient
-	for _, a := range nodes.addrs {
-		c := redis.NewClient(&redis.Options{Addr: a})
+	for i, a := range nodes.addrs {
+		o := &redis.Options{Addr: a}
+		if nodes.opts != nil {
+			o = nodes.opts[i]
+		}
+		c := redis.NewClient(o)
 		defer c.Close()
 		clients = append(clients, c)
 	}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redlock-go/redlock"
 )
 
 // groupAlive lists the processes of group pgid that are not zombies, from
@@ -351,12 +353,12 @@ func TestRunShutdownWithNodeDown(t *testing.T) {
 // library: nodes it has never seen count only after the guard.
 func TestRunRestartGuard(t *testing.T) {
 	_, nodes := startServers(t, 3)
-	r := redlockRun(t, "run", "--nodes", nodes, "--key", "guard", "--restart-guard", "1m", "--", "true")
+	r := redlockRun(t, "run", "--nodes", nodes, "--key", "guard", "--restart-guard", "1m", "--wait", "0", "--", "true")
 	wantExit(t, r, exitTempFail)
 	if !strings.Contains(r.stderr, "restart guard") {
 		t.Errorf("stderr: %q", r.stderr)
 	}
-	env, stdout, stderr := command(t, "run", "--nodes", nodes, "--key", "guard", "--", "true")
+	env, stdout, stderr := command(t, "run", "--nodes", nodes, "--key", "guard", "--wait", "0", "--", "true")
 	env.Env = append(env.Env, "REDLOCK_RESTART_GUARD=1m")
 	start := time.Now()
 	if err := env.Start(); err != nil {
@@ -367,15 +369,27 @@ func TestRunRestartGuard(t *testing.T) {
 	if !strings.Contains(r.stderr, "restart guard") {
 		t.Errorf("stderr: %q", r.stderr)
 	}
+	// Seconds, as every duration run takes.
+	secs, stdout, stderr := command(t, "run", "--nodes", nodes, "--key", "guard", "--wait", "0", "--", "true")
+	secs.Env = append(secs.Env, "REDLOCK_RESTART_GUARD=60")
+	start = time.Now()
+	if err := secs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r = finish(t, secs, stdout, stderr, start)
+	wantExit(t, r, exitTempFail)
+	if !strings.Contains(r.stderr, "restart guard") {
+		t.Errorf("stderr: %q", r.stderr)
+	}
 	bad, stdout, stderr := command(t, "run", "--nodes", nodes, "--key", "guard", "--", "true")
-	bad.Env = append(bad.Env, "REDLOCK_RESTART_GUARD=60")
+	bad.Env = append(bad.Env, "REDLOCK_RESTART_GUARD=soon")
 	start = time.Now()
 	if err := bad.Start(); err != nil {
 		t.Fatal(err)
 	}
 	r = finish(t, bad, stdout, stderr, start)
 	wantExit(t, r, exitUsage)
-	if !strings.Contains(r.stderr, "add a unit, e.g. 30s") {
+	if !strings.Contains(r.stderr, "nor a number of seconds") {
 		t.Errorf("stderr: %q", r.stderr)
 	}
 	wantExit(t, redlockRun(t, "run", "--nodes", nodes, "--key", "guard", "--", "true"), 0)
@@ -405,7 +419,8 @@ func TestHostPortNodes(t *testing.T) {
 }
 
 // TestVersionAndHelp: --version prints the module version the binary was
-// built with; every help goes to stdout and exits 0.
+// built with, or redlock.Version when the build has none; every help goes
+// to stdout and exits 0.
 func TestVersionAndHelp(t *testing.T) {
 	out, err := exec.Command("go", "version", "-m", bin).Output()
 	if err != nil {
@@ -419,6 +434,9 @@ func TestVersionAndHelp(t *testing.T) {
 	}
 	if want == "" {
 		t.Fatalf("go version -m names no module version:\n%s", out)
+	}
+	if want == "(devel)" {
+		want = redlock.Version
 	}
 	for _, flag := range []string{"--version", "-version"} {
 		r := redlockRun(t, flag)
@@ -441,10 +459,10 @@ func TestVersionAndHelp(t *testing.T) {
 			t.Errorf("run -h does not say %q:\n%s", want, r.stdout)
 		}
 	}
-	r = redlockRun(t, "run", "--nodes", "127.0.0.1:1", "--key", "k", "--ttl", "5", "--", "true")
+	r = redlockRun(t, "run", "--nodes", "127.0.0.1:1", "--key", "k", "--ttl", "5x", "--", "true")
 	wantExit(t, r, exitUsage)
-	if !strings.Contains(r.stderr, "add a unit, e.g. 30s") {
-		t.Errorf("--ttl 5: %q", r.stderr)
+	if !strings.Contains(r.stderr, "not a duration such as 30s, 1m30s or 500ms, nor a number of seconds") {
+		t.Errorf("--ttl 5x: %q", r.stderr)
 	}
 }
 

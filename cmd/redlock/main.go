@@ -1,14 +1,15 @@
 // Command redlock works with Redlock locks over independent Redis masters.
 //
-//	redlock run --nodes NODE,... --key K [--key K2 ...] [--ttl 30s] [--wait 0] [--fencing | --shared | --permits n] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]
+//	redlock run --nodes NODE,... --key K [--key K2 ...] [--ttl 30s] [--wait D] [--conflict-exit-code 75] [--fencing | --shared | --permits n] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]
 //	redlock status --nodes NODE,... --key K [--json]
 //	redlock check --nodes NODE,... [--strict] [--json]
-//	redlock demo [-addrs host:port,...] [-miniredis] [-workers n] [-rounds n]
+//	redlock demo [--nodes NODE,...] [--miniredis] [--workers n] [--rounds n]
 //	redlock --version
 //
 // run holds the lock on K (on every key given, all or none, when --key is
 // repeated; one of K's n permits with --permits n) while a command runs: it
-// waits up to --wait for it, renews it while the command runs, and stops the
+// waits for it (up to --wait; --wait 0 tries once), renews it while the
+// command runs, and stops the
 // command's whole process group before the lock's validity ends if the lock
 // is lost, or, through a guardian process, at once if redlock itself is
 // killed. status shows
@@ -23,8 +24,9 @@
 // Exit statuses (from sysexits.h): 64 a usage error or a bad node URL (or,
 // for run, a key held by another kind of lock than the one asked for), 69 a
 // quorum of nodes unreachable, 70 run's command stopped because the lock was
-// lost, 75 run's lock not acquired within --wait, 1 check --strict found a
-// warning or another failure. run otherwise exits with its command's status.
+// lost, 75 run's lock not acquired within --wait (--conflict-exit-code sets
+// it), 1 check --strict found a warning or another failure. run otherwise
+// exits with its command's status.
 package main
 
 import (
@@ -37,6 +39,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
 )
 
 // Exit statuses, as sysexits.h names them.
@@ -106,17 +110,25 @@ func main() {
 		fmt.Println(version())
 		return
 	}
-	fmt.Fprintf(os.Stderr, "redlock: unknown command %q\n", name)
-	usage(os.Stderr)
+	names := []string{"help", "--help", "--version"}
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	hint := ""
+	if c := closest(name, names); c != "" {
+		hint = fmt.Sprintf("; did you mean %q?", c)
+	}
+	fmt.Fprintf(os.Stderr, "redlock: unknown command %q%s ('redlock help' lists the commands)\n", name, hint)
 	os.Exit(exitUsage)
 }
 
 // version is the module version the binary was built from: a tag for
-// go install ...@v1.2.3, a pseudo-version from the checkout's commit, or
-// (devel) when the build knew neither.
+// go install ...@v1.2.3, or a pseudo-version from the checkout's commit;
+// redlock.Version, the release the source is of, when the build knew
+// neither (go run, go build outside a repository).
 func version() string {
-	v := "(unknown)"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+	v := redlock.Version
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		v = bi.Main.Version
 	}
 	return fmt.Sprintf("redlock %s %s %s/%s", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -132,9 +133,32 @@ func parseFlags(fs *flag.FlagSet, synopsis, more string, args []string) error {
 		return &exitError{code: 0}
 	}
 	if err != nil {
-		return exit(exitUsage, "%v (%s -h lists the flags)", err, fs.Name())
+		return exit(exitUsage, "%v%s (%s -h lists the flags)", err, flagHint(fs, err), fs.Name())
 	}
 	return nil
+}
+
+// renamedFlags are flags that other commands, or earlier releases, call
+// otherwise: a typed one is pointed to its name here.
+var renamedFlags = map[string]string{"addrs": "nodes", "timeout": "wait", "nonblock": "wait 0", "n": "wait 0"}
+
+// flagHint suggests, for a flag fs does not define, the one meant.
+func flagHint(fs *flag.FlagSet, err error) string {
+	typed, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
+	if !ok {
+		return ""
+	}
+	typed = strings.TrimLeft(typed, "-")
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	meant := renamedFlags[typed]
+	if meant == "" || fs.Lookup(strings.Fields(meant)[0]) == nil {
+		meant = closest(typed, names)
+	}
+	if meant == "" {
+		return ""
+	}
+	return "; did you mean --" + meant + "?"
 }
 
 // usageError is a usage error about a flag's value.
@@ -152,8 +176,8 @@ func warnFewNodes(prefix string, n int) {
 	}
 }
 
-// durationFlag is a duration flag that tells a number without a unit to
-// add one, and knows whether it was given.
+// durationFlag is a duration flag that takes a number without a unit as
+// seconds, as flock(1) takes its timeout, and knows whether it was given.
 type durationFlag struct {
 	d   time.Duration
 	set bool
@@ -175,16 +199,21 @@ func (f *durationFlag) Set(s string) error {
 	return nil
 }
 
-// parseDuration is time.ParseDuration with a hint for a bare number.
+// parseDuration reads a duration such as 1m30s or 500ms, or a number of
+// seconds such as 10 or 0.5.
 func parseDuration(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err == nil {
 		return d, nil
 	}
-	if _, ferr := strconv.ParseFloat(s, 64); ferr == nil {
-		return 0, fmt.Errorf("%q has no unit: add a unit, e.g. 30s", s)
+	f, ferr := strconv.ParseFloat(s, 64)
+	switch {
+	case ferr != nil || math.IsNaN(f):
+		return 0, errors.New("not a duration such as 30s, 1m30s or 500ms, nor a number of seconds")
+	case math.Abs(f) > float64(math.MaxInt64)/float64(time.Second):
+		return 0, fmt.Errorf("%q seconds is too long", s)
 	}
-	return 0, errors.New("not a duration such as 30s, 1m30s or 500ms")
+	return time.Duration(f * float64(time.Second)), nil
 }
 
 // durationVar defines a duration flag with a default.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -46,6 +47,11 @@ const closeTimeout = 50 * time.Millisecond
 
 // restartGuardEnv is read when --restart-guard is not given.
 const restartGuardEnv = "REDLOCK_RESTART_GUARD"
+
+// quorumGrace is how long run waits for the other nodes' first answer once
+// a quorum has answered: a node that answers later counts from then on,
+// and one that is down costs the run no more than this.
+const quorumGrace = 100 * time.Millisecond
 
 const runHelp = `The command runs in a process group of its own, and run signals the whole
 group. SIGINT, SIGTERM and SIGHUP sent to redlock are forwarded to it once;
@@ -115,13 +121,21 @@ another kind of lock (permits of another count, or an exclusive or shared
 lock, and the other way round) is refused at once, whatever --wait says,
 with exit 64: the runs that share a key must agree on how they take it.
 
+--wait: without it, run waits for the lock as long as it takes, as flock(1)
+and consul lock do; --wait D gives up after D (a duration such as 1m30s, or
+seconds such as 10 or 0.5, as flock -w takes them), and --wait 0 tries once.
+Nodes down are waited for too: while fewer than a quorum answer, run keeps
+trying until --wait ends (for 5s without --wait, and not at all with
+--wait 0), then exits 69.
+
 Exit statuses:
   the command's   it ran under the lock to the end (128+n: killed by signal n)
   64              a usage error or a bad node, or a key held by another kind
                   of lock (--permits)
   69              fewer than a quorum of nodes reachable
   70              the lock was lost and the command stopped
-  75              the lock was not acquired within --wait
+  75              the lock was not acquired within --wait (--conflict-exit-code
+                  sets another)
   126, 127        the command could not be started, or was not found
   128+n           redlock got signal n while waiting for the lock
 `
@@ -133,14 +147,15 @@ func runCmd(args []string) error {
 	var kf keysFlag
 	fs.Var(&kf, "key", "the lock's `key` (required); give it several times to hold several keys at once, all or none")
 	ttl := durationVar(fs, "ttl", 30*time.Second, "the lock's time to live (a `duration`, at least "+minTTL.String()+"); it is renewed while the command runs")
-	wait := durationVar(fs, "wait", 0, "how long to wait for the lock, a `duration` (0: one try)")
+	wait := durationVar(fs, "wait", 0, "how long to wait for the lock, a `duration` or seconds (default: until it is acquired; 0: one try)")
+	conflict := fs.Int("conflict-exit-code", exitTempFail, "the exit status when the lock is not acquired within --wait, 0 to 255")
 	fencing := fs.Bool("fencing", false, "take a fencing token and pass it to the command as $REDLOCK_FENCE")
 	shared := fs.Bool("shared", false, "take the key shared (a read lock): any number of shared runs hold it at once, and none while an exclusive run does; one --key, no --fencing")
 	permits := fs.Int("permits", 0, "take one of the key's `n` permits (1 to "+strconv.Itoa(redlock.MaxPermits)+"): at most n runs with --permits n hold it at once; the command gets its slot as $REDLOCK_PERMIT; one --key, no --shared or --fencing")
 	grace := durationVar(fs, "grace", 0, "the `duration` between SIGTERM and SIGKILL when the lock is lost; shorter than --ttl (default: a third of --ttl)")
 	guard := durationVar(fs, "restart-guard", 0, "count a node that restarted or lost its data only this `duration` after it is back, at least the longest TTL in use (default $"+restartGuardEnv+", 0: off)")
 	verbose := fs.Bool("verbose", false, "log each step on stderr")
-	if err := parseFlags(fs, "--key K [--key K2 ...] [--nodes NODE,...] [--ttl 30s] [--wait 0] [--fencing | --shared | --permits n] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]", runHelp, args); err != nil {
+	if err := parseFlags(fs, "--key K [--key K2 ...] [--nodes NODE,...] [--ttl 30s] [--wait D] [--conflict-exit-code 75] [--fencing | --shared | --permits n] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]", runHelp, args); err != nil {
 		return err
 	}
 	if !grace.set {
@@ -182,6 +197,10 @@ func runCmd(args []string) error {
 		return usageError(fs, "--ttl %v is shorter than the minimum of %v, the TTL whose tenth and twentieth (run's kill margin and per-node deadline) are the %v these need", ttl.d, minTTL, timingFloor)
 	case wait.d < 0:
 		return usageError(fs, "--wait must not be negative")
+	case wait.d > redlock.MaxTTL:
+		return usageError(fs, "--wait %v is over a year: leave --wait out to wait as long as it takes", wait.d)
+	case *conflict < 0 || *conflict > 255:
+		return usageError(fs, "--conflict-exit-code %d: an exit status is 0 to 255", *conflict)
 	case grace.d < 0:
 		return usageError(fs, "--grace must not be negative")
 	case grace.d >= ttl.d:
@@ -241,6 +260,11 @@ func runCmd(args []string) error {
 	if guard.d > 0 {
 		opts = append(opts, redlock.WithRestartGuard(guard.d))
 	}
+	if wait.d > 0 {
+		// Nodes down are waited for as long as the lock is.
+		opts = append(opts, redlock.WithUnavailableTimeout(wait.d))
+	}
+	w := waitSpec{d: wait.d, forever: !wait.set, conflict: *conflict}
 	locks, err := redlock.New(clients(nodes), opts...)
 	if err != nil {
 		return exit(exitUsage, "%v", err)
@@ -254,12 +278,11 @@ func runCmd(args []string) error {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	if err := reachQuorum(locks, len(nodes), logf); err != nil {
+	if err := reachQuorum(locks, nodes, w, logf); err != nil {
 		return err
 	}
-	logf("a quorum of nodes is reachable")
-	logf("acquiring %s for %v on %d nodes (quorum %d), waiting up to %v", what, ttl.d, len(nodes), locks.Quorum(), wait.d)
-	lock, err := acquire(locks, keys, what, ttl.d, wait.d, sigs, acqOpts...)
+	logf("acquiring %s for %v on %d nodes (quorum %d), waiting %s", what, ttl.d, len(nodes), locks.Quorum(), w)
+	lock, err := acquire(locks, keys, what, ttl.d, w, sigs, acqOpts...)
 	if err != nil {
 		return err
 	}
@@ -335,49 +358,137 @@ func (m *nodeMarks) with(status []redlock.NodeStatus) []string {
 	return out
 }
 
-// reachQuorum dials every node; fewer than a quorum answering is
-// exitUnavailable, two nodes that are one server a usage error.
-func reachQuorum(locks *redlock.Client, n int, logf func(string, ...any)) error {
+// waitSpec is how long run waits for the lock: up to d, or as long as it
+// takes; conflict is the exit status when it is not acquired in time.
+type waitSpec struct {
+	d        time.Duration
+	forever  bool
+	conflict int
+}
+
+func (w waitSpec) String() string {
+	switch {
+	case w.forever:
+		return "as long as it takes"
+	case w.d == 0:
+		return "not at all (one try)"
+	}
+	return "up to " + w.d.String()
+}
+
+// reachQuorum meets the nodes: it warms the client (Warm) and pings every
+// node, and once a quorum has answered it waits quorumGrace more for the
+// others, nodeTimeout in all: a node down then costs the run quorumGrace,
+// and the library no wait of its own later. A node whose host name does not
+// resolve gets a warning; with fewer than a quorum answering, run exits
+// exitUnavailable at once for --wait 0, and otherwise goes on to acquire,
+// which keeps trying. Two nodes that are one server are a usage error.
+func reachQuorum(locks *redlock.Client, nodes []node, w waitSpec, logf func(string, ...any)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), nodeTimeout)
 	defer cancel()
-	err := locks.Warm(ctx)
-	if errors.Is(err, redlock.ErrInvalidArgument) {
-		return exit(exitUsage, "%v", err)
+	warmed := make(chan error, 1)
+	go func() { warmed <- locks.Warm(ctx) }()
+	type answer struct {
+		i   int
+		err error
 	}
-	down := 0
-	if err != nil {
-		for _, e := range unjoin(err) {
-			var ne *redlock.NodeError
-			if errors.As(e, &ne) {
-				down++
-				logf("unreachable: %v", ne)
-			}
+	// Host names are looked up apart, within nodeTimeout whatever the
+	// grace: a name that does not resolve is said even when DNS is slow.
+	lctx, lcancel := context.WithTimeout(context.Background(), nodeTimeout)
+	defer lcancel()
+	lookups, named := make(chan answer, len(nodes)), 0
+	for i, n := range nodes {
+		if host, _, err := net.SplitHostPort(n.addr); err == nil && net.ParseIP(host) == nil {
+			named++
+			go func() {
+				_, err := net.DefaultResolver.LookupHost(lctx, host)
+				lookups <- answer{i, err}
+			}()
 		}
 	}
-	if n-down < locks.Quorum() {
-		return exit(exitUnavailable, "only %d of %d nodes reachable, fewer than the quorum of %d: %v", n-down, n, locks.Quorum(), err)
+	answers := make(chan answer, len(nodes))
+	for i, n := range nodes {
+		go func() {
+			err := n.client.Ping(ctx).Err()
+			if err != nil && strings.HasPrefix(err.Error(), "NOPERM") {
+				err = nil // it answered: an ACL without PING
+			}
+			answers <- answer{i, err}
+		}()
+	}
+	errs := make([]error, len(nodes))
+	for i := range errs {
+		errs[i] = fmt.Errorf("no answer within %v of a quorum's, nor within %v", quorumGrace, nodeTimeout)
+	}
+	var grace <-chan time.Time
+wait:
+	for heard, up := 0, 0; heard < len(nodes); heard++ {
+		select {
+		case a := <-answers:
+			if errs[a.i] = a.err; a.err == nil {
+				if up++; up == locks.Quorum() {
+					grace = time.After(quorumGrace)
+				}
+			}
+		case <-grace:
+			cancel() // Warm returns, and no operation waits for the nodes still silent
+			break wait
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	if err := <-warmed; errors.Is(err, redlock.ErrInvalidArgument) {
+		return exit(exitUsage, "%v", err)
+	}
+	unresolved := make([]bool, len(nodes))
+	for range named {
+		select {
+		case a := <-lookups:
+			if dns := new(net.DNSError); errors.As(a.err, &dns) {
+				// Not only with --verbose: a name in the node list that
+				// does not resolve is a typo or a DNS outage, and it
+				// leaves the lock fewer nodes than it was given to
+				// survive failures.
+				fmt.Fprintf(os.Stderr, "redlock run: warning: node %d (%s): its host name does not resolve (%v): the lock is taken on the other nodes\n", a.i, nodes[a.i].addr, a.err)
+				unresolved[a.i] = true
+			}
+		case <-lctx.Done():
+		}
+	}
+	down := 0
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		down++
+		if !unresolved[i] {
+			logf("unreachable: node %d (%s): %v", i, nodes[i].addr, err)
+		}
+	}
+	n := len(nodes)
+	switch {
+	case n-down >= locks.Quorum():
+		logf("a quorum of nodes is reachable")
+	case w.d == 0 && !w.forever:
+		return exit(exitUnavailable, "only %d of %d nodes reachable, fewer than the quorum of %d", n-down, n, locks.Quorum())
+	default:
+		logf("only %d of %d nodes reachable, fewer than the quorum of %d: trying again while waiting", n-down, n, locks.Quorum())
 	}
 	return nil
 }
 
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}
-
-// acquire takes the lock on keys, all of them or none, within wait (one try
-// for 0), with opts (Shared, for one key). A signal ends the wait. what
-// names the lock in errors.
-func acquire(locks *redlock.Client, keys []string, what string, ttl, wait time.Duration, sigs <-chan os.Signal, opts ...redlock.AcquireOption) (*redlock.Lock, error) {
+// acquire takes the lock on keys, all of them or none, waiting as w says,
+// with opts (Shared, for one key). A signal ends the wait. what names the
+// lock in errors.
+func acquire(locks *redlock.Client, keys []string, what string, ttl time.Duration, w waitSpec, sigs <-chan os.Signal, opts ...redlock.AcquireOption) (*redlock.Lock, error) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	if wait > 0 {
+	if w.d > 0 {
 		var stop context.CancelFunc
-		ctx, stop = context.WithTimeout(ctx, wait)
+		ctx, stop = context.WithTimeout(ctx, w.d)
 		defer stop()
 	}
+	waits := w.d > 0 || w.forever
 	type result struct {
 		lock *redlock.Lock
 		err  error
@@ -386,11 +497,11 @@ func acquire(locks *redlock.Client, keys []string, what string, ttl, wait time.D
 	go func() {
 		var r result
 		switch {
-		case len(keys) == 1 && wait > 0:
+		case len(keys) == 1 && waits:
 			r.lock, r.err = locks.Acquire(ctx, keys[0], ttl, opts...)
 		case len(keys) == 1:
 			r.lock, r.err = locks.TryAcquire(ctx, keys[0], ttl, opts...)
-		case wait > 0:
+		case waits:
 			r.lock, r.err = locks.AcquireAll(ctx, keys, ttl, opts...)
 		default:
 			r.lock, r.err = locks.TryAcquireAll(ctx, keys, ttl, opts...)
@@ -415,6 +526,8 @@ func acquire(locks *redlock.Client, keys []string, what string, ttl, wait time.D
 		fallthrough
 	case got != nil:
 		return nil, exit(128+int(got.(syscall.Signal)), "%v while waiting for %s", got, what)
+	case unreachable(r.err) && w.d > 0:
+		return nil, exit(exitUnavailable, "%s: a quorum of nodes unreachable throughout --wait %v: %v", what, w.d, r.err)
 	case unreachable(r.err):
 		return nil, exit(exitUnavailable, "%v", r.err)
 	case errors.Is(r.err, redlock.ErrInvalidArgument) && errors.As(r.err, new(*redlock.QuorumError)):
@@ -425,15 +538,16 @@ func acquire(locks *redlock.Client, keys []string, what string, ttl, wait time.D
 	case errors.Is(r.err, redlock.ErrInvalidArgument):
 		return nil, exit(exitUsage, "%v", r.err)
 	}
-	if wait == 0 {
-		return nil, exit(exitTempFail, "%s not acquired in one try (--wait 0): %v", what, r.err)
+	if !waits {
+		return nil, exit(w.conflict, "%s not acquired in one try (--wait 0): %v", what, r.err)
 	}
-	return nil, exit(exitTempFail, "%s not acquired within --wait %v: %v", what, wait, r.err)
+	return nil, exit(w.conflict, "%s not acquired within --wait %v: %v", what, w.d, r.err)
 }
 
 // unreachable reports a failed acquire in which too few nodes answered to
 // make a quorum; a node within its restart guard answered, and so did one
-// that refused the key as taken by another kind of lock (ErrInvalidArgument).
+// that refused the key as taken by another kind of lock (ErrInvalidArgument)
+// or refused a shared Lock because a writer waits (ErrWriterWaiting).
 func unreachable(err error) bool {
 	var qe *redlock.QuorumError
 	if !errors.As(err, &qe) {
@@ -442,7 +556,7 @@ func unreachable(err error) bool {
 	silent := 0
 	for _, n := range qe.Nodes {
 		if !errors.Is(n, redlock.ErrHeldByOther) && !errors.Is(n, redlock.ErrKeyAbsent) && !errors.Is(n, redlock.ErrRestartGuard) &&
-			!errors.Is(n, redlock.ErrInvalidArgument) {
+			!errors.Is(n, redlock.ErrInvalidArgument) && !errors.Is(n, redlock.ErrWriterWaiting) {
 			silent++
 		}
 	}

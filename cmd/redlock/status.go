@@ -132,6 +132,7 @@ func statusCmd(args []string) error {
 		return err
 	}
 	defer closeNodes(nodes)
+	warnFewNodes("redlock status", len(nodes))
 
 	st := readStatus(context.Background(), nodes, key)
 	if *asJSON {
