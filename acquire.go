@@ -40,7 +40,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
-	defer c.nodes.Life.End()
+	defer c.nodes.Life.EndCall()
 	if l.owner != "" {
 		return c.keep(c.asOwner(ctx, l, ttl, retry))
 	}
@@ -96,13 +96,18 @@ type contender struct {
 	ttlArg   any     // ttl in milliseconds, boxed once for every attempt
 	wt       *waiter // its place in the key's queue, once it joined
 	acquired bool    // it leaves the queue holding the lock
+	// an keeps its entry in the key's waiting room while it waits at the
+	// head of the queue, once refused: new shared Locks wait behind it.
+	an *announcer
 	// subscribed: it has subscribed to the key's release channel, and
 	// attempted again once the subscription took effect.
 	subscribed bool
 }
 
-// leave takes the Acquire out of the key's queue, if it joined.
+// leave takes the Acquire out of the key's queue, if it joined, and out
+// of the key's waiting room, if it entered.
 func (cn *contender) leave() {
+	cn.an.stop()
 	if cn.wt != nil {
 		cn.c.waits.leave(cn.l.key, cn.wt, cn.acquired)
 	}
@@ -161,6 +166,9 @@ func (cn *contender) waitNext(ctx context.Context, err error, wait time.Duration
 		default:
 			return c.waitTurn(ctx, cn.wt, cn.l, cn.ttl, cn.ttlArg)
 		}
+	}
+	if cn.an == nil {
+		cn.an = c.announce(cn.l, waitsExclusive, cn.ttl)
 	}
 	if !cn.subscribed {
 		// Subscribe, then attempt again at once: a release that came
@@ -284,7 +292,7 @@ func (c *Client) prepare(ctx context.Context, key string, ttl time.Duration, opt
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 	}
-	if err := c.nodes.Life.Begin(); err != nil {
+	if err := c.nodes.Life.BeginCall(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 	}
 	return c.newLock(key, ac), ttl, nil

@@ -124,20 +124,27 @@ func TestRollbackAfterCancel(t *testing.T) {
 
 // TestMutualExclusion runs contending clients on one key with a counter
 // that is read, held and written back inside the critical section: a second
-// holder at any moment shows up as a lost update.
+// holder at any moment shows up as a lost update. Each Acquire waits at
+// most acquireBound: the key is busy for milliseconds at a time, and only
+// writes left behind (a failed attempt whose rollback did not run) keep it
+// busy for seconds.
 func TestMutualExclusion(t *testing.T) {
 	e := newEnv(t, 5, fastClients)
 	key := newKey(t)
 	counter := key + ":counter"
 	const workers, rounds = 6, 15
+	const ttl, acquireBound = 5 * time.Second, 10 * time.Second
 	var wg sync.WaitGroup
 	for range workers {
 		c := e.client()
 		wg.Go(func() {
 			ctx := t.Context()
 			for range rounds {
-				l, err := c.Acquire(ctx, key, 5*time.Second)
-				if !assert.NoError(t, err) {
+				actx, cancel := context.WithTimeout(ctx, acquireBound)
+				l, err := c.Acquire(actx, key, ttl)
+				cancel()
+				if !assert.NoError(t, err, "no lock within %v while the others hold it for a millisecond at a time: "+
+					"a failed attempt left its writes on the nodes (did its rollback run?)", acquireBound) {
 					return
 				}
 				v, _ := e.direct[0].Get(ctx, counter).Int()

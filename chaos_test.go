@@ -201,25 +201,51 @@ func chaosKillMajority(t *testing.T, tab *chaosTable) {
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
 		}
 
+		// A rollback leaves a tombstone (docs/late-writes.md), which lives
+		// 2 s: the nodes are watched for them from the thaw on.
+		watched := make(chan []int)
+		stopWatch := make(chan struct{})
+		go func() {
+			seen := make([]map[string]bool, len(paused))
+			for j := range seen {
+				seen[j] = map[string]bool{}
+			}
+			for {
+				for j, i := range paused {
+					for _, k := range cl.tombstones(prefix+"b", i) {
+						seen[j][k] = true
+					}
+				}
+				select {
+				case <-stopWatch:
+					n := make([]int, len(paused))
+					for j := range seen {
+						n[j] = len(seen[j])
+					}
+					watched <- n
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}()
 		cl.each((*containertest.Node).Resume, paused...)
 		cl.each((*containertest.Node).Reconnect, 4)
 		closeClients(t, c) // waits for the rollbacks queued behind the stalled writes
+		close(stopWatch)
+		deleted := <-watched
 
 		// The writes stalled in the paused nodes did land once they thawed
-		// (commands run inside scripts count in commandstats), and were
-		// deleted again by the rollbacks: no key is left (v.Leaked). A later
-		// attempt of one Acquire takes over its earlier attempt's key with a
-		// second SET, which one DEL removes, so there are at least as many
-		// SETs as DELs.
-		var landed, deleted []int
+		// (commands run inside scripts count in commandstats), and the
+		// rollbacks left their tombstones in their place: no key is left
+		// (v.Leaked).
+		var landed []int
 		for j, i := range paused {
 			after := cl.calls(i)
 			landed = append(landed, after["set"]-before[j]["set"])
-			deleted = append(deleted, after["del"]-before[j]["del"])
 		}
 		v := h.check(nil, cl.scan(prefix+"b"))
 		row := h.summary("2b", "majority unreachable (2 paused, 1 disconnected), 60 s TTL, healed", v, true,
-			fmt.Sprintf("all fail within deadline (slowest try %v, acquire %v); writes that landed on the paused nodes %v, rolled back %v; 0 keys left",
+			fmt.Sprintf("all fail within deadline (slowest try %v, acquire %v); SETs that landed on the paused nodes %v, keys rolled back to a tombstone %v; 0 keys left",
 				slowestTry.Round(time.Millisecond), slowestWait.Round(time.Millisecond), landed, deleted))
 		tab.record(t, row)
 
@@ -228,7 +254,6 @@ func chaosKillMajority(t *testing.T, tab *chaosTable) {
 		for j := range paused {
 			assert.Positive(t, landed[j], "node %d: no stalled write landed, the rollback was not put to the test", paused[j])
 			assert.Positive(t, deleted[j], "node %d: no rollback landed", paused[j])
-			assert.GreaterOrEqual(t, landed[j], deleted[j], "node %d: more deletes than writes", paused[j])
 		}
 		assert.Empty(t, v.Leaked, "the rollback did not reach every node")
 		assert.Zero(t, v.Residue)

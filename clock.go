@@ -75,6 +75,11 @@ const (
 	// refusing node reported it, a waiting Acquire tries again at the latest.
 	holderTTLSlack = time.Millisecond
 
+	// A waiting Lock renews its entry in its keys' waiting rooms every
+	// announceEvery (announce.go); the entry lives announceLife from each
+	// renewal.
+	announceEvery = 250 * time.Millisecond
+
 	// A lease renews every ttl/renewEvery (WithRenewInterval: at most
 	// ttl/renewAtMost), never more often than renewMin.
 	renewEvery  = 3
@@ -171,6 +176,16 @@ func (c *timing) nodeTimeout(ttl time.Duration) time.Duration {
 	}
 	d := ttl / DefaultNodeTimeoutDivisor
 	return min(max(d, DefaultNodeTimeoutMin), DefaultNodeTimeoutMax)
+}
+
+// announceLife is how long a waiting Lock's entry in a waiting room lives
+// from each renewal, sent every announceEvery with node deadline wait: two
+// intervals and two deadlines, so that one lost renewal costs nothing. It
+// bounds how long a waiter that was stopped, cut off or killed still
+// counts as waiting (docs/shared.md): 600 ms with the default node
+// timeouts.
+func (c *timing) announceLife(wait time.Duration) time.Duration {
+	return 2*announceEvery + 2*wait
 }
 
 // checkTTL returns ttl truncated to the milliseconds that PX can express (so

@@ -11,7 +11,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	defer locks.Close(context.Background())
+//	defer locks.Close(shutdownCtx) // with a deadline: it waits for the calls in progress
 //	err = locks.Do(ctx, "orders:42", 10*time.Second, func(ctx context.Context, lock *redlock.Lock) error {
 //		return store.Write(ctx, order, lock.Fence()) // stop when ctx ends: the lock is lost
 //	})
@@ -23,47 +23,32 @@
 // # The guarantee
 //
 // While a Lock is valid (before Lock.Until) no other client holds the same
-// key through this package, provided that:
-//
-//   - the nodes are independent masters: no replica promoted in place of a
-//     node that held the key, no two nodes one server;
-//   - no node evicts keys (maxmemory-policy noeviction);
-//   - no node's clock runs faster than ours by more than the drift
-//     allowance, 1% of the TTL plus 2ms (a clock stepped forward breaks it);
-//   - a node that restarts kept its keys (appendfsync always), or stays down
-//     longer than the longest TTL, or the clients use WithRestartGuard;
-//   - the holder stops using the lock at Until.
-//
-// nodecheck.Run checks what of this a client can see.
-//
-// # What it does not guarantee
-//
-// No lock service can enforce the last assumption. A holder paused after it
-// checked Until (a GC pause, SIGSTOP, a slow write) can touch the resource
-// after the lock passed to someone else; the end of KeepAlive's context is a
-// signal, not a barrier. Where such a late write would corrupt data, use
-// fencing: with WithFencing, Lock.Fence strictly increases across the
-// holders of a key, and the storage must refuse a fence lower than the
-// highest it has seen. Fences stay ordered when a minority of nodes loses
-// its data only while the nodes' clocks agree. Plain locks suffice when an
-// overlap only costs duplicated work. A lock is only as live as a quorum:
-// with a majority of nodes down, Acquire fails.
+// key through this package, under conditions on the nodes (independent
+// masters that neither evict nor lose keys, clocks within the drift
+// allowance) and on the holder (it stops at Until), which [algorithm] states
+// and explains, with what it does not guarantee: a holder paused past Until
+// can still write, and only fencing (WithFencing, Lock.Fence) lets the
+// storage refuse that write. nodecheck.Run checks what of the nodes' side a
+// client can see. A lock is only as live as a
+// quorum: with a majority of nodes down, Acquire fails.
 //
 // # Documentation
 //
 // Each topic is explained once, in the repository's docs directory:
 // [algorithm] (the algorithm, the guarantee's reasons, the restart guard),
 // [waiting] (a busy key, handover), [lease] (KeepAlive, Do, Close),
-// [fencing], [owners] (WithOwner, reentrancy), [shared] (Shared, readers
-// and writers), [permits] (Permits, a semaphore), [late-writes] (rollbacks,
-// tombstones), [operations] (clients, ACL, dead nodes, errors),
-// [observability] and [internals] (glossary, files, lock order).
+// [fencing], [owners] (WithOwner, reentrancy), [multikey] (AcquireAll,
+// several keys), [shared] (Shared, readers and writers), [permits]
+// (Permits, a semaphore), [late-writes] (rollbacks, tombstones),
+// [operations] (clients, ACL, dead nodes, errors), [observability] and
+// [internals] (glossary, files, lock order).
 //
 // [algorithm]: https://github.com/redlock-go/redlock/blob/main/docs/algorithm.md
 // [waiting]: https://github.com/redlock-go/redlock/blob/main/docs/waiting.md
 // [lease]: https://github.com/redlock-go/redlock/blob/main/docs/lease.md
 // [fencing]: https://github.com/redlock-go/redlock/blob/main/docs/fencing.md
 // [owners]: https://github.com/redlock-go/redlock/blob/main/docs/owners.md
+// [multikey]: https://github.com/redlock-go/redlock/blob/main/docs/multikey.md
 // [shared]: https://github.com/redlock-go/redlock/blob/main/docs/shared.md
 // [permits]: https://github.com/redlock-go/redlock/blob/main/docs/permits.md
 // [late-writes]: https://github.com/redlock-go/redlock/blob/main/docs/late-writes.md

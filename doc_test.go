@@ -46,7 +46,11 @@ func readmeQuickstart(addrs []string) error {
 	if err != nil {
 		return err
 	}
-	defer locks.Close(context.Background()) // waits for background work: rollbacks, late deletes
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = locks.Close(ctx) // waits for calls in progress; gives up deletes to silent nodes after 1 s
+	}()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -65,7 +69,11 @@ func readmeFencedLease(ctx context.Context, nodes []redis.UniversalClient, db *s
 	if err != nil {
 		return err
 	}
-	defer locks.Close(context.Background())
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = locks.Close(ctx) // waits for calls in progress; gives up deletes to silent nodes after 1 s
+	}()
 
 	return locks.Do(ctx, "orders:submit", 10*time.Second, func(ctx context.Context, lock *redlock.Lock) error {
 		// ctx ends when the lock is lost (context.Cause matches ErrLockLost): stop then.
@@ -400,4 +408,128 @@ func (c ordersConn) ExecContext(ctx context.Context, query string, args []driver
 	}
 	o.state, o.fence = "submitted", fence
 	return driver.RowsAffected(1), nil
+}
+
+// TestDocsListed: the README's Documentation list names every docs/*.md,
+// and each document it lists exists; doc.go's list names every document
+// of the library's topics.
+func TestDocsListed(t *testing.T) {
+	docs, err := filepath.Glob("docs/*.md")
+	require.NoError(t, err)
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, list, ok := strings.Cut(string(readme), "\n## Documentation\n")
+	require.True(t, ok, "README.md has no ## Documentation section")
+	list, _, _ = strings.Cut(list, "\n## ")
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\]\(([^)#]+)\)`).FindAllStringSubmatch(list, -1) {
+		listed[m[1]] = true
+		_, err := os.Stat(m[1])
+		assert.NoError(t, err, "README.md's Documentation lists %s", m[1])
+	}
+	for _, d := range docs {
+		assert.True(t, listed[d], "README.md's Documentation does not list %s", d)
+	}
+
+	// doc.go lists the library's topics: not the command, the benchmarks
+	// or the test suite, which the README lists.
+	notTopics := map[string]bool{"docs/cli.md": true, "docs/benchmarks.md": true, "docs/testing.md": true}
+	pkg, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	cited := map[string]bool{}
+	for _, m := range regexp.MustCompile(`blob/main/(docs/[\w.-]+\.md)`).FindAllStringSubmatch(string(pkg), -1) {
+		cited[m[1]] = true
+		_, err := os.Stat(m[1])
+		assert.NoError(t, err, "doc.go links to %s", m[1])
+	}
+	for _, d := range docs {
+		if !notTopics[d] {
+			assert.True(t, cited[d], "doc.go's Documentation does not list %s", d)
+		}
+	}
+}
+
+// citedNotFiles are names the documents cite that are no file of the
+// repository, on purpose.
+var citedNotFiles = map[string]string{
+	"long.sh": "a user's script in docs/cli.md's session",
+}
+
+// TestDocsCiteRealFiles: every file name README.md, CHANGELOG.md's latest
+// entry and docs/*.md cite (in backquotes or as a relative link) exists:
+// a path from the repository's root or the document's directory, a glob
+// that matches, or a bare name that some file of the repository has; and
+// every test they name exists.
+func TestDocsCiteRealFiles(t *testing.T) {
+	docs, err := filepath.Glob("docs/*.md")
+	require.NoError(t, err)
+	names := map[string]bool{} // every file's base name
+	tests := map[string]bool{} // every test function
+	require.NoError(t, filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && path != "." {
+			return filepath.SkipDir
+		}
+		names[d.Name()] = true
+		if strings.HasSuffix(path, "_test.go") {
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range regexp.MustCompile(`(?m)^func (Test\w+)\(`).FindAllStringSubmatch(string(src), -1) {
+				tests[m[1]] = true
+			}
+		}
+		return nil
+	}))
+	quoted := regexp.MustCompile("`([\\w./*-]+\\.(?:go|lua|md|sh|svg|mod))`")
+	linked := regexp.MustCompile(`\]\(([^)#:\s]+)(?:#[^)]*)?\)`)
+	testName := regexp.MustCompile(`\bTest[A-Z]\w+`)
+	exists := func(doc, name string) bool {
+		if strings.Contains(name, "*") && !strings.Contains(name, "/") {
+			for n := range names {
+				if ok, _ := filepath.Match(name, n); ok {
+					return true
+				}
+			}
+			return false
+		}
+		if strings.Contains(name, "*") {
+			m, _ := filepath.Glob(name)
+			return len(m) > 0
+		}
+		if !strings.Contains(name, "/") {
+			return names[name]
+		}
+		for _, p := range []string{name, filepath.Join(filepath.Dir(doc), name)} {
+			if _, err := os.Stat(p); err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	for _, doc := range append([]string{"README.md", "CHANGELOG.md"}, docs...) {
+		b, err := os.ReadFile(doc)
+		require.NoError(t, err)
+		text := string(b)
+		if doc == "CHANGELOG.md" {
+			// Older entries name the files of their day.
+			_, latest, _ := strings.Cut(text, "\n## ")
+			text, _, _ = strings.Cut(latest, "\n## ")
+		}
+		for _, re := range []*regexp.Regexp{quoted, linked} {
+			for _, m := range re.FindAllStringSubmatch(text, -1) {
+				name := strings.TrimPrefix(m[1], "./")
+				if citedNotFiles[name] != "" {
+					continue
+				}
+				assert.True(t, exists(doc, name), "%s cites %s, which does not exist", doc, m[1])
+			}
+		}
+		for _, name := range testName.FindAllString(text, -1) {
+			assert.True(t, tests[name], "%s names %s, which no test file defines", doc, name)
+		}
+	}
 }

@@ -33,14 +33,24 @@ var (
 	// that no quorum could be asked.
 	ErrReleaseUnconfirmed = errors.New("redlock: release not confirmed")
 	// ErrInvalidArgument is matched by every error caused by bad input: an empty
-	// or reserved key (redlock:boot, a name containing ":redlock:fence"), a TTL
+	// or reserved key (redlock:boot, a name containing ":redlock:fence" or
+	// ":redlock:wait"), a TTL
 	// over MaxTTL or leaving no validity, a nil context, a bad option or node
-	// list; nothing is sent then. Two nodes found to be one server make every
-	// operation fail with it.
+	// list, refused before anything is sent. Two cases are found by the nodes:
+	// a key held by another kind of lock than the one asked for (permits
+	// against an exclusive or shared lock, or of another count), refused by
+	// each node without a change and never waited for, and two nodes that are
+	// one server, which make every operation fail with it.
 	ErrInvalidArgument = engine.ErrInvalidArgument
 	// ErrClosed means the Client was closed before the call. It is also
 	// the cause of a KeepAlive context that Close ended.
 	ErrClosed = engine.ErrClosed
+	// ErrCleanupAbandoned is matched by Close's error when Close gave up
+	// deletes (a failed attempt's rollback, a Release's delete to a node
+	// it did not wait for) that nodes had not confirmed within its bound:
+	// those nodes keep the key until its TTL ends. A *NodeError names each
+	// node.
+	ErrCleanupAbandoned = errors.New("redlock: deletes given up by Close")
 
 	// ErrLockLost is matched by the cause of a KeepAlive context, and by Do's
 	// error, when the lock could no longer be proven held: so many nodes lost its
@@ -61,15 +71,23 @@ var (
 
 	// ErrHeldByOther means the node holds the key under another token.
 	ErrHeldByOther = script.ErrHeldByOther
+	// ErrWriterWaiting means the node refused a shared Lock because an
+	// exclusive Lock waits for the key there: new shared Locks wait behind
+	// it (docs/shared.md). Nobody need hold the key exclusively.
+	ErrWriterWaiting = script.ErrWriterWaiting
 	// ErrKeyAbsent means the node does not hold the key at all: it expired,
 	// was never written there, or the node lost it in a restart.
 	ErrKeyAbsent = script.ErrKeyAbsent
+	// ErrMaxShared means the node holds the key for MaxShared shared Locks,
+	// the most it takes: a shared Acquire waits for one to leave, as for a
+	// held key. It matches ErrHeldByOther too.
+	ErrMaxShared = script.ErrMaxShared
 	// ErrRestartGuard means the node lost its data, restarted or failed over
 	// less than the restart guard ago (WithRestartGuard) and does not count
 	// toward an acquire's quorum yet. Nothing was written there.
 	ErrRestartGuard = script.ErrRestartGuard
 	// ErrNoReply means the node gave no definite answer in time: no reply
-	// within the per-node timeout (wrapping the node's latest error, such as
+	// within the per-node timeout (shown as the node's latest error, such as
 	// a refused connection, when it had one), or a call not sent because an
 	// earlier call of the lock still held the node. What the node holds is
 	// unknown, so a failed acquire is rolled back there too. A node's deadline
@@ -88,10 +106,13 @@ var (
 )
 
 // NodeError is the outcome of one operation on one node that did not confirm
-// it. Err matches ErrHeldByOther, ErrKeyAbsent, ErrRestartGuard, ErrNoReply,
-// ErrNotAwaited or ErrNotHeld (a fence commit refused), or it is the node
-// client's error (NOPERM, READONLY), a stale call refused, or a reply that
-// did not count because the node's server is not identified yet.
+// it. Err matches ErrHeldByOther (and ErrMaxShared), ErrWriterWaiting,
+// ErrKeyAbsent, ErrRestartGuard, ErrNoReply, ErrNotAwaited, ErrNotHeld (a
+// fence commit refused) or ErrInvalidArgument (a key held by another kind
+// of lock, named), or it is the node client's error (NOPERM, READONLY; a
+// refused connection, which matches ErrNoReply too when the call's deadline
+// passed first), a stale call refused, or a reply that did not count
+// because the node's server is not identified yet.
 type NodeError struct {
 	Node int    // index of the node in the slice given to New
 	Addr string // the node's address, when its client exposes one
@@ -115,7 +136,8 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // confirmations. It matches its sentinel (ErrNotAcquired, ErrNotHeld or
 // ErrReleaseUnconfirmed), the context's error when ctx ended first,
 // ErrUnavailable when so many nodes failed that no quorum could be asked,
-// and each per-node NodeError.
+// and each per-node NodeError. Its message leaves out the nodes whose reply
+// the outcome did not need (ErrNotAwaited), which Nodes keeps.
 type QuorumError struct {
 	Op     string       // "acquire", "extend", "release" or "ttl"
 	Key    string       // the lock's key
@@ -157,6 +179,9 @@ func (e *QuorumError) Error() string {
 		fmt.Fprintf(&b, ": no validity left after %v", e.Elapsed)
 	}
 	for _, n := range e.Nodes {
+		if n.Err == engine.ErrNotNeeded {
+			continue // the outcome did not need it: nothing to say of it here
+		}
 		b.WriteString("; ")
 		b.WriteString(n.Error())
 	}
@@ -175,6 +200,45 @@ func (e *QuorumError) Unwrap() []error {
 		errs = append(errs, e.cause)
 	}
 	for _, n := range e.Nodes {
+		errs = append(errs, n)
+	}
+	return errs
+}
+
+// abandonedError is Close's error when it gave up deletes: how many, on
+// which nodes, and the context's error if it ended first.
+type abandonedError struct {
+	deletes int
+	nodes   []*NodeError
+	cause   error
+}
+
+// Error implements error.
+func (e *abandonedError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrCleanupAbandoned.Error())
+	if e.cause != nil {
+		fmt.Fprintf(&b, ": %v", e.cause)
+	}
+	if e.deletes == 1 {
+		b.WriteString(": 1 delete not confirmed, its key left to expire with its TTL")
+	} else {
+		fmt.Fprintf(&b, ": %d deletes not confirmed, their keys left to expire with their TTL", e.deletes)
+	}
+	for _, n := range e.nodes {
+		b.WriteString("; ")
+		b.WriteString(n.Error())
+	}
+	return b.String()
+}
+
+// Unwrap exposes ErrCleanupAbandoned, the cause and the node errors.
+func (e *abandonedError) Unwrap() []error {
+	errs := []error{ErrCleanupAbandoned}
+	if e.cause != nil {
+		errs = append(errs, e.cause)
+	}
+	for _, n := range e.nodes {
 		errs = append(errs, n)
 	}
 	return errs

@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -56,10 +57,12 @@ func TestAcquireUnavailable(t *testing.T) {
 	}
 	c, err := redlock.New(nodes)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	closeAtCleanup(t, c)
 
 	start := time.Now()
-	_, err = c.Acquire(context.Background(), newKey(t), 10*time.Second)
+	returnsWithin(t, redlock.DefaultUnavailableTimeout+10*time.Second, "Acquire with nodes refusing", func() {
+		_, err = c.Acquire(context.Background(), newKey(t), 10*time.Second)
+	})
 	took := time.Since(start)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	require.ErrorIs(t, err, redlock.ErrUnavailable)
@@ -82,9 +85,11 @@ func TestAcquireUnavailable(t *testing.T) {
 			errs <- err
 		}()
 	}
-	for range cap(errs) {
-		require.ErrorIs(t, <-errs, redlock.ErrUnavailable)
-	}
+	returnsWithin(t, 2*redlock.DefaultUnavailableTimeout, "the queued Acquires", func() {
+		for range cap(errs) {
+			assert.ErrorIs(t, <-errs, redlock.ErrUnavailable)
+		}
+	})
 	assert.Less(t, time.Since(start), 3*time.Second, "queued Acquires waited the bound one after another")
 
 	// One attempt says the same, without waiting.
@@ -92,6 +97,20 @@ func TestAcquireUnavailable(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrUnavailable)
 	require.ErrorIs(t, err, syscall.ECONNREFUSED, "%v", err)
 	requireTruthful(t, err)
+	// Each refusing node is shown with the client's error, which is what
+	// happened; that the call's deadline passed first is said after it.
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe)
+	for _, ne := range qe.Nodes {
+		if ne.Node == 0 {
+			continue
+		}
+		assert.Regexp(t, `^node \d \(.*\): dial tcp .*connection refused`, ne.Error())
+		assert.ErrorIs(t, ne, syscall.ECONNREFUSED)
+		if errors.Is(ne, redlock.ErrNoReply) {
+			assert.Contains(t, ne.Error(), "connection refused (no reply within node timeout)")
+		}
+	}
 }
 
 // TestAcquireUnavailableBlackholed: nodes that accept connections and never
@@ -105,7 +124,10 @@ func TestAcquireUnavailableBlackholed(t *testing.T) {
 			e.proxies[1].SetBlackhole(true)
 			e.proxies[2].SetBlackhole(true)
 			start := time.Now()
-			_, err := c.Acquire(context.Background(), newKey(t), 10*time.Second)
+			var err error
+			returnsWithin(t, bound+10*time.Second, "Acquire with nodes blackholed", func() {
+				_, err = c.Acquire(context.Background(), newKey(t), 10*time.Second)
+			})
 			took := time.Since(start)
 			require.ErrorIs(t, err, redlock.ErrNotAcquired)
 			require.ErrorIs(t, err, redlock.ErrUnavailable)
@@ -196,7 +218,7 @@ func TestErrorShowsRealCause(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	c, err := redlock.New([]redis.UniversalClient{rdb}, redlock.WithNodeTimeout(2*time.Second))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	closeAtCleanup(t, c)
 	_, err = c.TryAcquire(ctx, newKey(t), time.Second)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	require.ErrorIs(t, err, redlock.ErrUnavailable)
@@ -229,6 +251,8 @@ func TestErrorNotAwaited(t *testing.T) {
 	require.NotErrorIs(t, last, redlock.ErrNoReply)
 	assert.NotContains(t, last.Error(), "timeout")
 	assert.NotContains(t, err.Error(), "timeout", "no node of this error timed out: %v", err)
+	assert.NotContains(t, err.Error(), "not awaited", "the message names a node the outcome did not need")
+	assert.NotContains(t, err.Error(), "node 2", "the message names a node the outcome did not need")
 	requireTruthful(t, err)
 	e.resetFaults()
 	require.NoError(t, held.Release(ctx))
@@ -315,4 +339,30 @@ func (c *cancelClock) Now() time.Time {
 		return time.Now().Add(time.Hour)
 	}
 	return time.Now()
+}
+
+// TestMaxSharedIsItsOwnReason: a key that holds MaxShared shared Locks
+// refuses one more with a reason of its own, still a held key (a shared
+// Acquire waits for it), not another holder's token.
+func TestMaxSharedIsItsOwnReason(t *testing.T) {
+	e := newEnv(t, 1, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	key := newKey(t)
+	var shares []*redlock.Lock
+	for i := range redlock.MaxShared {
+		l, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+		require.NoError(t, err, "share %d", i)
+		shares = append(shares, l)
+	}
+	_, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorIs(t, err, redlock.ErrMaxShared)
+	require.ErrorIs(t, err, redlock.ErrHeldByOther, "a full key is a held key")
+	require.NotErrorIs(t, err, redlock.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "MaxShared")
+	assert.NotContains(t, err.Error(), "another token")
+	for _, l := range shares {
+		require.NoError(t, l.Release(ctx))
+	}
 }

@@ -234,6 +234,33 @@ func TestFencingCounterStillRules(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond)
 }
 
+// TestFencingAheadOfClockIncreases: with the counters set ahead of every
+// node's clock, the clock's reading never decides a fence, and successive
+// holders, of one Client and of another, each get a fence above the one
+// before: a fence equal to the highest reading instead of one above it
+// would give them all the same.
+func TestFencingAheadOfClockIncreases(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	clients := []*redlock.Client{e.client(redlock.WithFencing()), e.client(redlock.WithFencing())}
+	ctx := t.Context()
+	key := newKey(t)
+	const ahead = 5_000_000_000_000_000 // µs: the year 2128, below 2^53
+	for _, d := range e.direct {
+		require.NoError(t, d.Set(ctx, counterKey(key), ahead, 0).Err())
+	}
+	last := uint64(ahead)
+	for i := range 6 {
+		c := clients[i%2]
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		l, err := c.Acquire(actx, key, time.Minute)
+		cancel()
+		require.NoError(t, err, "holder %d", i)
+		require.Greater(t, l.Fence(), last, "holder %d's fence is not above the one before it", i)
+		last = l.Fence()
+		require.NoError(t, l.Release(ctx))
+	}
+}
+
 // TestFencingAfterHorizon lets the counters expire with an idle key, then
 // takes the lock again: the next fence comes from the clocks and is still
 // above the last one.
@@ -377,8 +404,12 @@ func TestFencingCountersBounded(t *testing.T) {
 			for i := next.Add(1); i <= names; i = next.Add(1) {
 				// Acquire, not TryAcquire: on a loaded machine an attempt
 				// can miss its node deadline, and the name must still be
-				// taken. A short TTL: a lock whose release failed goes too.
-				l, err := c.Acquire(gctx, prefix+strconv.FormatInt(i, 10), 2*time.Second)
+				// taken. A short TTL: a lock whose release failed goes too,
+				// and the tombstone each Release leaves lives the TTL (at
+				// most 2 s, docs/late-writes.md), so that the keys counted
+				// are the counters, a horizon's worth, and a fifth of a
+				// second's tombstones.
+				l, err := c.Acquire(gctx, prefix+strconv.FormatInt(i, 10), 200*time.Millisecond)
 				if err != nil {
 					return err
 				}

@@ -77,10 +77,10 @@ func (c *Client) Inspect(ctx context.Context, key string) (KeyState, error) {
 	if key == "" {
 		return KeyState{}, invalid("inspect: empty key")
 	}
-	if err := c.nodes.Life.Begin(); err != nil {
+	if err := c.nodes.Life.BeginCall(); err != nil {
 		return KeyState{}, fmt.Errorf("inspect of %q: %w", showKey(key), err)
 	}
-	defer c.nodes.Life.End()
+	defer c.nodes.Life.EndCall()
 	timeout := inspectTimeout
 	if c.cfg.nodeTimeoutFixed > 0 {
 		timeout = c.cfg.nodeTimeoutFixed
@@ -146,10 +146,10 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), err)
 	}
-	if err := c.nodes.Life.Begin(); err != nil {
+	if err := c.nodes.Life.BeginCall(); err != nil {
 		return 0, fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), err)
 	}
-	defer c.nodes.Life.End()
+	defer c.nodes.Life.EndCall()
 	start := time.Now()
 	reads := c.readKey(ctx, l.key, c.cfg.nodeTimeout(ttl))
 	var t engine.Tally

@@ -79,12 +79,12 @@ func (c *Client) do(ctx context.Context, fn func(ctx context.Context, l *Lock) e
 	if err != nil {
 		return err
 	}
-	if err := c.nodes.Life.Begin(); err != nil {
+	if err := c.nodes.Life.BeginCall(); err != nil {
 		// Close began as the lock was acquired: fn does not run.
 		closed := fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
 		return errors.Join(closed, c.releaseAfterDo(ctx, l))
 	}
-	defer c.nodes.Life.End() // last: Close waits for Do until it returns
+	defer c.nodes.Life.EndCall() // last: Close waits for Do until it returns
 	// Do's own KeepAlive context ends with Do: a reentrant Do (WithOwner)
 	// whose Release sends nothing must not keep renewing for its caller.
 	dctx, stop := context.WithCancel(ctx)

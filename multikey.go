@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -120,7 +121,7 @@ func (c *Client) acquireKeys(ctx context.Context, keys []string, ttl time.Durati
 	if err != nil {
 		return nil, err
 	}
-	defer c.nodes.Life.End()
+	defer c.nodes.Life.EndCall()
 	l.keys = keys
 	if c.cfg.fencing {
 		l.keysAndCounters = make([]string, 0, 2*len(keys))
@@ -138,8 +139,13 @@ func (c *Client) acquireKeys(ctx context.Context, keys []string, ttl time.Durati
 // of several keys, or a shared one, is never handed a key.
 func (c *Client) acquireWatching(ctx context.Context, l *Lock, ttl time.Duration, keys []string, retry bool) (*Lock, error) {
 	ttlArg := ttl.Milliseconds()
+	if retry && l.shared {
+		l.roomArg = c.cfg.announceLife(c.cfg.nodeTimeout(ttl)).Milliseconds()
+	}
 	var wt *watcher
+	var an *announcer
 	defer func() {
+		an.stop()
 		if wt != nil {
 			c.waits.unwatch(wt)
 		}
@@ -159,13 +165,23 @@ func (c *Client) acquireWatching(ctx context.Context, l *Lock, ttl time.Duration
 		if stop != nil {
 			return nil, stop
 		}
+		if an == nil && l.permits == 0 {
+			what := waitsAll
+			if l.shared {
+				what = waitsShared
+			}
+			an = c.announce(l, what, ttl)
+		}
+		if l.shared && errors.Is(err, ErrHeldByOther) {
+			an.entitle()
+		}
 		var werr error
 		if wt == nil {
 			// Watch every key, then attempt again at once: a release
 			// that came before the subscriptions took effect is not
 			// missed.
 			var ready []<-chan struct{}
-			wt, ready = c.waits.watch(keys, l.exclusive())
+			wt, ready = c.waits.watch(keys)
 			werr = c.waitAll(ctx, ready, c.cfg.nodeTimeout(ttl))
 		} else {
 			timer := time.NewTimer(untilHolderExpires(err, wait))

@@ -59,14 +59,17 @@ func nemNow() time.Time { return stamp(time.Now()) }
 
 // nemWorkerConfig is what a worker process runs.
 type nemWorkerConfig struct {
-	Proc        string   // its name in the records, "p0", "p1", ...
-	Num         int      // its number, for its seeds and ids
-	Workers     []int    // the numbers of its workers
-	Nodes       []string // the proxies' addresses
-	Store       string   // the fenced store's address
-	Seed        uint64
-	Guarded     bool
-	Keys        []string
+	Proc    string   // its name in the records, "p0", "p1", ...
+	Num     int      // its number, for its seeds and ids
+	Workers []int    // the numbers of its workers
+	Nodes   []string // the proxies' addresses
+	Store   string   // the fenced store's address
+	Seed    uint64
+	Guarded bool
+	Keys    []string
+	// WaitKey, with Shared, is the key of the waiters' rounds
+	// (nemWorkload.waiterRun), which no other round uses.
+	WaitKey     string
 	Sems        []nemSem
 	Owners      bool
 	Shared      bool
@@ -88,10 +91,12 @@ type nemMsg struct {
 	Span  history.Span      `json:"span"`
 	Proof history.Proof     `json:"proof"`
 	Lease *history.LeaseObs `json:"lease,omitempty"`
+	Wait  *history.Wait     `json:"wait,omitempty"`
 	At    time.Time         `json:"at"`
 	Keys  []string          `json:"keys,omitempty"`
 	Name  string            `json:"name,omitempty"`
 	Text  string            `json:"text,omitempty"`
+	TTL   time.Duration     `json:"ttl,omitempty"` // an acquire's or an Extend's (cap's)
 }
 
 // TestNemesisWorkerProcess is a worker process of TestNemesis, which runs
@@ -156,9 +161,15 @@ func newNemWorkload(t *testing.T, cfg nemWorkerConfig, sink func(nemMsg)) *nemWo
 		case i > 0:
 			timeouts = r.IntN(2) == 0
 		}
+		// The derived node timeout (10 to 50 ms here), 100 ms, or 500 ms:
+		// a long one lets go-redis send a write again within its round,
+		// after a reset (the resend fault).
 		nodeTimeout := time.Duration(0)
-		if r.IntN(2) == 0 {
+		switch r.IntN(3) {
+		case 1:
 			nodeTimeout = 100 * time.Millisecond
+		case 2:
+			nodeTimeout = 500 * time.Millisecond
 		}
 		slot := &nemSlot{name: fmt.Sprintf("%s.C%d", cfg.Proc, i), fenced: fenced}
 		slot.make = func() *redlock.Client {
@@ -205,6 +216,21 @@ func (wl *nemWorkload) replaceFirst() {
 	_ = old.Close(ctx)
 }
 
+// waitQuiet waits up to bound until c has no call in flight and no delete
+// waiting to be tried again, and reports whether it came to that.
+func waitQuiet(c *redlock.Client, bound time.Duration) bool {
+	for end := time.Now().Add(bound); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		busy := false
+		for _, n := range c.Nodes() {
+			busy = busy || n.InFlight > 0 || n.PendingCleanups > 0
+		}
+		if !busy {
+			return true
+		}
+	}
+	return false
+}
+
 // close closes every Client the workload made, waiting for their
 // background work, then their node clients and the store's connections.
 func (wl *nemWorkload) close(t *testing.T) {
@@ -214,6 +240,12 @@ func (wl *nemWorkload) close(t *testing.T) {
 		s.every = nil
 		s.mu.Unlock()
 		for _, c := range every {
+			// Close gives up, after the cleanup timeout, deletes that nodes
+			// do not confirm: wait for them as long as they try, until
+			// their keys would expire, as Close did for them before.
+			if !waitQuiet(c.c, 30*time.Second) {
+				t.Errorf("closing a Client: its background work did not end within 30s: %+v", c.c.Nodes())
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := c.c.Close(ctx)
 			cancel()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock"
@@ -43,6 +44,7 @@ var (
 	nemShared    = flag.Bool("nemesis.shared", true, "take a third of the Locks (Acquire, TryAcquire, Do) shared")
 	nemPermits   = flag.Bool("nemesis.permits", true, "spend a quarter of the rounds (not the stalled holder's) on permits (Acquire, TryAcquire, Do with Permits) of semaphore keys of their own")
 	nemMajority  = flag.Bool("nemesis.majority", false, "fault a majority too (liveness is then not expected during the run)")
+	nemOnly      = flag.String("nemesis.kinds", "", "the guarded run's fault kinds, comma-separated (default: all of nemKinds), to replay a finding of one kind")
 )
 
 const (
@@ -57,7 +59,8 @@ const (
 	nemSlack = leaseLate
 	// nemPauseMin and nemPauseMax bound how long a worker process stays
 	// stopped: past the longest TTL in use, so that its Locks expire
-	// under it.
+	// under it; one whose writer waits for a key readers use, twice as
+	// long.
 	nemPauseMin = nemMaxTTL * 6 / 5
 	nemPauseMax = 2 * nemMaxTTL
 	// nemKillBound is how long after a killed holder's validity ended
@@ -70,6 +73,13 @@ const (
 	// must: it finds it in seconds on a quiet machine, in a minute or
 	// more under -race on two cores that other tests share.
 	nemControlBound = 2 * time.Minute
+	// nemStarvedBound is how long beyond an exclusive Lock's hold and a
+	// live writer's wait a reader may be refused (history.Record.StarvedBound):
+	// a stopped or killed writer's announcement lives at most 700 ms for
+	// the workers' node timeouts (docs/shared.md), and a refused reader
+	// tries again when it expires or at its next backoff (200 ms at
+	// most); the rest is for a starved CPU (nemSlack) and margin.
+	nemStarvedBound = 2 * time.Second
 )
 
 // nemDefaultProcs is how many worker processes run by default: 4 of 6
@@ -90,13 +100,15 @@ func nemDefaultWorkers() int {
 }
 
 // nemKinds are the faults of the guarded run, each once per seeded round:
-// on a node's proxy, blackhole, delay, drop-replies and hold (the next
-// command held until the fault heals); on a node's process, stop
+// on a node's proxy, blackhole, delay, drop-replies, hold (the next
+// command held until the fault heals) and resend (the same, with the
+// client's connection reset under it, so that go-redis sends the command
+// again while the held copy lands at the heal); on a node's process, stop
 // (SIGSTOP), crash (SIGKILL, restarted with its data), restart-empty
 // (killed, restarted without its data, as with the guard it may) and
 // flushall; on a worker process, pause (SIGSTOP past the longest TTL, then
 // SIGCONT) and kill (SIGKILL, a new process with new workers in its place).
-var nemKinds = []string{"blackhole", "delay", "drop-replies", "hold", "stop", "crash", "restart-empty", "flushall", "clock", "pause", "kill"}
+var nemKinds = []string{"blackhole", "delay", "drop-replies", "hold", "resend", "stop", "crash", "restart-empty", "flushall", "clock", "pause", "kill"}
 
 // nemEvery lists the kinds that come in one round of so many only: a
 // paused process's workers stand still for seconds, and a new process
@@ -111,7 +123,7 @@ var nemLineKinds = []struct {
 }{
 	{"blackhole", []string{"blackhole"}},
 	{"delay", []string{"delay"}},
-	{"drop", []string{"drop-replies", "hold"}}, // the reply does not come back in time
+	{"drop", []string{"drop-replies", "hold", "resend"}}, // the reply does not come back in time
 	{"stop", []string{"stop"}},
 	{"kill", []string{"crash", "kill"}}, // a node's or a worker process's SIGKILL
 	{"restart", []string{"restart-empty"}},
@@ -131,19 +143,41 @@ func TestNemesis(t *testing.T) {
 	if seed == 0 {
 		seed = rand.Uint64()%1_000_000 + 1
 	}
-	t.Run("guarded", func(t *testing.T) {
-		run := newNemRun(t, seed, true, nemKinds)
+	var guarded *nemRun
+	guardedOK := true
+	defer func() {
+		// The guarded run's failures again, last: CI shows the tail of a
+		// failing test's output, which the controls' lines fill.
+		if guardedOK {
+			return
+		}
+		why := "a check that stopped it (see its output)"
+		if guarded != nil && len(guarded.failed) > 0 {
+			why = strings.Join(guarded.failed, "\n")
+		}
+		t.Errorf("the guarded run (seed %d) failed; replay: -run '^TestNemesis$/^guarded$' -nemesis.seed=%d:\n%s", seed, seed, why)
+	}()
+	guardedOK = t.Run("guarded", func(t *testing.T) {
+		kinds := nemKinds
+		if *nemOnly != "" {
+			kinds = strings.Split(*nemOnly, ",")
+			for _, k := range kinds {
+				require.Contains(t, nemKinds, k, "-nemesis.kinds")
+			}
+		}
+		run := newNemRun(t, seed, true, kinds)
+		guarded = run
 		run.owners = *nemOwners
 		run.shared = *nemShared
 		run.permits = *nemPermits
 		run.enough = func(r *history.Record, v *history.Verdict) []string { return run.shortfall(r, v, *nemDuration) }
 		v, r := run.run(t, *nemDuration, nil)
 		if len(v.Found) > 0 {
-			t.Errorf("seed %d: %d violations (replay: -run TestNemesis/guarded -nemesis.seed=%d):\n%s",
+			run.errorf(t, "seed %d: %d violations (replay: -run TestNemesis/guarded -nemesis.seed=%d):\n%s",
 				seed, len(v.Found), seed, v.Describe(30))
 		}
 		for _, w := range run.rec.wrongList() {
-			t.Errorf("seed %d: %s", seed, w)
+			run.errorf(t, "seed %d: %s", seed, w)
 		}
 		run.requireActivity(t, r, v, *nemDuration)
 	})
@@ -235,6 +269,8 @@ func moreThanN(v *history.Verdict) *history.Violation {
 // nemRun is one run, from TestNemesis's side: the nodes, the worker
 // processes, the fenced store, the nemesis and the record.
 type nemRun struct {
+	failMu      sync.Mutex
+	failed      []string // what errorf reported, to repeat at the end of TestNemesis
 	seed        uint64
 	guarded     bool
 	kinds       []string         // the faults the nemesis picks from
@@ -249,6 +285,7 @@ type nemRun struct {
 	permits     bool
 	permitsOnly bool
 	sems        []nemSem
+	waitKey     string // the waiters' key (nemWorkload.waiterRun), with shared
 
 	bed    *testbed.Bed
 	rec    *nemRecorder // the workers' records, applied as they come
@@ -261,13 +298,59 @@ type nemRun struct {
 	mu     sync.Mutex
 	pauses []history.Pause
 	kills  []history.Kill
+	downs  []history.NodeDown // the nodes out of every quorum: faulty, or within the restart guard
+	// writerStops counts the pauses and kills of a process whose writer
+	// waited for a key readers use.
+	writerStops atomic.Int64
+	// seen are the lock keys' values read off the nodes as the run goes
+	// (watch), the latest reading of each value on each node.
+	seen map[nemSeenKey]history.NodeKey
 
 	// enough, if set, lists what the history so far shows less of than a
 	// run must: a run goes on past its duration, up to three times it,
 	// until it lists nothing.
 	enough func(*history.Record, *history.Verdict) []string
 
-	clockSteps []time.Duration // per node, the step of its clock fault, undone at heal (nemesis_clock_test.go)
+	clockSteps []time.Duration      // per node, the step of its clock fault, undone at heal (nemesis_clock_test.go)
+	resending  map[int]nemResending // per node under the resend fault
+}
+
+// nemResending is a resend fault on: stop ends it, done says it ended.
+type nemResending struct{ stop, done chan struct{} }
+
+// resend holds, until the fault heals, a command on an exclusive lock key
+// that reaches node i's proxy, then another 100 ms after each catch,
+// resetting the client's connection under each: go-redis sends each again
+// on a new connection, and the held copies land at the heal, after what
+// was sent since (the hazard of issue 39: a released Lock's write landing
+// after its delete).
+func (run *nemRun) resend(i int) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	run.mu.Lock()
+	if run.resending == nil {
+		run.resending = make(map[int]nemResending)
+	}
+	run.resending[i] = nemResending{stop, done}
+	run.mu.Unlock()
+	p := run.bed.Proxies[i]
+	pattern := []byte(fmt.Sprintf("nem:%d:{k", run.seed))
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-p.HoldNextReset(pattern, 1):
+			case <-stop:
+				return
+			}
+			// Not the copy go-redis sends again at once, after a backoff of
+			// a few milliseconds: it must get through, as in the hazard.
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-stop:
+				return
+			}
+		}
+	}()
 }
 
 func newNemRun(t *testing.T, seed uint64, guarded bool, kinds []string) *nemRun {
@@ -290,6 +373,7 @@ func newNemRun(t *testing.T, seed uint64, guarded bool, kinds []string) *nemRun 
 	for i, n := range []int{2, 3} {
 		run.sems = append(run.sems, nemSem{fmt.Sprintf("nem:%d:{s%d}", seed, i), n})
 	}
+	run.waitKey = fmt.Sprintf("nem:%d:{w}", seed)
 	for _, k := range kinds {
 		run.byKind[k] = new(atomic.Int64)
 	}
@@ -331,7 +415,7 @@ func (run *nemRun) closeProbe(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := run.probe.Close(ctx); err != nil && !errors.Is(err, redlock.ErrClosed) {
-		t.Errorf("closing a Client: %v", err)
+		run.errorf(t, "closing a Client: %v", err)
 	}
 }
 
@@ -343,7 +427,7 @@ func (run *nemRun) startProcs(t *testing.T, d time.Duration) {
 	for _, p := range run.bed.Proxies {
 		nodes = append(nodes, p.Addr())
 	}
-	cfg := nemWorkerConfig{Nodes: nodes, Store: run.store.addr(), Seed: run.seed, Guarded: run.guarded, Keys: run.keys,
+	cfg := nemWorkerConfig{Nodes: nodes, Store: run.store.addr(), Seed: run.seed, Guarded: run.guarded, Keys: run.keys, WaitKey: run.waitKey,
 		Sems: run.sems, Owners: run.owners, Shared: run.shared, SharedEvery: run.sharedEvery, Permits: run.permits, PermitsOnly: run.permitsOnly}
 	per := max(1, *nemWorkers / *nemProcCount)
 	run.procs = newNemProcs(t, cfg, per, run.rec.add)
@@ -375,7 +459,61 @@ func (run *nemRun) record(horizon time.Time) *history.Record {
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	r.Pauses, r.Kills = slices.Clone(run.pauses), slices.Clone(run.kills)
+	r.Down, r.Nodes, r.StarvedBound = slices.Clone(run.downs), len(run.bed.Servers), nemStarvedBound
+	for _, s := range run.seen {
+		if horizon.IsZero() || s.At.Before(horizon) {
+			r.Seen = append(r.Seen, s)
+		}
+	}
 	return r
+}
+
+// nemSeenKey is a value on a node, as watch keeps its latest reading.
+type nemSeenKey struct {
+	node       int
+	key, value string
+}
+
+// watch reads the lock keys' values and times to live off every node,
+// directly, every 100 ms until stop: a released Lock's write that lands
+// later and stays is found as it happens (history.checkLate), not only if
+// it outlives the run. A node that does not answer within 50 ms is skipped
+// for that turn.
+func (run *nemRun) watch(stop <-chan struct{}) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		for i, d := range run.bed.Direct {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			pipe := d.Pipeline()
+			gets := make([]*redis.StringCmd, len(run.keys))
+			ttls := make([]*redis.DurationCmd, len(run.keys))
+			for k, key := range run.keys {
+				gets[k], ttls[k] = pipe.Get(ctx, key), pipe.PTTL(ctx, key)
+			}
+			_, _ = pipe.Exec(ctx)
+			cancel()
+			at := nemNow()
+			run.mu.Lock()
+			for k, key := range run.keys {
+				v, err := gets[k].Result()
+				ttl, terr := ttls[k].Result()
+				if err != nil || terr != nil || ttl <= 0 || v == "" || strings.ContainsAny(v[:1], "!^#") {
+					continue // absent, a tombstone, shares or permits
+				}
+				if run.seen == nil {
+					run.seen = make(map[nemSeenKey]history.NodeKey)
+				}
+				run.seen[nemSeenKey{i, key, v}] = history.NodeKey{Node: i, Key: key, Value: v, TTL: ttl, At: at}
+			}
+			run.mu.Unlock()
+		}
+	}
 }
 
 // run runs the workers and the nemesis for d (or until done says so, checked
@@ -388,6 +526,11 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*history.Verdict
 	go func() {
 		defer close(nemStopped)
 		run.nemesis(t, stop, d)
+	}()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		run.watch(stop)
 	}()
 	begun := time.Now()
 	deadline := begun.Add(d)
@@ -425,11 +568,12 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*history.Verdict
 	}
 	close(stop)
 	<-nemStopped // every fault healed
+	<-watched
 	end := nemNow()
 	healed := time.Now()
 	run.procs.stop(2 * time.Minute)
 	for _, f := range run.procs.failures() {
-		t.Error(f)
+		run.errorf(t, "%v", f)
 	}
 
 	r := run.record(time.Time{})
@@ -457,8 +601,14 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*history.Verdict
 		if i == 5 || f.At.IsZero() || done != nil { // a run made to find something: no timelines
 			break
 		}
+		// A lockout's timeline runs to the end of the time the key had to
+		// be taken in: what tried to take it, and what answered.
+		after := 500 * time.Millisecond
+		if f.Kind == "lockout" {
+			after = nemKillBound
+		}
 		t.Logf("timeline of %s finding %d (%s; %s):\n%s", f.Kind, i+1, f.Detail, ownerHint(r, f, false),
-			run.rec.timeline(f.Key, f.At, 3*time.Second, 500*time.Millisecond, 150))
+			run.rec.timeline(f.Key, f.At, 3*time.Second, after, 150))
 	}
 	t.Log(run.summary(v))
 	_, ops := run.rec.opCounts()
@@ -469,7 +619,7 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*history.Verdict
 
 // summary is the run's line, in the form of issue 33:
 //
-//	nemesis: seed S, N nodes, P processes, W workers, X ops (acquire …, all …, shared …, permits …, extend …, keepalive …, do …), F faults (blackhole …, delay …, drop …, stop …, kill …, restart …, flush …, clock …, pause …), 0 violations (exclusion 0, shared 0, permits 0, fencing 0, lease 0, lockout 0, leftovers 0), paused-holder overlaps O (stale writes accepted 0)
+//	nemesis: seed S, N nodes, P processes, W workers, X ops (acquire …, all …, shared …, permits …, extend …, keepalive …, do …), F faults (blackhole …, delay …, drop …, stop …, kill …, restart …, flush …, clock …, pause …), 0 violations (exclusion 0, shared 0, permits 0, fencing 0, lease 0, lockout 0, leftovers 0, starved 0), paused-holder overlaps O (stale writes accepted 0)
 //
 // P and W count the processes and workers that ran, those that replaced
 // killed ones included; the ops are nemOpKinds, the faults nemLineKinds.
@@ -524,6 +674,11 @@ var nemMinRates = []nemRate{
 	{"permit do", 0.025, "permits"},       // 8 to 27: a permit's Do that returned nil
 	{"permits together", 0.04, "permits"}, // 5 to 48: pairs of permits whose windows on a key overlap
 	{"permits full", 0.025, "permits"},    // 3 to 27: times a key's n permits all came to hold at once
+	// Readers' liveness: processes stopped or killed while their writer
+	// waited for a key readers use, whose announcements the starved rule
+	// then judges.
+	{"stopped writer waits", 0.01, "shared"},
+	{"long reads", 0.01, "shared"}, // shared Acquires that waited past nemStarvedBound, which the starved rule judged
 }
 
 // nemRate is the least of an activity per second; with needs ("shared",
@@ -532,6 +687,20 @@ type nemRate struct {
 	name   string
 	perSec float64
 	needs  string
+}
+
+// errorf reports a failure of the run on t and keeps it for the summary
+// at the end of TestNemesis.
+func (run *nemRun) errorf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	t.Error(msg)
+	if len(msg) > 2000 {
+		msg = msg[:2000] + " …"
+	}
+	run.failMu.Lock()
+	run.failed = append(run.failed, msg)
+	run.failMu.Unlock()
 }
 
 // minRates are the nemMinRates that apply to run.
@@ -559,6 +728,8 @@ func (run *nemRun) activity(r *history.Record, v *history.Verdict) map[string]in
 		"permits together":     v.PermitsTogether,
 		"permits full":         v.PermitsFull,
 		"faults":               int(run.faults.Load()),
+		"stopped writer waits": int(run.writerStops.Load()),
+		"long reads":           v.LongReads,
 	}
 	for _, l := range r.Locks {
 		switch {
@@ -635,7 +806,7 @@ func (run *nemRun) requireActivity(t *testing.T, r *history.Record, v *history.V
 	}
 	t.Logf("activity: %s", strings.Join(parts, ", "))
 	for _, s := range run.shortfall(r, v, d) {
-		t.Errorf("seed %d: %s in a run of %v: the run checked too little", run.seed, s, d)
+		run.errorf(t, "seed %d: %s in a run of %v: the run checked too little", run.seed, s, d)
 	}
 }
 
@@ -691,9 +862,13 @@ func (run *nemRun) probes(bound time.Duration) []history.Probe {
 		if shared {
 			opts = append(opts, redlock.Shared())
 		}
-		out := make([]history.Probe, len(run.keys))
+		keys := run.keys
+		if run.shared {
+			keys = append(slices.Clone(keys), run.waitKey)
+		}
+		out := make([]history.Probe, len(keys))
 		var wg sync.WaitGroup
-		for i, key := range run.keys {
+		for i, key := range keys {
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), bound+5*time.Second)
 				defer cancel()
@@ -778,8 +953,10 @@ func (run *nemRun) leftovers(t *testing.T) []history.NodeKey {
 				continue
 			}
 			// A tombstone reads as an absent key and lives at most two
-			// seconds (doc.go): one is no leftover, unless it lives longer.
-			if strings.HasPrefix(v, "!") {
+			// seconds (doc.go), a waiting room at most as long as an entry
+			// of a waiter that stopped (docs/shared.md): neither is a
+			// leftover, unless it lives longer.
+			if strings.HasPrefix(v, "!") || strings.HasSuffix(k, ":redlock:wait") {
 				ttl, err := d.PTTL(ctx, k).Result()
 				require.NoError(t, err)
 				if ttl >= 0 && ttl <= 2*time.Second {
@@ -807,6 +984,7 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 	type active struct {
 		kind string
 		till time.Time
+		down int // its entry in run.downs
 	}
 	on := make(map[int]active) // faults on nodes
 	type pause struct {
@@ -817,7 +995,7 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 	resume := func(p *nemProc, f pause) {
 		at, err := run.procs.resume(p)
 		if err != nil {
-			t.Errorf("resume worker process %s: %v", p.name, err)
+			run.errorf(t, "resume worker process %s: %v", p.name, err)
 		}
 		run.mu.Lock()
 		run.pauses = append(run.pauses, history.Pause{Proc: p.name, Interval: history.Interval{From: f.from, To: at}})
@@ -860,6 +1038,7 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 		case <-stop:
 			for i, f := range on {
 				run.heal(t, i, f.kind)
+				run.up(f.down, f.kind)
 			}
 			for p, f := range paused {
 				resume(p, f)
@@ -871,6 +1050,7 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 		for i, f := range on {
 			if now.After(f.till) {
 				run.heal(t, i, f.kind)
+				run.up(f.down, f.kind)
 				delete(on, i)
 			}
 		}
@@ -888,7 +1068,21 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 		run.faults.Add(1)
 		if kind == "pause" || kind == "kill" {
 			ps := run.procs.running()
-			if kind == "pause" {
+			waitingFor := func(keys []string) func(p *nemProc) bool {
+				return func(p *nemProc) bool { return !run.rec.writerWaiting(p.name, keys) }
+			}
+			switch {
+			case r.IntN(2) == 0 && run.shared:
+				// Half the time a process whose writer waits for a key
+				// that readers use, the waiters' key first, if one does:
+				// its announcement must stop holding the readers back
+				// (the starved rule).
+				if ws := slices.DeleteFunc(slices.Clone(ps), waitingFor([]string{run.waitKey})); len(ws) > 0 {
+					ps = ws
+				} else if ws := slices.DeleteFunc(slices.Clone(ps), waitingFor(run.readerKeys())); len(ws) > 0 {
+					ps = ws
+				}
+			case kind == "pause":
 				// A holder, if one is: a process stopped while it holds
 				// nothing shows nothing of the hazard.
 				if hs := slices.DeleteFunc(slices.Clone(ps), func(p *nemProc) bool { return !run.rec.holding(p.name) }); len(hs) > 0 {
@@ -896,6 +1090,13 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 				}
 			}
 			p := ps[r.IntN(len(ps))]
+			pauseFor := randDur(r, nemPauseMin, nemPauseMax)
+			if run.rec.writerWaiting(p.name, run.readerKeys()) {
+				run.writerStops.Add(1)
+				// Long past its announcement's life, and past a reader's
+				// wait by the starved rule's bound.
+				pauseFor = randDur(r, 2*nemPauseMin, 2*nemPauseMax)
+			}
 			run.rec.event(nemNow(), nil, "fault: %s of worker process %s", kind, p.name)
 			if kind == "kill" {
 				run.kill(t, p)
@@ -903,10 +1104,10 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 			}
 			from, err := run.procs.pause(p)
 			if err != nil {
-				t.Errorf("pause worker process %s: %v", p.name, err)
+				run.errorf(t, "pause worker process %s: %v", p.name, err)
 				continue
 			}
-			paused[p] = pause{from, time.Now().Add(randDur(r, nemPauseMin, nemPauseMax))}
+			paused[p] = pause{from, time.Now().Add(pauseFor)}
 			continue
 		}
 		var free []int
@@ -917,9 +1118,51 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 		}
 		i := free[r.IntN(len(free))]
 		run.rec.event(nemNow(), nil, "fault: %s on node %d", kind, i)
+		from := nemNow()
 		if run.inject(t, r, i, kind) {
-			on[i] = active{kind, time.Now().Add(randDur(r, run.down[0], run.down[1]))}
+			on[i] = active{kind, time.Now().Add(randDur(r, run.down[0], run.down[1])), run.downFrom(i, from)}
+		} else if kind == "flushall" {
+			// Its restart marker gone, the node is within its guard
+			// again from the next guarded acquire.
+			run.up(run.downFrom(i, from), kind)
 		}
+	}
+}
+
+// readerKeys are the keys readers use: the first three of the pool
+// (nemWorkload.readerKey) and the waiters' key.
+func (run *nemRun) readerKeys() []string {
+	return append(slices.Clone(run.keys[:min(3, len(run.keys))]), run.waitKey)
+}
+
+// downFrom notes node i out of every quorum from from, until up, and
+// returns the note's index.
+func (run *nemRun) downFrom(i int, from time.Time) int {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	run.downs = append(run.downs, history.NodeDown{Node: i, Interval: history.Interval{From: from, To: time.Unix(1<<40, 0)}})
+	return len(run.downs) - 1
+}
+
+// up ends note d of a fault of kind, now; a node that restarted or lost
+// its marker stays out for the restart guard more, and a margin for the
+// guarded acquire that starts the guard. The note's Healed is now, when
+// commands reach the node again: its From for a fault that cut nothing
+// off (a clock's, a flush).
+func (run *nemRun) up(d int, kind string) {
+	healed := nemNow()
+	to := healed
+	switch kind {
+	case "crash", "restart-empty", "flushall":
+		to = to.Add(nemGuard + time.Second)
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	run.downs[d].To, run.downs[d].Healed = to, healed
+	if kind == "clock" || kind == "flushall" {
+		// The node ran every command meanwhile: nothing was cut off
+		// (history.NodeDown.Healed).
+		run.downs[d].Healed = run.downs[d].From
 	}
 }
 
@@ -928,14 +1171,14 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 func (run *nemRun) kill(t *testing.T, p *nemProc) {
 	at, err := run.procs.kill(p)
 	if err != nil {
-		t.Errorf("kill worker process %s: %v", p.name, err)
+		run.errorf(t, "kill worker process %s: %v", p.name, err)
 		return
 	}
 	run.mu.Lock()
 	run.kills = append(run.kills, history.Kill{Proc: p.name, At: at})
 	run.mu.Unlock()
 	if _, err := run.procs.start(0); err != nil {
-		t.Errorf("start a worker process in place of %s: %v", p.name, err)
+		run.errorf(t, "start a worker process in place of %s: %v", p.name, err)
 	}
 }
 
@@ -951,21 +1194,23 @@ func (run *nemRun) inject(t *testing.T, r *rand.Rand, i int, kind string) bool {
 		p.SetDropReplies(true)
 	case "hold":
 		p.HoldNext(nil)
+	case "resend":
+		run.resend(i)
 	case "stop":
 		if err := s.Pause(); err != nil {
-			t.Errorf("stop node %d: %v", i, err)
+			run.errorf(t, "stop node %d: %v", i, err)
 			return false
 		}
 	case "crash", "restart-empty":
 		p.SetRefuse(true)
 		if err := s.Kill(); err != nil {
-			t.Errorf("kill node %d: %v", i, err)
+			run.errorf(t, "kill node %d: %v", i, err)
 		}
 	case "flushall":
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := run.bed.Direct[i].FlushAll(ctx).Err(); err != nil {
-			t.Errorf("flushall node %d: %v", i, err)
+			run.errorf(t, "flushall node %d: %v", i, err)
 		}
 		return false
 	case "clock", "clock-beyond":
@@ -991,19 +1236,27 @@ func (run *nemRun) heal(t *testing.T, i int, kind string) {
 		p.SetDropReplies(false)
 	case "hold":
 		p.ReleaseHeld()
+	case "resend":
+		run.mu.Lock()
+		r := run.resending[i]
+		delete(run.resending, i)
+		run.mu.Unlock()
+		close(r.stop)
+		<-r.done // armed no more
+		p.ReleaseHeld()
 	case "stop":
 		if err := s.Resume(); err != nil {
-			t.Errorf("resume node %d: %v", i, err)
+			run.errorf(t, "resume node %d: %v", i, err)
 		}
 	case "crash", "restart-empty":
 		if err := s.Restart(); err != nil {
-			t.Errorf("restart node %d: %v", i, err)
+			run.errorf(t, "restart node %d: %v", i, err)
 			return
 		}
 		if kind == "restart-empty" {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if err := run.bed.Direct[i].FlushAll(ctx).Err(); err != nil {
-				t.Errorf("flushall node %d: %v", i, err)
+				run.errorf(t, "flushall node %d: %v", i, err)
 			}
 			cancel()
 		}

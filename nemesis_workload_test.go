@@ -87,14 +87,18 @@ func nemSlotOf(i int) int {
 // to TestNemesis, whose recorder applies it in turn. It is safe for
 // concurrent use.
 type nemRecorder struct {
-	mu      sync.Mutex
-	proc    string       // the worker process ("" in TestNemesis's)
-	sink    func(nemMsg) // where a worker process sends its records
-	ids     int          // Locks numbered so far in this process
-	locks   map[*redlock.Lock]*history.Lock
-	byID    map[int]*history.Lock
-	all     []*history.Lock
-	leases  []history.LeaseObs
+	mu     sync.Mutex
+	proc   string       // the worker process ("" in TestNemesis's)
+	sink   func(nemMsg) // where a worker process sends its records
+	ids    int          // Locks numbered so far in this process
+	locks  map[*redlock.Lock]*history.Lock
+	byID   map[int]*history.Lock
+	all    []*history.Lock
+	leases []history.LeaseObs
+	// waits are the calls that may wait for a key, by id: recorded when
+	// they start, so that a call whose process is killed is known.
+	waits   map[int]*history.Wait
+	waitIDs []int
 	results map[string]int // "op: outcome" counts
 	events  []nemEvent     // what happened, for the timeline of a finding
 	// wrongs lists what the library got wrong that the checker does not
@@ -116,7 +120,7 @@ type nemEvent struct {
 
 func newNemRecorder(proc string, sink func(nemMsg)) *nemRecorder {
 	return &nemRecorder{proc: proc, sink: sink, locks: make(map[*redlock.Lock]*history.Lock),
-		byID: make(map[int]*history.Lock), results: make(map[string]int)}
+		byID: make(map[int]*history.Lock), waits: make(map[int]*history.Wait), results: make(map[string]int)}
 }
 
 // send applies m and, in a worker process, sends it on; with rec.mu held,
@@ -142,9 +146,15 @@ func (rec *nemRecorder) add(m nemMsg) {
 //   - releasing, released: the m.N-th Release of Lock m.ID started, ended at m.At;
 //   - do: a Do whose function ran (m.Lock, whole);
 //   - lease: a look at a KeepAlive context;
+//   - wait, waited: a call that may wait for a key started (m.Wait, with
+//     its id in m.N), returned at m.At, with a Lock if m.Text is "got";
 //   - call: a call m.Name ended with outcome m.Text;
 //   - event: a line of the timeline; wrong: what the library got wrong.
 func (rec *nemRecorder) apply(m nemMsg) {
+	if m.Op == "wait" || m.Op == "waited" {
+		rec.applyWait(m)
+		return
+	}
 	l := rec.byID[m.ID]
 	if l == nil && m.ID != 0 {
 		rec.wrongs = append(rec.wrongs, fmt.Sprintf("a record %q of lock #%d, which no record made", m.Op, m.ID))
@@ -157,10 +167,16 @@ func (rec *nemRecorder) apply(m nemMsg) {
 	case "acquire":
 		l.Acquires = append(l.Acquires, m.Span)
 		l.Proofs = append(l.Proofs, m.Proof)
+		if m.TTL > 0 {
+			l.TTLs = append(l.TTLs, m.TTL)
+		}
 	case "proof":
 		l.Proofs = append(l.Proofs, m.Proof)
 	case "cap":
 		l.Caps = append(l.Caps, m.Proof)
+		if m.TTL > 0 {
+			l.TTLs = append(l.TTLs, m.TTL)
+		}
 	case "releasing":
 		l.Releases = append(l.Releases, history.Span{Start: m.At})
 	case "released":
@@ -177,6 +193,59 @@ func (rec *nemRecorder) apply(m nemMsg) {
 	case "wrong":
 		rec.wrongs = append(rec.wrongs, m.Text)
 	}
+}
+
+// applyWait applies a wait or waited record, with rec.mu held.
+func (rec *nemRecorder) applyWait(m nemMsg) {
+	if m.Op == "wait" {
+		w := *m.Wait
+		rec.waits[m.N] = &w
+		rec.waitIDs = append(rec.waitIDs, m.N)
+		return
+	}
+	if w := rec.waits[m.N]; w != nil {
+		w.End, w.Got = m.At, m.Text == "got"
+	}
+}
+
+// waiting records that a call that may wait for keys starts now, from
+// process rec.proc: a writer's (an exclusive acquire of any kind), or a
+// shared Acquire's. ttl is what it asks for. It returns the call's id for
+// waited.
+func (rec *nemRecorder) waiting(keys []string, shared bool, ttl time.Duration) int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.ids++
+	id := rec.newID()
+	rec.send(nemMsg{Op: "wait", N: id, Wait: &history.Wait{Proc: rec.proc, Keys: slices.Clone(keys), Shared: shared, TTL: ttl,
+		Span: history.Span{Start: nemNow()}}})
+	return id
+}
+
+// waited records that call id returned, with a Lock if got.
+func (rec *nemRecorder) waited(id int, got bool) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	text := ""
+	if got {
+		text = "got"
+	}
+	rec.send(nemMsg{Op: "waited", N: id, At: nemNow(), Text: text})
+}
+
+// writerWaiting reports whether a writer of process proc waits for a key
+// that readers use (one of readerKeys) now, as far as its records say: its
+// call started and has not returned.
+func (rec *nemRecorder) writerWaiting(proc string, readerKeys []string) bool {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i := len(rec.waitIDs) - 1; i >= 0; i-- {
+		w := rec.waits[rec.waitIDs[i]]
+		if w.Proc == proc && !w.Shared && w.End.IsZero() && slices.ContainsFunc(w.Keys, func(k string) bool { return slices.Contains(readerKeys, k) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // event adds a line to the timeline of each of keys (nil: of every key).
@@ -260,9 +329,9 @@ var nemOpKinds = []struct {
 	name  string
 	calls []string
 }{
-	{"acquire", []string{"acquire", "try-acquire"}}, // exclusive, of one key
+	{"acquire", []string{"acquire", "try-acquire", "acquire-waiter"}}, // exclusive, of one key
 	{"all", []string{"acquire-all", "try-acquire-all"}},
-	{"shared", []string{"acquire-shared", "try-acquire-shared"}},
+	{"shared", []string{"acquire-shared", "try-acquire-shared", "acquire-shared-waiter"}},
 	{"permits", []string{"acquire-permit", "try-acquire-permit"}},
 	{"extend", []string{"extend", "extend-shared", "extend-permit"}},
 	{"keepalive", []string{"keep-alive", "keep-alive-shared", "keep-alive-permit"}},
@@ -308,7 +377,7 @@ func (rec *nemRecorder) outcomes() string {
 // of Permits it asked for (0: none): the checker judges l by what was
 // asked for, and a Lock that says otherwise is wrong. A permit is judged
 // in the slot its Permit() gives.
-func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, fenced, shared bool, permits int, s history.Span) *history.Lock {
+func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, fenced, shared bool, permits int, ttl time.Duration, s history.Span) *history.Lock {
 	at := nemNow()
 	u := stamp(l.Until())
 	slot, isPermit := l.Permit()
@@ -318,7 +387,7 @@ func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, fenced, 
 	if nl == nil {
 		rec.ids++
 		nl = &history.Lock{ID: rec.newID(), Client: worker, Proc: rec.proc, Key: l.Key(), Owner: owner, Shared: shared,
-			Permits: permits, Slot: slot, Fenced: fenced, Fence: l.Fence()}
+			Permits: permits, Slot: slot, Fenced: fenced, Fence: l.Fence(), Token: l.Token()}
 		if keys := l.Keys(); len(keys) > 1 {
 			nl.Keys = keys // a hold of each: the checker's windows are on every one
 		}
@@ -330,7 +399,7 @@ func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, fenced, 
 		cp := *nl
 		rec.send(nemMsg{Op: "lock", Lock: &cp})
 	}
-	rec.send(nemMsg{Op: "acquire", ID: nl.ID, Span: s, Proof: history.Proof{From: at, Until: u}})
+	rec.send(nemMsg{Op: "acquire", ID: nl.ID, Span: s, Proof: history.Proof{From: at, Until: u}, TTL: ttl})
 	return rec.byID[nl.ID]
 }
 
@@ -372,7 +441,7 @@ func (rec *nemRecorder) prove(nl *history.Lock, l *redlock.Lock) {
 func (rec *nemRecorder) capAt(nl *history.Lock, start time.Time, ttl time.Duration) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	rec.send(nemMsg{Op: "cap", ID: nl.ID, Proof: history.Proof{From: start, Until: start.Add(ttl - ttl/100 - 2*time.Millisecond)}})
+	rec.send(nemMsg{Op: "cap", ID: nl.ID, Proof: history.Proof{From: start, Until: start.Add(ttl - ttl/100 - 2*time.Millisecond)}, TTL: ttl})
 }
 
 // releasing records the start of a Release of nl, before it is called.
@@ -455,6 +524,18 @@ func (rec *nemRecorder) record(horizon time.Time) *history.Record {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	r := &history.Record{Leases: slices.Clone(rec.leases)}
+	// A call still running at the horizon: a reader's is not judged yet,
+	// a writer's waits until then.
+	for _, id := range rec.waitIDs {
+		w := *rec.waits[id]
+		if !horizon.IsZero() && (!w.Start.Before(horizon) || w.Shared && (w.End.IsZero() || w.End.After(horizon))) {
+			continue
+		}
+		if !horizon.IsZero() && (w.End.IsZero() || w.End.After(horizon)) {
+			w.End = horizon
+		}
+		r.Waits = append(r.Waits, w)
+	}
 	for _, l := range rec.all {
 		if len(l.Acquires) == 0 || !horizon.IsZero() && !l.Acquires[0].End.Before(horizon) {
 			continue
@@ -516,6 +597,14 @@ func (wl *nemWorkload) worker(i, w int, stop <-chan struct{}) {
 			default:
 				wl.plainRun(r, slot, c, name, sem.Key, ttl, sem.N)
 			}
+			sleepUpTo(r, 20*time.Millisecond)
+			continue
+		}
+		// Seldom: a waiter round takes seconds of its worker's time,
+		// which the other keys would miss (a killed holder's key must be
+		// taken again within seconds, the lockout rule).
+		if wl.shared && wl.cfg.WaitKey != "" && r.IntN(24) == 0 {
+			wl.waiterRun(r, slot, c, name)
 			sleepUpTo(r, 20*time.Millisecond)
 			continue
 		}
@@ -593,6 +682,10 @@ func (wl *nemWorkload) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, n
 	try := r.IntN(3) == 0
 	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, 2*time.Second))
 	defer cancel()
+	wid := -1
+	if permits == 0 && !(shared && try) {
+		wid = wl.rec.waiting(orKey(keys, key), shared, ttl)
+	}
 	start := nemNow()
 	var l *redlock.Lock
 	var err error
@@ -607,6 +700,9 @@ func (wl *nemWorkload) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, n
 		l, err = c.Acquire(ctx, key, ttl, opts...)
 	}
 	end := nemNow()
+	if wid >= 0 {
+		wl.rec.waited(wid, err == nil)
+	}
 	op := map[bool]string{true: "try-acquire", false: "acquire"}[try]
 	what := fmt.Sprintf("owner %q", owner)
 	evKeys := []string{key}
@@ -627,7 +723,7 @@ func (wl *nemWorkload) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, n
 		wl.rec.event(end, evKeys, "%s %s(%s, ttl %v) from %s: %v", name, op, what, ttl, start.Format("15:04:05.000000"), err)
 		return nil, nil
 	}
-	nl := wl.rec.acquired(l, name, owner, slot.fenced, shared, permits, history.Span{Start: start, End: end})
+	nl := wl.rec.acquired(l, name, owner, slot.fenced, shared, permits, ttl, history.Span{Start: start, End: end})
 	held := fmt.Sprintf("fence %d", l.Fence())
 	if permits > 0 {
 		held = fmt.Sprintf("slot %d", nl.Slot)
@@ -733,6 +829,58 @@ func (wl *nemWorkload) pausedRun(r *rand.Rand, name, key string, ttl time.Durati
 	wl.release(a, na)
 }
 
+// orKey returns keys, or key alone when keys is nil.
+func orKey(keys []string, key string) []string {
+	if keys != nil {
+		return keys
+	}
+	return []string{key}
+}
+
+// waiterRun contends for the waiters' key (nemWorkerConfig.WaitKey), which
+// no other round uses, with long deadlines: a reader holds it for a while,
+// or waits for it; a writer waits for it behind the readers, holds it
+// briefly and releases it. The nemesis stops and kills the processes
+// whose writers wait (nemRun.nemesis), and the starved rule judges how long
+// their announcements hold the readers back once they stopped.
+func (wl *nemWorkload) waiterRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, name string) {
+	key := wl.cfg.WaitKey
+	// Readers two times in three: a writer waits for them now and then,
+	// and mostly no live writer waits, so that a stopped one's
+	// announcement is what would keep the readers out. Writers come often
+	// enough that one takes the key within seconds of a killed reader's
+	// share expiring (the lockout rule).
+	shared := r.IntN(3) != 0
+	ttl := logDur(r, 200*time.Millisecond, nemMaxTTL)
+	hold := randDur(r, 5*time.Millisecond, 30*time.Millisecond)
+	var opts []redlock.AcquireOption
+	if shared {
+		ttl, hold = nemMaxTTL, randDur(r, 300*time.Millisecond, 1200*time.Millisecond)
+		opts = append(opts, redlock.Shared())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+	defer cancel()
+	wid := wl.rec.waiting([]string{key}, shared, ttl)
+	start := nemNow()
+	l, err := c.Acquire(ctx, key, ttl, opts...)
+	end := nemNow()
+	wl.rec.waited(wid, err == nil)
+	op := "acquire-waiter"
+	if shared {
+		op = "acquire-shared-waiter"
+	}
+	wl.rec.op(op, err)
+	if err != nil {
+		wl.rec.event(end, []string{key}, "%s waiter %s(ttl %v) from %s: %v", name, op, ttl, start.Format("15:04:05.000000"), err)
+		return
+	}
+	nl := wl.rec.acquired(l, name, "", slot.fenced, shared, 0, ttl, history.Span{Start: start, End: end})
+	wl.rec.event(end, []string{key}, "%s waiter %s(ttl %v) from %s: lock #%d (token %s, until %s)", name, op, ttl,
+		start.Format("15:04:05.000000"), nl.ID, l.Token(), stamp(l.Until()).Format("15:04:05.000000"))
+	time.Sleep(min(hold, time.Until(l.Until())))
+	wl.release(l, nl)
+}
+
 func (wl *nemWorkload) extend(r *rand.Rand, l *redlock.Lock, nl *history.Lock) {
 	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, time.Second))
 	defer cancel()
@@ -810,8 +958,16 @@ func (wl *nemWorkload) doRun(r *rand.Rand, c *redlock.Client, name, key string, 
 	}
 	d := &history.Lock{Client: name, Key: key, Do: true, Shared: shared, Permits: permits}
 	var gotShared, gotPermit bool
+	wid := -1
+	if permits == 0 {
+		wid = wl.rec.waiting(orKey(keys, key), shared, ttl)
+	}
 	start := nemNow()
 	fn := func(kctx context.Context, l *redlock.Lock) error {
+		if wid >= 0 {
+			wl.rec.waited(wid, true) // the Do's acquire returned
+			wid = -1
+		}
 		if ks := l.Keys(); len(ks) > 1 {
 			d.Key, d.Keys = l.Key(), ks
 		}
@@ -848,6 +1004,9 @@ func (wl *nemWorkload) doRun(r *rand.Rand, c *redlock.Client, name, key string, 
 	}
 	end := nemNow()
 	wl.rec.op(op, err)
+	if wid >= 0 {
+		wl.rec.waited(wid, false)
+	}
 	if d.FnStart.IsZero() {
 		return
 	}

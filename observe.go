@@ -21,8 +21,9 @@ type Hooks struct {
 	// ("acquire", "try-acquire", "extend" or "release"), Key, Elapsed, Err.
 	Done func(Event)
 	// NodeError follows each node reply that is not a confirmation: Op
-	// ("acquire", "commit", "extend", "restore", "delete" or "handover"),
-	// Key, Node, Addr, and Err: ErrHeldByOther, ErrKeyAbsent,
+	// ("acquire", "commit", "extend", "restore", "delete", "handover" or
+	// "announce", a waiting call's entry in the key's waiting room), Key,
+	// Node, Addr, and Err: ErrHeldByOther, ErrWriterWaiting, ErrKeyAbsent,
 	// ErrRestartGuard, the client's error, or ErrNoReply when the node did
 	// not reply in time, so that the outcome is unknown.
 	NodeError func(Event)
@@ -32,6 +33,11 @@ type Hooks struct {
 	// CleanupRetry follows each delete parked to be tried again: Key, Node,
 	// Addr, Attempt (the try that failed, 1 for the first) and Wait.
 	CleanupRetry func(Event)
+	// CleanupAbandoned follows each delete that Close gave up because its
+	// node had not confirmed it (the key stays there until its TTL ends):
+	// Key, Node, Addr, Attempt (the tries sent) and Err, the node's silence
+	// (ErrNoReply, with its latest error).
+	CleanupAbandoned func(Event)
 	// Renewal follows each renewal of a lock kept alive by KeepAlive: Key,
 	// Elapsed, and Err, nil when the renewal succeeded.
 	Renewal func(Event)
@@ -61,7 +67,7 @@ func WithHooks(h Hooks) Option {
 
 // WithLogger makes the Client log what it does to l: attempts, calls and
 // node errors at Debug, rollbacks at Debug, cleanup retries at Info, lost
-// locks at Warn. Nothing is logged without it, and no log line holds a
+// locks and deletes given up by Close at Warn. Nothing is logged without it, and no log line holds a
 // token or a value. A nil l is refused: leave the option out for no log.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) {
@@ -82,7 +88,7 @@ type observer struct {
 
 func newObserver(h Hooks, log *slog.Logger) observer {
 	on := log != nil || h.Attempt != nil || h.Done != nil || h.NodeError != nil || h.Rollback != nil ||
-		h.CleanupRetry != nil || h.Renewal != nil || h.LockLost != nil
+		h.CleanupRetry != nil || h.CleanupAbandoned != nil || h.Renewal != nil || h.LockLost != nil
 	return observer{h: h, log: log, on: on}
 }
 
@@ -136,6 +142,17 @@ func (o *observer) cleanupRetry(key string, node int, addr string, try int, wait
 		o.log.LogAttrs(context.Background(), slog.LevelInfo, "redlock: delete to be tried again",
 			slog.String("key", key), slog.Int("node", node), slog.String("addr", addr),
 			slog.Int("try", try), slog.Duration("wait", wait))
+	}
+}
+
+func (o *observer) cleanupAbandoned(key string, node int, addr string, tries int, err error) {
+	if o.h.CleanupAbandoned != nil {
+		o.h.CleanupAbandoned(Event{Key: key, Node: node, Addr: addr, Attempt: tries, Err: err})
+	}
+	if o.log != nil {
+		o.log.LogAttrs(context.Background(), slog.LevelWarn, "redlock: delete given up by Close, the key expires with its TTL",
+			slog.String("key", key), slog.Int("node", node), slog.String("addr", addr),
+			slog.Int("tries", tries), errAttr(err))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,8 +26,16 @@ func TestOwnerTakeoverScripts(t *testing.T) {
 	t.Cleanup(func() { _ = rc.Close() })
 	ctx := context.Background()
 	const key, holder = "takeover", "X~"
-	// get reads the value without the chain's deadlines (lib.lua).
-	get := func() string { return unchain(rc.Get(ctx, key).Val()) }
+	// get reads the value without the chain's deadlines and the
+	// tombstone entries it carries (lib.lua), "" for a tombstone.
+	raw := func() string { return rc.Get(ctx, key).Val() }
+	get := func() string {
+		v, _, _ := strings.Cut(unchain(raw()), ",")
+		if strings.HasPrefix(v, "!") {
+			return ""
+		}
+		return v
+	}
 	pttl := func() time.Duration { return rc.PTTL(ctx, key).Val() }
 	acquire := func(lock string, gen int) int64 {
 		n, err := acquireScript.Run(ctx, rc, []string{key}, lock+strconv.Itoa(gen), 1000, holder, gen).Int64()
@@ -34,7 +43,7 @@ func TestOwnerTakeoverScripts(t *testing.T) {
 		return n
 	}
 	rollback := func(lock string, gen int) int64 {
-		n, err := releaseScript.Run(ctx, rc, []string{key}, lock, gen).Int64()
+		n, err := releaseScript.Run(ctx, rc, []string{key}, lock, gen, gen, 2000).Int64()
 		require.NoError(t, err)
 		return n
 	}
@@ -56,6 +65,7 @@ func TestOwnerTakeoverScripts(t *testing.T) {
 	assert.Equal(t, b+"2|"+a+"3", get())
 	assert.EqualValues(t, 1, rollback(b, 2))
 	assert.Equal(t, a+"3", get(), "the rollback gives the key back")
+	assert.Contains(t, raw(), "!"+entryOf(b, 2), "carrying what refuses the failed attempt's late copies")
 	assert.Greater(t, pttl(), 15*time.Second, "with the replaced value's expiry")
 	assert.EqualValues(t, 1, extend(a, 4), "the Lock given back extends")
 
@@ -77,10 +87,11 @@ func TestOwnerTakeoverScripts(t *testing.T) {
 	assert.EqualValues(t, 1, extend(b, 5))
 	assert.Equal(t, b+"5", get())
 	assert.EqualValues(t, script.TookOver, acquire(c, 3))
-	n, err := releaseScript.Run(ctx, rc, []string{key}, c, 0).Int64()
+	n, err := releaseScript.Run(ctx, rc, []string{key}, c, 0, 3, 2000).Int64()
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n)
 	assert.Empty(t, get(), "a Release deletes, whatever its value replaced")
+	assert.Contains(t, raw(), entryOf(c, 3), "leaving its tombstone")
 
 	// Another holder's value is never taken.
 	require.NoError(t, rc.Set(ctx, key, "Y~A.1", 20*time.Second).Err())

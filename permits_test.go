@@ -127,13 +127,19 @@ func TestPermitsMismatch(t *testing.T) {
 
 	p, err := c.TryAcquire(ctx, key, time.Minute, redlock.Permits(2))
 	require.NoError(t, err)
-	for name, opts := range map[string][]redlock.AcquireOption{
-		"another count": {redlock.Permits(3)}, "exclusive": nil, "shared": {redlock.Shared()},
+	for name, tc := range map[string]struct {
+		opts  []redlock.AcquireOption
+		found string // what the nodes say holds the key
+	}{
+		"another count": {[]redlock.AcquireOption{redlock.Permits(3)}, "held by Permits(2)"},
+		"exclusive":     {nil, "held by permits"},
+		"shared":        {[]redlock.AcquireOption{redlock.Shared()}, "held by permits"},
 	} {
 		start := time.Now()
-		_, err := c.Acquire(ctx, key, time.Minute, opts...) // Acquire: it must not wait
+		_, err := c.Acquire(ctx, key, time.Minute, tc.opts...) // Acquire: it must not wait
 		require.ErrorIs(t, err, redlock.ErrInvalidArgument, name)
 		require.ErrorIs(t, err, redlock.ErrNotAcquired, name)
+		assert.Contains(t, err.Error(), tc.found, name)
 		assert.Less(t, time.Since(start), 2*time.Second, "%s: waited", name)
 	}
 	_, err = c.TryAcquireAll(ctx, []string{key, key + ":b"}, time.Minute)
@@ -148,11 +154,13 @@ func TestPermitsMismatch(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Acquire(ctx, key, time.Minute, redlock.Permits(2))
 	require.ErrorIs(t, err, redlock.ErrInvalidArgument, "permits on an exclusive Lock's key")
+	assert.Contains(t, err.Error(), "held by an exclusive lock")
 	require.NoError(t, w.Release(ctx))
 	r, err := c.TryAcquire(ctx, key, time.Minute, redlock.Shared())
 	require.NoError(t, err)
 	_, err = c.Acquire(ctx, key, time.Minute, redlock.Permits(2))
 	require.ErrorIs(t, err, redlock.ErrInvalidArgument, "permits on a shared key")
+	assert.Contains(t, err.Error(), "held by shared locks")
 	require.NoError(t, r.Release(ctx))
 	e.eventuallyNoKey(key, 10*time.Second)
 }

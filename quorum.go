@@ -33,7 +33,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	}
 	start := c.cfg.clock.Now()
 	until := c.cfg.validUntil(start, ttl)
-	v := l.nextValue()
+	v := l.nextValue(ttl)
 
 	op := acquireOp(l, v, ttlArg, c.fenceHorizon())
 	if c.cfg.restartGuard > 0 {
@@ -74,28 +74,35 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 
 // rollback deletes, in the background, what l's failed write of v for ttl
 // may have left: on every node that did not refuse it, only v's generation
-// or an earlier one.
+// or an earlier one, leaving what refuses the write's copies still in the
+// network. A node that refused it ran the one copy sent (engine: a
+// command is sent once) and changed nothing.
 func (c *Client) rollback(l *Lock, v script.Value, ttl time.Duration, t *engine.Tally) {
 	only := t.Unrefused()
-	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Kind: engine.Delete, Op: deleteOp(l, v, v.Gen),
-		Wait: c.cfg.cleanupTimeout, CallTimeout: c.cfg.cleanupTimeout, Only: only,
-		Tomb: v.Gen, TombMs: tombLifeMs(ttl)})
+	l.mu.Lock()
+	tombMs := l.tombMs()
+	l.mu.Unlock()
+	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Kind: engine.Delete, Op: deleteOp(l, v, v.Gen, v.Gen, tombMs),
+		Wait: c.cfg.cleanupTimeout, CallTimeout: c.cfg.cleanupTimeout, Only: only})
 	if c.obs.on {
 		c.obs.rollback(l.key, engine.Count(only))
 	}
 }
 
 // dropStray takes out, in the background, the entries that l's held
-// permit write of v left in another slot than the one a quorum gave it (t):
-// such a node does not count for the Lock, and the slot is someone else's
-// to take there. The entries a node wrote after the round stopped waiting
+// permit write of v left in another slot than the one a quorum gave it
+// (t): such a node does not count for the Lock, and the slot is someone
+// else's to take there. The entries a node wrote after the round stopped waiting
 // expire with their TTL, never extended.
 func (c *Client) dropStray(l *Lock, v script.Value, t *engine.Tally) {
 	if l.permits == 0 || t.Confirmed == engine.Count(t.Where(func(r engine.Reply) bool { return r.Status == engine.OK })) {
 		return
 	}
 	only := t.Where(func(r engine.Reply) bool { return r.Status == engine.OK && r.Val != t.Val })
-	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Kind: engine.Delete, Op: deleteOp(l, v, v.Gen),
+	l.mu.Lock()
+	tombMs := l.tombMs()
+	l.mu.Unlock()
+	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Kind: engine.Delete, Op: deleteOp(l, v, v.Gen, v.Gen, tombMs),
 		Wait: c.cfg.cleanupTimeout, CallTimeout: c.cfg.cleanupTimeout, Only: only})
 }
 
@@ -161,7 +168,7 @@ func newQuorumError(op, key string, sentinel, cause error, t *engine.Tally, p *e
 	qe := &QuorumError{Op: op, Key: key, sentinel: sentinel, cause: cause, OK: t.Confirmed, Quorum: t.Quorum, holderTTL: -1}
 	failed := 0
 	for i, r := range t.Replies {
-		if op == "acquire" && r.Status == engine.Refused && errors.Is(r.Err, ErrHeldByOther) && r.Val >= 0 {
+		if op == "acquire" && r.Status == engine.Refused && (errors.Is(r.Err, ErrHeldByOther) || errors.Is(r.Err, ErrWriterWaiting)) && r.Val >= 0 {
 			qe.holderTTL = max(qe.holderTTL, time.Duration(r.Val)*time.Millisecond)
 		}
 		if r.Status == engine.OK {

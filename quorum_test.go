@@ -109,7 +109,7 @@ func TestOneServerOneVote(t *testing.T) {
 		t.Helper()
 		c, err := redlock.New([]redis.UniversalClient{a, b, dead}, redlock.WithNodeTimeout(time.Second))
 		require.NoError(t, err, "New sends nothing and cannot know yet")
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		closeAtCleanup(t, c)
 		for range 2 { // and it stays refused
 			_, err = c.TryAcquire(t.Context(), newKey(t), time.Minute)
 			require.ErrorIs(t, err, redlock.ErrInvalidArgument)

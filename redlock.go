@@ -64,7 +64,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		}
 	}
 	c.renewals = engine.Bounded[*lease]{Max: maxConcurrentRenewals, Run: (*lease).renew}
-	ec := engine.Config{Scripts: allScripts, KeyLife: c.cfg.keyLife, Timing: engineTiming}
+	ec := engine.Config{Scripts: allScripts, Sources: sources, KeyLife: c.cfg.keyLife, Timing: engineTiming}
 	if c.obs.on {
 		ec.Observer = nodeObserver{&c.obs}
 	}
@@ -82,39 +82,75 @@ func (c *Client) Quorum() int { return c.nodes.Quorum }
 
 // Warm connects to every node, loads the scripts and identifies the servers,
 // so that the first lock operation pays no dial or handshake inside its
-// per-node deadline (call it at start-up with TLS). It returns the nodes it
-// could not reach as *NodeError, or an error matching ErrInvalidArgument when
-// two nodes are one server.
+// per-node deadline (call it at start-up with TLS). It identifies every node
+// that answers even when others do not, and returns each node it could not
+// reach by ctx's end as a *NodeError: operations then count that node once
+// it answers, without waiting for it. Two nodes that are one server make it
+// fail with ErrInvalidArgument.
 func (c *Client) Warm(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
-	if err := c.nodes.Life.Begin(); err != nil {
+	if err := c.nodes.Life.BeginCall(); err != nil {
 		return err
 	}
-	defer c.nodes.Life.End()
+	defer c.nodes.Life.EndCall()
 	return c.nodes.Warm(ctx, func(i int, addr string, err error) error {
 		return &NodeError{Node: i, Addr: addr, Err: err}
 	})
 }
 
 // Close makes later calls fail with ErrClosed, ends every KeepAlive context
-// (cause ErrClosed), and waits for the calls in progress (a Do until its lock
-// is released) and the background work, or returns ctx.Err() if ctx ends
-// first. It takes no Lock from its holder: Release it, or it expires with its
-// TTL (docs/lease.md).
+// (cause ErrClosed), waits for the calls in progress (a Do until its lock
+// is released) while ctx allows, and then for the background work (the
+// deletes of rollbacks and releases) at most the cleanup timeout
+// (WithCleanupTimeout, 1 s by default). It gives up the deletes that nodes
+// have not confirmed by then, which leaves their keys there to expire with
+// their TTL: the CleanupAbandoned hook is told of each, and the error
+// matches ErrCleanupAbandoned, with a *NodeError per node. When ctx ends
+// first, the error matches ctx.Err(). Close takes no Lock from its holder:
+// Release it, or it expires with its TTL (docs/lease.md).
 func (c *Client) Close(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")
 	}
-	closeLeases(c.nodes.Life.Shut())
+	life := &c.nodes.Life
+	closeLeases(life.Shut())
 	select {
-	case <-c.nodes.Life.Idle():
-		return nil
+	case <-life.CallsDone():
 	case <-ctx.Done():
-		c.nodes.Life.GiveUp()
-		return ctx.Err()
+		return c.giveUp(ctx.Err())
 	}
+	c.nodes.Hurry()
+	bound := time.NewTimer(c.cfg.cleanupTimeout)
+	defer bound.Stop()
+	select {
+	case <-life.Idle():
+		return nil
+	case <-bound.C:
+		return c.giveUp(nil)
+	case <-ctx.Done():
+		return c.giveUp(ctx.Err())
+	}
+}
+
+// giveUp stops the background deletes Close no longer waits for, tells
+// the hooks of those not confirmed, and returns Close's error: cause (ctx's
+// error, or nil), with the deletes given up.
+func (c *Client) giveUp(cause error) error {
+	left := c.nodes.Life.GiveUp()
+	if len(left) == 0 {
+		return cause
+	}
+	e := &abandonedError{deletes: len(left), cause: cause}
+	for _, a := range left {
+		addr, silence := c.nodes.Addr(a.Node), c.nodes.Silence(a.Node)
+		c.obs.cleanupAbandoned(a.Key, a.Node, addr, a.Tries, silence)
+		if n := len(e.nodes); n == 0 || e.nodes[n-1].Node != a.Node { // left is in node order
+			e.nodes = append(e.nodes, &NodeError{Node: a.Node, Addr: addr, Err: silence})
+		}
+	}
+	return e
 }
 
 // Lock is a held lock: a handle with its own state, safe for concurrent use.
@@ -138,13 +174,18 @@ type Lock struct {
 	// by their fencing counters; both nil for a Lock of one key.
 	keys, keysAndCounters []string
 	seq                   *engine.Lanes
+	// roomArg is how long a shared Lock's acquire enters it in the key's
+	// waiting room when refused, in milliseconds, boxed: set for an
+	// Acquire, which waits; nil (0) for a TryAcquire.
+	roomArg any
 	// extending admits one Extend at a time, so that Until always belongs
 	// to the latest extension that reached the nodes.
 	extending chan struct{}
 
-	mu        sync.Mutex // lock order: after lease.mu and owners.mu, before Lanes.mu (docs/internals.md)
-	holds     int        // Acquires of this Lock (reentered by its owner) not yet released
-	gen       uint64     // the generation of the latest value written
+	mu        sync.Mutex    // lock order: after lease.mu and owners.mu, before Lanes.mu (docs/internals.md)
+	holds     int           // Acquires of this Lock (reentered by its owner) not yet released
+	gen       uint64        // the generation of the latest value written
+	longest   time.Duration // the longest TTL of the values written
 	ttl       time.Duration
 	until     time.Time
 	fence     uint64
@@ -166,13 +207,20 @@ type Lock struct {
 // generations: only its prefix is read.
 func (l *Lock) anyValue() script.Value { return l.vals.Any() }
 
-// nextValue returns the value of the lock's next write.
-func (l *Lock) nextValue() script.Value {
+// nextValue returns the value of the lock's next write, for ttl.
+func (l *Lock) nextValue(ttl time.Duration) script.Value {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.gen++
+	l.longest = max(l.longest, ttl)
 	return l.vals.At(l.gen)
 }
+
+// tombMs is how long, in milliseconds, a delete of l leaves what refuses
+// its writes: as long as the longest TTL it wrote with, up to
+// tombstoneTTL, since a copy of that write sets the key for that TTL
+// (tombLifeMs). Called with l.mu held.
+func (l *Lock) tombMs() int64 { return tombLifeMs(l.longest) }
 
 // Key returns the locked key, or "" for a nil Lock. For a Lock of several
 // keys (AcquireAll) it is the first of Keys, in sorted order.

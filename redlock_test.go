@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,12 +28,27 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	stopExampleServers()
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := findLeaks(3 * time.Second); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
 	}
 	os.Exit(code)
+}
+
+// findLeaks is goleak.Find, retried for up to within: Close returns once
+// it has given up the deletes that nodes did not confirm, and a try in
+// flight then ends at its node deadline, which is longer than goleak's own
+// wait (about 0.4 s). A goroutine that outlives within is a leak.
+func findLeaks(within time.Duration, opts ...goleak.Option) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := goleak.Find(opts...)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // env is N real redis-server processes, each behind a fault-injecting TCP
@@ -95,9 +111,11 @@ func (e *env) client(opts ...redlock.Option) *redlock.Client {
 	return c
 }
 
-// settle waits for c's background work to finish.
+// settle waits for c's background work to finish, then closes c: Close
+// itself gives up deletes that nodes do not confirm within its bound.
 func (e *env) settle(c *redlock.Client) {
 	e.t.Helper()
+	quiet(e.t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	require.NoError(e.t, c.Close(ctx), "background work did not finish")
@@ -224,13 +242,15 @@ func readKey(t testing.TB, ctx context.Context, rc *redis.Client, key string) st
 
 // holderOf is the token in a lock's value (token "." generation, or for a
 // Lock of an owner token "~" id "." generation, then, after an owner's
-// takeover, "|" and the value it replaced); a tombstone, which every
+// takeover, "|" and the value it replaced, then "," and the tombstone
+// entries it carries); a tombstone, which every
 // lock reads as an absent key, is ""; a value of another form is returned
 // whole.
 func holderOf(v string) string {
 	if strings.HasPrefix(v, "!") {
 		return ""
 	}
+	v, _, _ = strings.Cut(v, ",") // the tombstone entries it carries
 	v, _, _ = strings.Cut(v, "|") // what an owner's takeover replaced
 	if i := strings.LastIndexByte(v, '.'); i > 0 {
 		if _, err := strconv.ParseUint(v[i+1:], 10, 64); err == nil {
@@ -243,7 +263,7 @@ func holderOf(v string) string {
 
 // quiet waits until c has nothing in flight and no delete waiting to be
 // tried again on any node.
-func quiet(t *testing.T, c *redlock.Client) {
+func quiet(t testing.TB, c *redlock.Client) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		for _, n := range c.Nodes() {
@@ -302,6 +322,34 @@ func TestClose(t *testing.T) {
 // closeBound is how long a test lets Close take on a loaded machine: every
 // Close here waits for nodes that answer.
 const closeBound = 10 * time.Second
+
+// closeAtCleanup closes c when the test ends, within closeBound, whatever
+// Close reports: for tests whose nodes are down on purpose.
+func closeAtCleanup(t *testing.T, c *redlock.Client) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeBound)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+}
+
+// returnsWithin runs f, a call that the library itself must end (an
+// Acquire with context.Background() on nodes that are down), and fails the
+// test if it has not returned within bound, rather than wait for the test
+// binary's timeout.
+func returnsWithin(t *testing.T, bound time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(bound):
+		t.Fatalf("%s did not return within %v: the library's own bound did not hold", what, bound)
+	}
+}
 
 // closeClient closes c with closeBound and returns when it returned.
 func closeClient(t *testing.T, c *redlock.Client) time.Time {
@@ -547,4 +595,150 @@ func TestCloseWaitsForNestedDo(t *testing.T) {
 	require.NoError(t, held.Release(ctx))
 	closeClient(t, c)
 	e.requireNoKey(key)
+}
+
+// closeWithNodeDownBound is how long a test lets Close take when a node
+// does not answer: Close's own bound, the cleanup timeout (1 s by default),
+// and a loaded machine's scheduling lag.
+const closeWithNodeDownBound = redlock.DefaultCleanupTimeout + 1500*time.Millisecond
+
+// TestCloseWithNodeStopped: with a node stopped (SIGSTOP), Release returns
+// at a quorum and leaves its delete to that node to the background, and
+// Close(context.Background()) does not wait for it until the key would
+// expire: it returns within its bound, gives the delete up and says so, in
+// its error and to the hook; the stopped node's copy of the key, if the
+// acquire's write reached it, expires with its TTL.
+func TestCloseWithNodeStopped(t *testing.T) {
+	for _, cc := range clientConfigs {
+		t.Run(cc.name, func(t *testing.T) {
+			e := newEnv(t, 3, cc.o)
+			var mu sync.Mutex
+			var given []redlock.Event
+			c, err := redlock.New(e.nodes, redlock.WithHooks(redlock.Hooks{CleanupAbandoned: func(ev redlock.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				given = append(given, ev)
+			}}))
+			require.NoError(t, err)
+			require.NoError(t, c.Warm(t.Context()))
+			key := newKey(t)
+			const ttl = 15 * time.Second
+			require.NoError(t, e.servers[2].Pause())
+			t.Cleanup(func() { _ = e.servers[2].Resume() })
+			l, err := c.TryAcquire(t.Context(), key, ttl)
+			require.NoError(t, err)
+			require.NoError(t, l.Release(t.Context()))
+
+			start := time.Now()
+			err = c.Close(context.Background())
+			took := time.Since(start)
+			require.Less(t, took, closeWithNodeDownBound, "Close waited for the stopped node (%v)", err)
+			require.ErrorIs(t, err, redlock.ErrCleanupAbandoned, "Close did not say it gave up the delete")
+			require.NotErrorIs(t, err, context.DeadlineExceeded)
+			var ne *redlock.NodeError
+			require.ErrorAs(t, err, &ne)
+			require.Equal(t, 2, ne.Node, "the node named: %v", err)
+			require.ErrorIs(t, ne, redlock.ErrNoReply)
+			require.Contains(t, err.Error(), "1 delete not confirmed, its key left to expire with its TTL")
+			mu.Lock()
+			require.Len(t, given, 1, "the hook's events: %v", given)
+			require.Equal(t, key, given[0].Key)
+			require.Equal(t, 2, given[0].Node)
+			require.Equal(t, e.proxies[2].Addr(), given[0].Addr)
+			require.ErrorIs(t, given[0].Err, redlock.ErrNoReply)
+			mu.Unlock()
+
+			require.NoError(t, e.servers[2].Resume())
+			for i := range 2 {
+				require.Empty(t, e.value(i, key), "node %d kept the released key", i)
+			}
+			if e.value(2, key) != "" {
+				left, err := e.direct[2].PTTL(t.Context(), key).Result()
+				require.NoError(t, err)
+				require.Greater(t, left, time.Duration(0), "the key left has no TTL")
+				require.LessOrEqual(t, left, ttl)
+			}
+		})
+	}
+}
+
+// TestColdStartWithNodeStopped: a Client whose nodes it first meets with
+// one of them stopped learns that from Warm, and its first calls do not
+// each wait for that node's identification: each takes about what the
+// others take. The node deadline is long, so that a call that waits for
+// the stopped node is seen.
+func TestColdStartWithNodeStopped(t *testing.T) {
+	for _, cc := range clientConfigs {
+		t.Run(cc.name, func(t *testing.T) {
+			bed := testbed.Start(t, 5)
+			require.NoError(t, bed.Servers[4].Pause())
+			t.Cleanup(func() { _ = bed.Servers[4].Resume() })
+			const nodeTimeout = 3 * time.Second
+			c, err := redlock.New(bed.Clients(cc.o), redlock.WithNodeTimeout(nodeTimeout))
+			require.NoError(t, err)
+			wctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			err = c.Warm(wctx)
+			cancel()
+			var ne *redlock.NodeError
+			require.ErrorAs(t, err, &ne, "Warm did not name the stopped node")
+			require.Equal(t, 4, ne.Node)
+			require.NotErrorIs(t, err, redlock.ErrInvalidArgument)
+
+			// A key for each call: a Release returns at a quorum, and its
+			// deletes to the other nodes may still be on their way when the
+			// next call's writes reach them (seen under load).
+			key := newKey(t)
+			for i := range 40 {
+				start := time.Now()
+				l, err := c.TryAcquire(t.Context(), key+":"+strconv.Itoa(i), 10*time.Second)
+				require.NoError(t, err, "call %d", i)
+				require.NoError(t, l.Release(t.Context()), "call %d", i)
+				require.Less(t, time.Since(start), nodeTimeout/6, "call %d waited for the stopped node", i)
+			}
+			// The releases' deletes to the stopped node are given up.
+			err = c.Close(context.Background())
+			require.ErrorIs(t, err, redlock.ErrCleanupAbandoned)
+			require.ErrorAs(t, err, &ne)
+			require.Equal(t, 4, ne.Node)
+		})
+	}
+}
+
+// TestCloseEndsSubscribersOfSilentNode: a waiter subscribes on every node;
+// on a node that takes the connection but never answers (the proxy holds
+// its bytes, as a stopped redis-server does), the subscription's handshake
+// (HELLO) hangs. Close must still leave no goroutine behind: go-redis runs
+// that handshake on the client's ReadTimeout, not the call's context, and
+// sends it again MaxRetries times, so a subscriber once outlived Close by
+// up to 12 s with default options (a nemesis worker process failed its
+// goroutine check on it). Now each ends within its deadline of Close.
+func TestCloseEndsSubscribersOfSilentNode(t *testing.T) {
+	for _, cc := range clientConfigs {
+		t.Run(cc.name, func(t *testing.T) {
+			e := newEnv(t, 3, cc.o)
+			holder := e.client()
+			key := newKey(t)
+			l, err := holder.TryAcquire(t.Context(), key, 10*time.Second)
+			require.NoError(t, err)
+			ignore := goleak.IgnoreCurrent()
+			c, err := redlock.New(e.nodes, redlock.WithNodeTimeout(testNodeTimeout))
+			require.NoError(t, err)
+			require.NoError(t, c.Warm(t.Context()))
+			e.proxies[0].SetBlackhole(true)
+			ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+			_, err = c.Acquire(ctx, key, time.Second)
+			cancel()
+			require.ErrorIs(t, err, redlock.ErrNotAcquired)
+			cctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			_ = c.Close(cctx)
+			cancel()
+			// The deletes given up end within their node deadline, a
+			// subscriber within its own (the cleanup timeout, 1 s).
+			proxy := "github.com/redlock-go/redlock/internal/faultproxy.(*Proxy)."
+			require.NoError(t, findLeaks(3*time.Second, ignore, goleak.IgnoreAnyFunction(proxy+"handle"), goleak.IgnoreAnyFunction(proxy+"readClient"),
+				goleak.IgnoreAnyFunction(proxy+"writeServer"), goleak.IgnoreAnyFunction(proxy+"copyReplies")))
+			e.proxies[0].SetBlackhole(false)
+			require.NoError(t, l.Release(t.Context()))
+		})
+	}
 }

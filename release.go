@@ -55,10 +55,10 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), ctx.Err())
 	}
 	defer l.untilMoved() // lease.go: KeepAlive's loss timer follows Until
-	if err := c.nodes.Life.Begin(); err != nil {
+	if err := c.nodes.Life.BeginCall(); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, showKey(l.key), err)
 	}
-	defer c.nodes.Life.End()
+	defer c.nodes.Life.EndCall()
 
 	start := c.cfg.clock.Now()
 	if err := l.extendable(start); err != nil {
@@ -89,7 +89,7 @@ func (l *Lock) extendable(start time.Time) error {
 // outcome: Until moves to start + ttl - drift on success, and only ever
 // earlier on a failure.
 func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, ttl time.Duration) error {
-	v := l.nextValue()
+	v := l.nextValue(ttl)
 	newUntil := c.cfg.validUntil(start, ttl)
 	timeout := c.cfg.nodeTimeout(ttl)
 	op := extendOp(l, v, ttl.Milliseconds(), l.Fence(), c.fenceHorizon())
@@ -180,7 +180,7 @@ func (l *Lock) releaseCall(ctx context.Context) error {
 // the lock was still held, as far as this Lock knows, when Release began.
 func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration, held bool) error {
 	c.nodes.Life.BeginRelease()
-	defer c.nodes.Life.End()
+	defer c.nodes.Life.EndCall()
 	// The next waiter of this Client, if it offers, is handed the key in
 	// the same round (waiters.go, the handover).
 	var gone []bool
@@ -376,18 +376,19 @@ func (c *Client) deleteOn(l *Lock, only []bool) {
 }
 
 // deleteAll is a round that deletes l's key, any generation of it, and
-// keeps every write l has sent from landing after it (Spec.tomb). l
-// writes nothing more: its release has started.
+// keeps every write l has sent from landing after it (deleteOp). l writes
+// nothing more: its release has started.
 func (l *Lock) deleteAll(wait, CallTimeout time.Duration) engine.Spec {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return engine.Spec{Kind: engine.Delete, Op: deleteOp(l, l.anyValue(), 0), Wait: wait, CallTimeout: CallTimeout,
-		Tomb: l.gen, TombMs: tombLifeMs(l.ttl)}
+	return engine.Spec{Kind: engine.Delete, Op: deleteOp(l, l.anyValue(), 0, l.gen, l.tombMs()), Wait: wait, CallTimeout: CallTimeout}
 }
 
 // tombLifeMs is how long a tombstone left against writes of ttl lives, in
 // milliseconds: a write that lands later still leaves the key for at most
-// its ttl, so a longer tombstone would serve nothing.
+// its ttl, so a longer tombstone would serve nothing. ttl is the longest
+// of the Lock's writes, not its latest: an Extend with a shorter TTL must
+// not shorten what refuses a copy of the acquire (Lock.tombMs).
 func tombLifeMs(ttl time.Duration) int64 {
 	return max(min(ttl, tombstoneTTL).Milliseconds(), 1)
 }

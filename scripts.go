@@ -37,6 +37,12 @@ var (
 	takeSrc string
 	//go:embed scripts/take_all.lua
 	takeAllSrc string
+	//go:embed scripts/wait.lua
+	waitSrc string
+	//go:embed scripts/take_fair.lua
+	takeFairSrc string
+	//go:embed scripts/announce.lua
+	announceSrc string
 	//go:embed scripts/acquire.lua
 	acquireSrc string
 	//go:embed scripts/acquire_fenced.lua
@@ -95,47 +101,53 @@ var (
 	releasePermitSrc string
 
 	// The scripts that write a lock key share lib.lua, prepended; the
-	// acquire scripts take.lua too, and those of several keys take_all.lua.
+	// exclusive acquire scripts take.lua too, and wait.lua and
+	// take_fair.lua (takeFair), and those of several keys take_all.lua.
 	// A plain acquire and a one-key release first try their fast path
 	// (acquire_fast.lua, release_fast.lua), which returns before lib.lua's
 	// functions are defined: their definition is most of what an
 	// uncontended call costs the node.
-	acquireScript          = redis.NewScript(acquireFastSrc + libSrc + takeSrc + acquireSrc)
-	acquireFencedScript    = redis.NewScript(libSrc + takeSrc + acquireFencedSrc)
-	acquireAllScript       = redis.NewScript(libSrc + takeSrc + takeAllSrc + acquireAllSrc)
-	acquireAllFencedScript = redis.NewScript(libSrc + takeSrc + takeAllSrc + acquireAllFencedSrc)
-	fenceCommitScript      = redis.NewScript(counterSrc + fenceCommitSrc)
-	extendScript           = redis.NewScript(counterSrc + extendSrc + extendOneSrc)
-	extendAllScript        = redis.NewScript(counterSrc + extendSrc + extendAllSrc)
-	restoreScript          = redis.NewScript(libSrc + restoreSrc)
-	releaseScript          = redis.NewScript(releaseFastSrc + libSrc + releaseSrc + releaseOneSrc)
-	releaseAllScript       = redis.NewScript(libSrc + releaseSrc + releaseAllSrc)
-	handoverScript         = redis.NewScript(libSrc + takeSrc + handoverSrc)
-	inspectScript          = redis.NewScript(inspectSrc)
+	takeFair               = libSrc + takeSrc + waitSrc + takeFairSrc
+	acquireScript          = newScript(acquireFastSrc + takeFair + acquireSrc)
+	acquireFencedScript    = newScript(takeFair + acquireFencedSrc)
+	acquireAllScript       = newScript(takeFair + takeAllSrc + acquireAllSrc)
+	acquireAllFencedScript = newScript(takeFair + takeAllSrc + acquireAllFencedSrc)
+	fenceCommitScript      = newScript(counterSrc + fenceCommitSrc)
+	extendScript           = newScript(counterSrc + extendSrc + extendOneSrc)
+	extendAllScript        = newScript(counterSrc + extendSrc + extendAllSrc)
+	restoreScript          = newScript(libSrc + restoreSrc)
+	releaseScript          = newScript(releaseFastSrc + libSrc + releaseSrc + releaseOneSrc)
+	releaseAllScript       = newScript(libSrc + releaseSrc + releaseAllSrc)
+	handoverScript         = newScript(takeFair + handoverSrc)
+	inspectScript          = newScript(inspectSrc)
 
-	// A shared Lock's scripts (shared.go) share shared.lua, after lib.lua.
-	acquireSharedScript = redis.NewScript(libSrc + sharedSrc + acquireSharedSrc)
-	extendSharedScript  = redis.NewScript(libSrc + sharedSrc + extendSharedSrc)
-	restoreSharedScript = redis.NewScript(libSrc + sharedSrc + restoreSharedSrc)
-	releaseSharedScript = redis.NewScript(libSrc + sharedSrc + releaseSharedSrc)
+	// A waiting Lock's entry in its keys' waiting rooms (announce.go).
+	announceScript = newScript(libSrc + waitSrc + announceSrc)
+
+	// A shared Lock's scripts (shared.go) share shared.lua, after lib.lua;
+	// its acquire reads the waiting room (wait.lua).
+	acquireSharedScript = newScript(libSrc + sharedSrc + waitSrc + acquireSharedSrc)
+	extendSharedScript  = newScript(libSrc + sharedSrc + extendSharedSrc)
+	restoreSharedScript = newScript(libSrc + sharedSrc + restoreSharedSrc)
+	releaseSharedScript = newScript(libSrc + sharedSrc + releaseSharedSrc)
 
 	// A permit's scripts (permits.go) share permits.lua, after shared.lua.
-	acquirePermitScript = redis.NewScript(libSrc + sharedSrc + permitsSrc + acquirePermitSrc)
-	extendPermitScript  = redis.NewScript(libSrc + sharedSrc + permitsSrc + extendPermitSrc)
-	restorePermitScript = redis.NewScript(libSrc + sharedSrc + permitsSrc + restorePermitSrc)
-	releasePermitScript = redis.NewScript(libSrc + sharedSrc + permitsSrc + releasePermitSrc)
+	acquirePermitScript = newScript(libSrc + sharedSrc + permitsSrc + acquirePermitSrc)
+	extendPermitScript  = newScript(libSrc + sharedSrc + permitsSrc + extendPermitSrc)
+	restorePermitScript = newScript(libSrc + sharedSrc + permitsSrc + restorePermitSrc)
+	releasePermitScript = newScript(libSrc + sharedSrc + permitsSrc + releasePermitSrc)
 
 	// The guarded acquires run the restart guard's prologue first, told
 	// whether the acquire that follows is fenced (the shape of its reply).
 	guardPlain  = "local guard_fenced = false\n" + restartGuardSrc
 	guardFenced = "local guard_fenced = true\n" + restartGuardSrc
 
-	acquireGuardedScript          = redis.NewScript(guardPlain + acquireFastSrc + libSrc + takeSrc + acquireSrc)
-	acquireFencedGuardedScript    = redis.NewScript(guardFenced + libSrc + takeSrc + acquireFencedSrc)
-	acquireAllGuardedScript       = redis.NewScript(guardPlain + libSrc + takeSrc + takeAllSrc + acquireAllSrc)
-	acquireAllFencedGuardedScript = redis.NewScript(guardFenced + libSrc + takeSrc + takeAllSrc + acquireAllFencedSrc)
-	acquireSharedGuardedScript    = redis.NewScript(guardPlain + libSrc + sharedSrc + acquireSharedSrc)
-	acquirePermitGuardedScript    = redis.NewScript(guardPlain + libSrc + sharedSrc + permitsSrc + acquirePermitSrc)
+	acquireGuardedScript          = newScript(guardPlain + acquireFastSrc + takeFair + acquireSrc)
+	acquireFencedGuardedScript    = newScript(guardFenced + takeFair + acquireFencedSrc)
+	acquireAllGuardedScript       = newScript(guardPlain + takeFair + takeAllSrc + acquireAllSrc)
+	acquireAllFencedGuardedScript = newScript(guardFenced + takeFair + takeAllSrc + acquireAllFencedSrc)
+	acquireSharedGuardedScript    = newScript(guardPlain + libSrc + sharedSrc + waitSrc + acquireSharedSrc)
+	acquirePermitGuardedScript    = newScript(guardPlain + libSrc + sharedSrc + permitsSrc + acquirePermitSrc)
 
 	// guardedForm is each acquire script's restart-guarded form.
 	guardedForm = map[*redis.Script]*redis.Script{
@@ -150,10 +162,21 @@ var (
 	allScripts = []*redis.Script{acquireScript, acquireFencedScript, acquireAllScript, acquireAllFencedScript,
 		fenceCommitScript, extendScript, extendAllScript, restoreScript, releaseScript, releaseAllScript,
 		handoverScript, acquireGuardedScript, acquireFencedGuardedScript, acquireAllGuardedScript,
-		acquireAllFencedGuardedScript, inspectScript,
+		acquireAllFencedGuardedScript, inspectScript, announceScript,
 		acquireSharedScript, extendSharedScript, restoreSharedScript, releaseSharedScript, acquireSharedGuardedScript,
 		acquirePermitScript, extendPermitScript, restorePermitScript, releasePermitScript, acquirePermitGuardedScript}
 )
+
+// sources are the scripts' texts, for the engine to send one with EVAL to a
+// node that does not know it (engine.Config.Sources).
+var sources = make(map[*redis.Script]string)
+
+// newScript is redis.NewScript, its source kept in sources.
+func newScript(src string) *redis.Script {
+	s := redis.NewScript(src)
+	sources[s] = src
+	return s
+}
 
 // name says what the op does, for the hooks and the log.
 func opName(o *engine.Op) string {
@@ -170,6 +193,8 @@ func opName(o *engine.Op) string {
 		return "handover"
 	case inspectScript:
 		return "inspect"
+	case announceScript:
+		return "announce"
 	}
 	return "acquire"
 }
@@ -196,8 +221,11 @@ func (l *Lock) address(o *engine.Op, counters bool) {
 func acquireOp(l *Lock, v script.Value, ttlMs, horizonMs any) engine.Op {
 	switch {
 	case l.shared:
-		op := engine.Op{Script: acquireSharedScript, Read: script.ReadAcquire, Args: script.WriteArgs(v, ttlMs, true), NArgs: 5}
-		op.Args[4] = maxSharedArg
+		op := engine.Op{Script: acquireSharedScript, Read: script.ReadAcquireShared, Args: script.WriteArgs(v, ttlMs, true), NArgs: 6}
+		op.Args[4], op.Args[5] = maxSharedArg, l.roomArg
+		if l.roomArg == nil {
+			op.Args[5] = int64(0)
+		}
 		l.address(&op, false)
 		return op
 	case l.permits > 0:
@@ -277,9 +305,11 @@ func restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
 	return op
 }
 
-// deleteOp deletes l's keys up to generation upTo (0: any of ours).
-func deleteOp(l *Lock, v script.Value, upTo uint64) engine.Op {
-	op := engine.Op{Script: releaseScript, Read: script.ReadDelete, Args: [engine.MaxArgs]any{v.Prefix, upTo}, NArgs: 2}
+// deleteOp deletes l's keys up to generation upTo (0: any of ours), and
+// leaves on every node what refuses l's writes up to generation gone for
+// tombMs: a copy of any of them may still land (docs/late-writes.md).
+func deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op {
+	op := engine.Op{Script: releaseScript, Read: script.ReadDelete, Args: [engine.MaxArgs]any{v.Prefix, upTo, gone, tombMs}, NArgs: 4}
 	l.address(&op, false)
 	switch {
 	case l.keys != nil:
@@ -295,9 +325,10 @@ func deleteOp(l *Lock, v script.Value, upTo uint64) engine.Op {
 // handoverOp takes the key from the holder whose prefix is leaving and gives
 // it to the waiter's value v, unless a client other than the waiter's waits
 // for it and streak is false; subscribed tells whether the waiter's client
-// subscribes to the key's release channel. Only a Lock of one key hands
-// over or is handed over.
-func handoverOp(key string, v script.Value, ttlMs, leaving any, subscribed, streak bool) engine.Op {
+// subscribes to the key's release channel. What stays refuses the leaving
+// Lock's writes up to generation gone for tombMs, as its Release would.
+// Only a Lock of one key hands over or is handed over.
+func handoverOp(key string, v script.Value, ttlMs, leaving any, gone uint64, tombMs int64, subscribed, streak bool) engine.Op {
 	mine := 0
 	if subscribed {
 		mine = 1
@@ -306,8 +337,21 @@ func handoverOp(key string, v script.Value, ttlMs, leaving any, subscribed, stre
 		mine = -1 - mine
 	}
 	op := engine.Op{Script: handoverScript, Read: script.ReadHandover,
-		Keys: [engine.MaxKeys]string{key}, NKeys: 1, Args: script.WriteArgs(v, ttlMs, true), NArgs: 6}
-	op.Args[4], op.Args[5] = leaving, mine
+		Keys: [engine.MaxKeys]string{key}, NKeys: 1, Args: script.WriteArgs(v, ttlMs, true), NArgs: 8}
+	op.Args[4], op.Args[5], op.Args[6], op.Args[7] = leaving, mine, gone, tombMs
+	return op
+}
+
+// announceOp enters l, waiting as what says (announce.lua: "w", "W" or
+// "r"), in its keys' waiting rooms for ms milliseconds, or with end takes
+// it out (leaving x for ms).
+func announceOp(l *Lock, what string, ms int64, end bool) engine.Op {
+	op := engine.Op{Script: announceScript, Read: script.ReadAnnounce,
+		Args: [engine.MaxArgs]any{l.vals.Own(), what, ms}, NArgs: 3}
+	if end {
+		op.Args[3], op.NArgs = "x", 4
+	}
+	l.address(&op, false)
 	return op
 }
 
@@ -317,13 +361,15 @@ const restartMarker = "redlock:boot"
 
 // reservedKey reports why key cannot be a lock's key: the library keeps
 // its own values under that name (the restart guard's marker, a fencing
-// counter), which a lock's value would collide with.
+// counter, a waiting room), which a lock's value would collide with.
 func reservedKey(key string) string {
 	switch {
 	case key == restartMarker:
 		return "the restart guard's marker"
 	case strings.Contains(key, script.FenceSuffix):
 		return "a fencing counter's name"
+	case strings.Contains(key, waitSuffix):
+		return "a waiting room's name"
 	}
 	return ""
 }

@@ -2,8 +2,10 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,13 +17,14 @@ import (
 // TestFastPathsChangeNothing: the fast paths of acquire and release
 // (acquire_fast.lua, release_fast.lua) answer and write exactly as the
 // whole scripts do, for every state of the late-writes table, an absent
-// key, our plain value and another holder's, and every kind of call: the
-// same state is put under two keys (one DUMPed and RESTOREd from the other),
+// key, our plain value and another holder's, a waiting room with readers
+// or writers in it, and every kind of call: the same state is put under
+// two keys and their waiting rooms (DUMPed and RESTOREd from the first),
 // one gets the script with its fast path, the other the script without it.
 func TestFastPathsChangeNothing(t *testing.T) {
 	n := newScriptNode(t)
 	ctx := context.Background()
-	slowAcquire := redis.NewScript(libSrc + takeSrc + acquireSrc)
+	slowAcquire := redis.NewScript(takeFair + acquireSrc)
 	slowRelease := redis.NewScript(libSrc + releaseSrc + releaseOneSrc)
 	require.NotEqual(t, slowAcquire.Hash(), acquireScript.Hash(), "the library's acquire has no fast path")
 	require.NotEqual(t, slowRelease.Hash(), releaseScript.Hash(), "the library's release has no fast path")
@@ -39,14 +42,14 @@ func TestFastPathsChangeNothing(t *testing.T) {
 		{"acquire A gen 4", acquireScript, slowAcquire, acq(lockA, 4)},
 		{"acquire B", acquireScript, slowAcquire, acq(lockB, 7)},
 		{"acquire Y", acquireScript, slowAcquire, acq(lockY, 1)},
-		{"release A", releaseScript, slowRelease, []any{lockA, 0}},
-		{"rollback A to 4", releaseScript, slowRelease, []any{lockA, 4}},
-		{"rollback A to 5", releaseScript, slowRelease, []any{lockA, 5}},
-		{"rollback A to 6", releaseScript, slowRelease, []any{lockA, 6}},
-		{"release A, tombstone", releaseScript, slowRelease, []any{lockA, 0, 6, 2000}},
-		{"rollback A to 5, tombstone", releaseScript, slowRelease, []any{lockA, 5, 6, 2000}},
-		{"release B", releaseScript, slowRelease, []any{lockB, 0}},
-		{"release Y", releaseScript, slowRelease, []any{lockY, 0}},
+		{"release A", releaseScript, slowRelease, []any{lockA, 0, 6, 2000}},
+		{"release A, writes up to 4", releaseScript, slowRelease, []any{lockA, 0, 4, 2000}},
+		{"rollback A to 4", releaseScript, slowRelease, []any{lockA, 4, 4, 2000}},
+		{"rollback A to 5", releaseScript, slowRelease, []any{lockA, 5, 5, 2000}},
+		{"rollback A to 6", releaseScript, slowRelease, []any{lockA, 6, 6, 2000}},
+		{"rollback A to 5, writes up to 6", releaseScript, slowRelease, []any{lockA, 5, 6, 2000}},
+		{"release B", releaseScript, slowRelease, []any{lockB, 0, 7, 2000}},
+		{"release Y", releaseScript, slowRelease, []any{lockY, 0, 3, 500}},
 	}
 	states := []struct {
 		name string
@@ -56,12 +59,46 @@ func TestFastPathsChangeNothing(t *testing.T) {
 		{"A's plain value", func(n *scriptNode) { n.set(lockA+"5", 20*time.Second) }},
 		{"Y's plain value", func(n *scriptNode) { n.set(lockY+"5", 20*time.Second) }},
 		{"A's value, no expiry", func(n *scriptNode) { n.set(lockA+"5", 0) }},
+		{"A's value carrying two entries", func(n *scriptNode) {
+			n.set(lockA+"5,"+strconv.FormatInt(n.now()+1500, 10)+"!"+entryOf(lockB, 2)+","+entryOf(lockY, 3), 20*time.Second)
+		}},
+		{"A's value carrying eight entries", func(n *scriptNode) {
+			v := lockA + "5," + strconv.FormatInt(n.now()+1500, 10) + "!"
+			for i := range 8 {
+				v += entryOf(fmt.Sprintf("L%d.", i), uint64(i+1)) + ","
+			}
+			n.set(strings.TrimSuffix(v, ","), 20*time.Second)
+		}},
+		{"a tombstone of two Locks", func(n *scriptNode) {
+			n.set("!"+entryOf(lockY, 3)+","+entryOf(lockB, 2), 1500*time.Millisecond)
+		}},
 	}
 	states = append(states, lateStates...)
+	room := func(entries ...string) func(n *scriptNode) {
+		return func(n *scriptNode) {
+			dl := strconv.FormatInt(n.now()+20_000, 10)
+			parts := make([]string, len(entries))
+			for i, e := range entries {
+				parts[i] = dl + "=" + e
+			}
+			require.NoError(n.t, n.rc.Set(context.Background(), n.key+waitSuffix, strings.Join(parts, ","), 20*time.Second).Err())
+		}
+	}
+	states = append(states, []struct {
+		name string
+		put  func(n *scriptNode)
+	}{
+		{"a reader waited through a writer's turn", room("R" + shareR)},
+		{"a reader waits behind a writer", room("w"+lockY, "r"+shareR)},
+		{"a writer waits", room("w" + lockY)},
+		{"a reader was admitted", room("a" + shareR)},
+		{"our value, a reader waits", func(n *scriptNode) { n.set(lockA+"5", 20*time.Second); room("R" + shareR)(n) }},
+	}...)
 
-	// Chain deadlines are the node's clock plus a TTL: two runs a
-	// millisecond apart may differ there and nowhere else.
-	deadline := regexp.MustCompile(`\|[0-9]+:`)
+	// Chain deadlines and carried entries' deadlines are the node's clock
+	// plus a TTL: two runs a millisecond apart may differ there and
+	// nowhere else.
+	deadline := regexp.MustCompile(`([|,])[0-9]+([:!])`)
 	seen := map[string]int{}
 	for si, s := range states {
 		for ci, c := range calls {
@@ -70,14 +107,16 @@ func TestFastPathsChangeNothing(t *testing.T) {
 				fastKey, slowKey := base+":f", base+":s"
 				n.t, n.key = t, fastKey
 				s.put(n)
-				if dump, err := n.rc.Dump(ctx, fastKey).Result(); err == nil {
-					pttl := n.rc.PTTL(ctx, fastKey).Val()
-					if pttl < 0 {
-						pttl = 0
+				for _, suffix := range []string{"", waitSuffix} {
+					if dump, err := n.rc.Dump(ctx, fastKey+suffix).Result(); err == nil {
+						pttl := n.rc.PTTL(ctx, fastKey+suffix).Val()
+						if pttl < 0 {
+							pttl = 0
+						}
+						require.NoError(t, n.rc.Restore(ctx, slowKey+suffix, pttl, dump).Err())
+					} else {
+						require.ErrorIs(t, err, redis.Nil)
 					}
-					require.NoError(t, n.rc.Restore(ctx, slowKey, pttl, dump).Err())
-				} else {
-					require.ErrorIs(t, err, redis.Nil)
 				}
 				fast, fastErr := c.fast.Run(ctx, n.rc, []string{fastKey}, c.args...).Result()
 				slow, slowErr := c.slow.Run(ctx, n.rc, []string{slowKey}, c.args...).Result()
@@ -90,9 +129,13 @@ func TestFastPathsChangeNothing(t *testing.T) {
 					require.Equal(t, slow, fast, "the fast path answered otherwise")
 				}
 				fv, sv := n.rc.Get(ctx, fastKey).Val(), n.rc.Get(ctx, slowKey).Val()
-				assert.Equal(t, deadline.ReplaceAllString(sv, "|D:"), deadline.ReplaceAllString(fv, "|D:"), "the fast path wrote otherwise")
+				assert.Equal(t, deadline.ReplaceAllString(sv, "${1}D$2"), deadline.ReplaceAllString(fv, "${1}D$2"), "the fast path wrote otherwise")
 				fp, sp := n.rc.PTTL(ctx, fastKey).Val(), n.rc.PTTL(ctx, slowKey).Val()
 				assert.InDelta(t, sp.Milliseconds(), fp.Milliseconds(), 200, "expiries differ: fast %v, slow %v", fp, sp)
+				n.key = slowKey
+				slowRoom := n.room()
+				n.key = fastKey
+				assert.Equal(t, slowRoom, n.room(), "the fast path left the waiting room otherwise")
 				seen[fmtReply(fast)]++
 			})
 		}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Shared Locks R and S, as the library sends their calls: a shared Lock's
@@ -18,8 +20,10 @@ const (
 	shareS = "S."
 )
 
+// acquireShared is a shared Acquire's attempt of Lock p, which waits:
+// refused, it enters the waiting room for roomMs (scripts_wait_internal_test.go).
 func (n *scriptNode) acquireShared(p string, gen, ttlMs int) int64 {
-	return n.code(acquireSharedScript, []string{n.key}, p+strconv.Itoa(gen), ttlMs, p, gen, MaxShared)
+	return n.code(acquireSharedScript, []string{n.key}, p+strconv.Itoa(gen), ttlMs, p, gen, MaxShared, roomMs)
 }
 
 func (n *scriptNode) extendShared(p string, gen, ttlMs int) int64 {
@@ -31,12 +35,9 @@ func (n *scriptNode) restoreShared(p string, gen, ttlMs int) int64 {
 }
 
 // releaseShared takes p's entry out up to generation limit (0: a
-// Release), leaving a tombstone entry against tomb when it is above 0.
+// Release), leaving a tombstone entry against p's writes up to tomb.
 func (n *scriptNode) releaseShared(p string, limit, tomb int) int64 {
-	if tomb > 0 {
-		return n.code(releaseSharedScript, []string{n.key}, p, limit, tomb, 2000)
-	}
-	return n.code(releaseSharedScript, []string{n.key}, p, limit)
+	return n.code(releaseSharedScript, []string{n.key}, p, limit, tomb, 2000)
 }
 
 // entries are the shared value's items, in order, without deadlines.
@@ -59,22 +60,24 @@ func TestSharedScripts(t *testing.T) {
 	n := newScriptNode(t)
 	ctx := context.Background()
 	run := n.subtests(t, "shared")
-	run("readers together, writer refused, last out deletes", func(t *testing.T) {
+	run("readers together, writer refused, last out leaves a tombstone", func(t *testing.T) {
 		require.EqualValues(t, 1, n.acquireShared(shareR, 1, 20_000))
 		require.EqualValues(t, 1, n.acquireShared(shareS, 1, 5_000))
 		assert.Equal(t, []string{shareR + "1", shareS + "1"}, n.entries())
 		assert.Greater(t, n.pttl(), 15*time.Second, "the key lives as long as its last share")
 		code := n.acquire(lockY, 1, 20_000)
 		require.LessOrEqual(t, code, int64(-15_000), "a writer is refused for the last share's time")
-		require.EqualValues(t, 1, n.releaseShared(shareR, 0, 0))
-		assert.Equal(t, []string{shareS + "1"}, n.entries(), "S keeps its share")
+		require.EqualValues(t, 1, n.releaseShared(shareR, 0, 1))
+		assert.Equal(t, []string{shareS + "1", tombstoneOf(shareR, 1)}, n.entries(), "S keeps its share, beside R's tombstone entry")
 		assert.LessOrEqual(t, n.pttl(), 5*time.Second, "the key lives as long as S's share now")
 		ps := n.rc.Subscribe(ctx, releaseChannelPrefix+n.key)
 		defer ps.Close()
 		_, err := ps.Receive(ctx)
 		require.NoError(t, err)
-		require.EqualValues(t, 1, n.releaseShared(shareS, 0, 0))
-		assert.Zero(t, n.rc.Exists(ctx, n.key).Val(), "nothing left behind")
+		require.EqualValues(t, 1, n.releaseShared(shareS, 0, 1))
+		assert.True(t, strings.HasPrefix(n.get(), "!"), "no share left behind: %q", n.get())
+		assert.Contains(t, n.get(), entryOf(shareS, 1), "only the tombstone of both")
+		assert.Contains(t, n.get(), entryOf(shareR, 1))
 		msg, err := ps.ReceiveTimeout(ctx, 5*time.Second)
 		require.NoError(t, err, "the last Release is announced")
 		assert.Contains(t, msg.(interface{ String() string }).String(), n.key)
@@ -86,7 +89,9 @@ func TestSharedScripts(t *testing.T) {
 		assert.EqualValues(t, -1, n.extendShared(shareR, 2, 20_000))
 		assert.EqualValues(t, 0, n.restoreShared(shareR, 2, 20_000))
 		assert.EqualValues(t, -1, n.releaseShared(shareR, 0, 3))
-		assert.Equal(t, lockY+"1", n.get(), "untouched")
+		v := n.get()
+		assert.True(t, strings.HasPrefix(v, lockY+"1,"), "the writer's value stays: %q", v)
+		assert.True(t, carries(v, shareR, 3), "carrying the reader's entry: %q", v)
 	})
 	run("expired shares are absent to a writer", func(t *testing.T) {
 		require.EqualValues(t, 1, n.acquireShared(shareR, 1, 20_000))
@@ -96,7 +101,9 @@ func TestSharedScripts(t *testing.T) {
 		n.set("^"+strconv.FormatInt(now-1, 10)+"=R.1,"+strconv.FormatInt(now+20_000, 10)+"="+tombstoneOf(lockY, 4), 20*time.Second)
 		assert.EqualValues(t, 2, n.acquire(lockY, 4, 20_000), "the tombstone entry still refuses its write")
 		assert.EqualValues(t, 1, n.acquire(lockY, 5, 20_000), "a later write: no live share, an absent key")
-		assert.Equal(t, lockY+"5", n.get())
+		v := n.get()
+		assert.True(t, strings.HasPrefix(v, lockY+"5,"), v)
+		assert.True(t, carries(v, lockY, 4), "carrying the tombstone entry that lives on: %q", v)
 	})
 	run("a stale handle changes nothing", func(t *testing.T) {
 		require.EqualValues(t, 1, n.acquireShared(shareR, 3, 20_000))
@@ -108,9 +115,9 @@ func TestSharedScripts(t *testing.T) {
 		assert.Equal(t, []string{shareR + "4"}, n.entries(), "one entry per Lock")
 		assert.EqualValues(t, 1, n.extendShared(shareR, 5, 20_000))
 		assert.EqualValues(t, 0, n.restoreShared(shareR, 6, 20_000), "present: nothing to restore")
-		assert.EqualValues(t, 1, n.releaseShared(shareR, 0, 0), "a Release takes any generation")
+		assert.EqualValues(t, 1, n.releaseShared(shareR, 0, 6), "a Release takes any generation")
 		assert.EqualValues(t, 0, n.extendShared(shareR, 7, 20_000), "an extension never creates a share")
-		assert.Zero(t, n.rc.Exists(ctx, n.key).Val())
+		assert.Equal(t, tombstoneOf(shareR, 6), n.get())
 	})
 	run("a late acquire after the rollback is refused", func(t *testing.T) {
 		// S holds; R's attempt 2 got no reply; its rollback ran first and
@@ -122,8 +129,9 @@ func TestSharedScripts(t *testing.T) {
 		assert.Equal(t, []string{shareS + "1", tombstoneOf(shareR, 2)}, n.entries())
 		// S leaves: the tombstone entry is a tombstone again, which goes
 		// on refusing R's write, and is absent to everyone else.
-		require.EqualValues(t, 1, n.releaseShared(shareS, 0, 0))
-		assert.Equal(t, tombstoneOf(shareR, 2), n.get())
+		require.EqualValues(t, 1, n.releaseShared(shareS, 0, 1))
+		assert.True(t, strings.HasPrefix(n.get(), "!"), n.get())
+		assert.Contains(t, n.get(), entryOf(shareR, 2))
 		assert.Greater(t, n.pttl(), time.Duration(0))
 		assert.EqualValues(t, 2, n.acquireShared(shareR, 2, 20_000))
 		assert.EqualValues(t, 1, n.acquireShared(shareR, 3, 20_000), "a later attempt of R")
@@ -136,8 +144,9 @@ func TestSharedScripts(t *testing.T) {
 		assert.Contains(t, n.entries(), tombstoneOf(lockY, 4))
 		assert.LessOrEqual(t, n.acquire(lockY, 5, 20_000), int64(0), "R holds")
 		assert.EqualValues(t, 2, n.acquire(lockY, 4, 20_000), "the late write is refused")
-		require.EqualValues(t, 1, n.releaseShared(shareR, 0, 0))
-		assert.Equal(t, tombstoneOf(lockY, 4), n.get(), "a tombstone again once R left")
+		require.EqualValues(t, 1, n.releaseShared(shareR, 0, 1))
+		assert.True(t, strings.HasPrefix(n.get(), "!"), n.get())
+		assert.Contains(t, n.get(), entryOf(lockY, 4), "a tombstone again once R left")
 		assert.Greater(t, n.pttl(), 5*time.Second, "with the life it had")
 		assert.EqualValues(t, 2, n.acquire(lockY, 4, 20_000))
 	})
@@ -153,25 +162,22 @@ func TestSharedScripts(t *testing.T) {
 	})
 	run("a waiting writer holds new readers back", func(t *testing.T) {
 		require.EqualValues(t, 1, n.acquireShared(shareR, 1, 20_000))
-		ps := n.rc.Subscribe(ctx, writerChannelPrefix+n.key)
-		_, err := ps.Receive(ctx)
-		require.NoError(t, err)
-		assert.LessOrEqual(t, n.acquireShared(shareS, 1, 20_000), int64(-15_000), "S waits behind the writer, for R's time at most")
+		require.EqualValues(t, 1, n.announce(lockY, waitsExclusive, 300))
+		assert.EqualValues(t, script.WriterWaits, n.acquireShared(shareS, 1, 20_000), "S waits behind the writer")
 		assert.EqualValues(t, 1, n.acquireShared(shareR, 2, 20_000), "R's own retry renews its share")
 		assert.EqualValues(t, 1, n.extendShared(shareR, 3, 20_000), "and R extends")
-		require.NoError(t, ps.Close())
 		require.Eventually(t, func() bool { return n.acquireShared(shareS, 2, 20_000) == 1 }, 5*time.Second, time.Millisecond,
-			"the writer gone, S is admitted")
+			"the writer's entry expired, S is admitted")
 	})
 	run("at most MaxShared shares", func(t *testing.T) {
 		for k := range 3 {
-			require.EqualValues(t, 1, n.code(acquireSharedScript, []string{n.key}, "T"+strconv.Itoa(k)+".1", 20_000, "T"+strconv.Itoa(k)+".", 1, 3))
+			require.EqualValues(t, 1, n.code(acquireSharedScript, []string{n.key}, "T"+strconv.Itoa(k)+".1", 20_000, "T"+strconv.Itoa(k)+".", 1, 3, 0))
 		}
-		assert.Less(t, n.code(acquireSharedScript, []string{n.key}, "T9.1", 20_000, "T9.", 1, 3), int64(0))
+		assert.EqualValues(t, script.SharedFull, n.code(acquireSharedScript, []string{n.key}, "T9.1", 20_000, "T9.", 1, 3, 0))
 	})
 	run("the restart guard", func(t *testing.T) {
 		marker := n.key + ":boot"
-		code := n.code(acquireSharedGuardedScript, []string{n.key, marker}, shareR+"1", 20_000, shareR, 1, MaxShared, 60_000)
+		code := n.code(acquireSharedGuardedScript, []string{n.key, marker}, shareR+"1", 20_000, shareR, 1, MaxShared, 0, 60_000)
 		assert.EqualValues(t, 3, code, "a new node is within its guard")
 		assert.Zero(t, n.rc.Exists(ctx, n.key).Val(), "and took nothing")
 	})
@@ -199,11 +205,9 @@ func (n *scriptNode) restorePermit(p string, gen, ttlMs, slot, count int) int64 
 	return n.code(restorePermitScript, []string{n.key}, p+strconv.Itoa(gen), ttlMs, p, gen, slot, count)
 }
 
+// releasePermit is releaseShared for a permit.
 func (n *scriptNode) releasePermit(p string, limit, tomb int) int64 {
-	if tomb > 0 {
-		return n.code(releasePermitScript, []string{n.key}, p, limit, tomb, 2000)
-	}
-	return n.code(releasePermitScript, []string{n.key}, p, limit)
+	return n.code(releasePermitScript, []string{n.key}, p, limit, tomb, 2000)
 }
 
 // TestPermitScripts: what each permit script does with what it finds under
@@ -212,7 +216,7 @@ func TestPermitScripts(t *testing.T) {
 	n := newScriptNode(t)
 	ctx := context.Background()
 	run := n.subtests(t, "permits")
-	run("lowest free slot, n at most, last out deletes", func(t *testing.T) {
+	run("lowest free slot, n at most, last out leaves a tombstone", func(t *testing.T) {
 		for k, p := range []string{"A.", "B.", "C."} {
 			code, slot := n.acquirePermit(p, 1, 20_000, 3, -1)
 			require.EqualValues(t, 1, code)
@@ -221,31 +225,40 @@ func TestPermitScripts(t *testing.T) {
 		code, left := n.acquirePermit("D.", 1, 20_000, 3, -1)
 		assert.EqualValues(t, 0, code, "the fourth")
 		assert.Greater(t, left, int64(15_000), "until the first permit expires")
-		require.EqualValues(t, 1, n.releasePermit("B.", 0, 0))
+		require.EqualValues(t, 1, n.releasePermit("B.", 0, 1))
 		code, slot := n.acquirePermit("D.", 2, 20_000, 3, 2)
 		assert.EqualValues(t, 1, code)
 		assert.EqualValues(t, 1, slot, "the preferred slot is taken: the free one")
 		for _, p := range []string{"A.", "C.", "D."} {
-			require.EqualValues(t, 1, n.releasePermit(p, 0, 0))
+			require.EqualValues(t, 1, n.releasePermit(p, 0, 2))
 		}
-		assert.Zero(t, n.rc.Exists(ctx, n.key).Val(), "nothing left behind, the count neither")
+		assert.True(t, strings.HasPrefix(n.get(), "!"), "no permit left behind, the count neither: %q", n.get())
 	})
 	run("one count per key, one kind", func(t *testing.T) {
 		code, _ := n.acquirePermit("A.", 1, 20_000, 2, -1)
 		require.EqualValues(t, 1, code)
-		code, _ = n.acquirePermit("B.", 1, 20_000, 3, -1)
+		code, found := n.acquirePermit("B.", 1, 20_000, 3, -1)
 		assert.EqualValues(t, 7, code, "another count")
+		assert.EqualValues(t, 2, found, "the count found")
 		assert.EqualValues(t, 7, n.acquire(lockY, 1, 20_000), "an exclusive Lock")
 		assert.EqualValues(t, 7, n.code(acquireFencedScript, []string{n.key, n.key + fenceOf}, lockY+"1", 20_000, lockY, 1, 60_000))
 		assert.EqualValues(t, 7, n.acquireShared(shareR, 1, 20_000), "a shared Lock")
 		assert.EqualValues(t, 0, n.restorePermit("B.", 1, 20_000, 1, 3), "a restore of another count")
 		require.EqualValues(t, 1, n.releasePermit("A.", 0, 0))
 		require.EqualValues(t, 1, n.acquire(lockY, 2, 20_000))
-		code, _ = n.acquirePermit("A.", 2, 20_000, 2, -1)
+		code, found = n.acquirePermit("A.", 2, 20_000, 2, -1)
 		assert.EqualValues(t, 7, code, "permits on an exclusive Lock's key")
+		assert.EqualValues(t, 0, found, "an exclusive Lock found")
 		assert.EqualValues(t, -1, n.extendPermit("A.", 3, 20_000, 0))
-		assert.EqualValues(t, -1, n.releasePermit("A.", 0, 0))
-		assert.Equal(t, lockY+"2", n.get())
+		assert.EqualValues(t, -1, n.releasePermit("A.", 0, 3))
+		assert.Equal(t, lockY+"2", n.holder())
+		assert.True(t, carries(n.get(), "A.", 3), "the exclusive Lock carries the permit's entry: %q", n.get())
+		require.EqualValues(t, 1, n.release(lockY, 2, 2))
+		require.EqualValues(t, 1, n.acquireShared(shareR, 1, 20_000))
+		code, found = n.acquirePermit("A.", 4, 20_000, 2, -1)
+		assert.EqualValues(t, 7, code, "permits on a shared key")
+		assert.EqualValues(t, -1, found, "shared Locks found")
+		require.EqualValues(t, 1, n.releaseShared(shareR, 1, 1))
 	})
 	run("expired permits are absent to everyone", func(t *testing.T) {
 		now := n.now()
@@ -268,9 +281,9 @@ func TestPermitScripts(t *testing.T) {
 		assert.EqualValues(t, 0, n.extendPermit("A.", 6, 20_000, 0), "the entry is in another slot: no vote")
 		assert.EqualValues(t, 1, n.extendPermit("A.", 6, 20_000, 1))
 		assert.EqualValues(t, 0, n.restorePermit("A.", 7, 20_000, 0, 2), "present: nothing to restore")
-		assert.EqualValues(t, 1, n.releasePermit("A.", 0, 0))
+		assert.EqualValues(t, 1, n.releasePermit("A.", 0, 7))
 		assert.EqualValues(t, 0, n.extendPermit("A.", 8, 20_000, 1), "never creates a permit")
-		assert.Zero(t, n.rc.Exists(ctx, n.key).Val())
+		assert.Equal(t, tombstoneOf("A.", 7), n.get())
 	})
 	run("a late acquire after the rollback is refused", func(t *testing.T) {
 		code, _ := n.acquirePermit("B.", 1, 20_000, 2, -1)
@@ -279,8 +292,8 @@ func TestPermitScripts(t *testing.T) {
 		code, _ = n.acquirePermit("A.", 2, 20_000, 2, -1)
 		assert.EqualValues(t, 2, code, "refused by the tombstone entry")
 		assert.EqualValues(t, 2, n.restorePermit("A.", 2, 20_000, 1, 2), "a late restore too")
-		require.EqualValues(t, 1, n.releasePermit("B.", 0, 0))
-		assert.Equal(t, tombstoneOf("A.", 2), n.get(), "a tombstone once the last permit left")
+		require.EqualValues(t, 1, n.releasePermit("B.", 0, 1))
+		assert.Contains(t, n.get(), entryOf("A.", 2), "a tombstone once the last permit left")
 		code, _ = n.acquirePermit("A.", 2, 20_000, 2, -1)
 		assert.EqualValues(t, 2, code)
 		code, _ = n.acquirePermit("A.", 3, 20_000, 2, -1)

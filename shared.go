@@ -7,10 +7,9 @@ package redlock
 // (scripts/take.lua), a shared acquire while an exclusive Lock holds the
 // key. A shared Lock and an exclusive one would each need a quorum of
 // nodes, and two quorums share a node, whose script admitted only one of
-// them. An exclusive Acquire that waits for the key subscribes to the
-// key's writer channel on every node; a shared acquire refuses while that
-// channel has a subscriber, so that new shared Locks wait behind a waiting
-// exclusive one and it is not starved.
+// them. Who goes first is the waiting room's (announce.go): new shared
+// Locks wait behind a waiting exclusive one, and shared Locks that waited
+// through an exclusive one's turn go before the next.
 
 // MaxShared is the most shared Locks that one key holds at once on a node:
 // a shared Acquire beyond it waits, and a TryAcquire fails, as for a held
@@ -25,7 +24,9 @@ var maxSharedArg any = int64(MaxShared)
 // (Acquire without Shared, AcquireAll) holds it, and the reverse. Each
 // shared Lock is its own Lock: Release, Extend, KeepAlive, Until and TTL
 // touch its share alone, which expires by the nodes' clocks. Once an
-// exclusive Acquire waits for the key, new shared Locks wait behind it.
+// exclusive Acquire waits for the key, new shared Locks wait behind it
+// (their refusal is ErrWriterWaiting), and a shared Acquire that waited
+// through an exclusive Lock's turn goes before the next one.
 // Fence of a shared Lock is 0: fences order exclusive holders. A shared
 // Lock has no owner (WithOwner with Shared is ErrInvalidArgument) and is
 // never upgraded to an exclusive one: two holders upgrading would wait for

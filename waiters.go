@@ -24,16 +24,6 @@ import (
 // TestReleaseChannelSpelling keeps the three equal.
 const releaseChannelPrefix = "redlock:released:"
 
-// writerChannelPrefix names a key's writer channel, to which a Client
-// subscribes on every node while an exclusive Acquire or AcquireAll of it
-// waits for the key: the shared acquire script (scripts/acquire_shared.lua,
-// spelling it as a Lua literal) admits no new shared Lock while the channel
-// has a subscriber, so that shared Locks overlapping back to back do not
-// starve the waiting exclusive one. Nothing is published to it. The
-// subscription ends when the waiter holds or gives up, or with the
-// Client's connection, so a waiter that died holds no shared Lock back.
-const writerChannelPrefix = "redlock:writer:"
-
 // waiters is one Client's queues and subscriptions.
 type waiters struct {
 	c      *Client
@@ -60,16 +50,13 @@ type keyQueue struct {
 	// key among others (watch): not in the FIFO, never handed the key,
 	// woken by the key's release hints as the head is.
 	watchers []*watcher
-	// announced: the key's writer channel is subscribed on every node
-	// (announce).
-	announced bool
 }
 
-// watcher is one waiting AcquireAll: it watches each of its keys.
+// watcher is one waiting AcquireAll, shared Lock or permit: it watches
+// each of its keys.
 type watcher struct {
-	wake   chan struct{}     // a hint that one of the keys may be free; capacity 1
-	heard  map[string][]bool // by key, the nodes that announced its release since the last attempt
-	writer bool              // an AcquireAll's, which announces a writer; not a shared Lock's or a permit's
+	wake  chan struct{}     // a hint that one of the keys may be free; capacity 1
+	heard map[string][]bool // by key, the nodes that announced its release since the last attempt
 }
 
 // waiter is one queued Acquire.
@@ -146,24 +133,19 @@ func (w *waiters) leave(key string, wt *waiter, acquired bool) {
 // the key any more.
 func (w *waiters) dropIfIdle(q *keyQueue) {
 	if len(q.waiters) > 0 || len(q.watchers) > 0 {
-		w.announce(q)
 		return
 	}
 	delete(w.queues, q.key)
-	switch {
-	case q.announced:
-		w.send(true, releaseChannelPrefix+q.key, writerChannelPrefix+q.key)
-	case q.subscribed:
+	if q.subscribed {
 		w.send(true, releaseChannelPrefix+q.key)
 	}
 }
 
-// watch makes a watcher for keys, an AcquireAll's (writer), a shared
-// Lock's or a permit's, subscribed to the release channel of each, and
-// returns it with the channels closed once a quorum of nodes confirmed each
-// subscription.
-func (w *waiters) watch(keys []string, writer bool) (*watcher, []<-chan struct{}) {
-	wt := &watcher{wake: make(chan struct{}, 1), heard: make(map[string][]bool, len(keys)), writer: writer}
+// watch makes a watcher for keys, an AcquireAll's, a shared Lock's or a
+// permit's, subscribed to the release channel of each, and returns it with
+// the channels closed once a quorum of nodes confirmed each subscription.
+func (w *waiters) watch(keys []string) (*watcher, []<-chan struct{}) {
+	wt := &watcher{wake: make(chan struct{}, 1), heard: make(map[string][]bool, len(keys))}
 	ready := make([]<-chan struct{}, 0, len(keys))
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -228,47 +210,23 @@ func (w *waiters) subscribe(key string) <-chan struct{} {
 		return nil
 	}
 	if q.subscribed {
-		w.announce(q) // subscribed for a watcher: the writer may not be announced
 		return nil
 	}
 	w.subscribeLocked(q)
 	return q.ready
 }
 
-// announce subscribes to q's key's writer channel while an exclusive
-// Acquire or AcquireAll that has been refused waits for the key (q is
-// subscribed, and a queued Acquire or a writer's watcher is
-// there), and unsubscribes once none does. Called with w.mu held.
-func (w *waiters) announce(q *keyQueue) {
-	if want := q.subscribed && w.writerWaits(q); want != q.announced {
-		q.announced = want
-		w.send(!want, writerChannelPrefix+q.key)
-	}
-}
-
-// writerWaits reports whether an exclusive Acquire or AcquireAll waits for
-// q's key: one in its queue, or a writer's watcher.
-func (w *waiters) writerWaits(q *keyQueue) bool {
-	return len(q.waiters) > 0 || slices.ContainsFunc(q.watchers, func(x *watcher) bool { return x.writer })
-}
-
-// subscribeLocked subscribes to q's key's release channel, and its writer
-// channel when a writer waits (announce), in one command; once subscribed,
-// it announces. Called with w.mu held.
+// subscribeLocked subscribes to q's key's release channel, once. Called
+// with w.mu held.
 func (w *waiters) subscribeLocked(q *keyQueue) {
 	if q.subscribed {
-		w.announce(q)
 		return
 	}
 	n := w.c.nodes.Len()
 	q.subscribed = true
 	q.heard, q.confirmed = make([]bool, n), make([]bool, n)
 	q.ready = make(chan struct{})
-	if q.announced = w.writerWaits(q); q.announced {
-		w.send(false, releaseChannelPrefix+q.key, writerChannelPrefix+q.key)
-	} else {
-		w.send(false, releaseChannelPrefix+q.key)
-	}
+	w.send(false, releaseChannelPrefix+q.key)
 }
 
 // hint records that node announced a release of key, and wakes the head once
@@ -522,8 +480,11 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, subscrib
 	start := c.cfg.clock.Now()
 	until := c.cfg.validUntil(start, off.ttl)
 	deadline := time.Now().Add(c.cfg.nodeTimeout(off.ttl))
-	v := w.nextValue()
-	t, _ := c.nodes.SendAndCount(ctx, w.seq, engine.Spec{Kind: engine.Write, Op: handoverOp(l.key, v, off.ttlArg, l.vals.Own(), subscribed, streak),
+	v := w.nextValue(off.ttl)
+	l.mu.Lock()
+	gone, tombMs := l.gen, l.tombMs()
+	l.mu.Unlock()
+	t, _ := c.nodes.SendAndCount(ctx, w.seq, engine.Spec{Kind: engine.Write, Op: handoverOp(l.key, v, off.ttlArg, l.vals.Own(), gone, tombMs, subscribed, streak),
 		Wait: time.Until(deadline), TTL: off.ttl, Note: note})
 	// Where a call of l may still land (an acquire or restore that has not
 	// returned, which could write l's value where the key is absent), l's
