@@ -34,6 +34,31 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The repository carries sources, not builds: no tracked file is an
+# executable binary (git's own test of binary, NUL bytes, with the exec bit
+# or an executable's magic number) or over 1 MB.
+echo "== tracked files: no executable binary, none over 1 MB"
+big=()
+while IFS= read -r -d '' f; do
+  if [ -f "$f" ] && [ "$(wc -c <"$f")" -gt 1048576 ]; then
+    big+=("$f: $(wc -c <"$f") bytes, over 1 MB")
+  fi
+done < <(git ls-files -z)
+text=$(git grep -I -l -e '' -- . || true)
+while IFS=$' \t' read -r mode _ _ f; do
+  [ -s "$f" ] || continue
+  if grep -qxF -- "$f" <<<"$text"; then
+    continue
+  fi
+  magic=$(od -An -tx1 -N4 "$f" | tr -d ' \n')
+  case "$mode:$magic" in
+  100755:* | *:7f454c46 | *:cffaedfe | *:cefaedfe | *:feedfacf | *:feedface | *:4d5a*) big+=("$f: an executable binary") ;;
+  esac
+done < <(git ls-files -s)
+if [ ${#big[@]} -gt 0 ]; then
+  printf '%s\n' "${big[@]}"; exit 1
+fi
+
 # The library, then the nested modules, which have their own go.mod so that
 # their dependencies stay out of the library's.
 modules=(. compare cmd/redlock otel)
@@ -88,8 +113,16 @@ fi
 # The nemesis runs on its own with -v, so that a passing run shows what it
 # did (its summary and activity lines).
 echo "== tests"
-go test -race -count=1 -p 1 -timeout 30m -skip '^TestNemesis$' ./...
+go test -race -count=1 -p 1 -timeout 30m -skip '^TestNemesis$|^TestSim$|^TestSimControls$' ./...
 go test -race -count=1 -timeout 10m -run '^TestNemesis$' -v .
+
+# The simulator (docs/testing.md): one simulated hour, its fixed seeds and
+# a fresh one ten minutes each, and its controls, with -v for their lines;
+# without the race detector, which makes it ten times slower; then two of
+# the seeds for a minute each under it.
+echo "== simulator"
+go test -count=1 -timeout 15m -run '^TestSim$|^TestSimControls$' -v ./internal/sim
+go test -race -count=1 -timeout 15m -run '^TestSim$' ./internal/sim
 (cd cmd/redlock && go test -race -count=1 -timeout 10m ./...)
 (cd otel && go test -race -count=1 -timeout 10m ./...)
 (cd compare && go test -count=1 -timeout 10m ./...)
