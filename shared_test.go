@@ -89,13 +89,19 @@ func TestSharedExclusion(t *testing.T) {
 			require.ErrorIs(t, err, redlock.ErrNotAcquired, "one reader left")
 			require.NoError(t, r3.Release(ctx))
 
-			w, err := c2.TryAcquire(ctx, key, time.Minute)
+			// Release returns at a quorum: the third node's delete may be
+			// on its way, and under load another node's reply may come
+			// after a try's node timeout. A waiting Acquire rides both
+			// out; the readers' entries would hold it for their minute.
+			wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			w, err := c2.Acquire(wctx, key, time.Minute)
 			require.NoError(t, err, "the last reader gone")
 			_, err = c1.TryAcquire(ctx, key, time.Minute, redlock.Shared())
 			require.ErrorIs(t, err, redlock.ErrNotAcquired, "a reader while a writer holds")
 			require.NotErrorIs(t, err, redlock.ErrUnavailable)
 			require.NoError(t, w.Release(ctx))
-			r, err := c1.TryAcquire(ctx, key, time.Minute, redlock.Shared())
+			r, err := c1.Acquire(wctx, key, time.Minute, redlock.Shared())
 			require.NoError(t, err, "the writer gone")
 			require.NoError(t, r.Release(ctx))
 			e.resetFaults()
