@@ -84,7 +84,11 @@ func (n *Node) start(data []savedKey) {
 		seen = func(cmd string, args []string) {
 			for _, a := range args {
 				if strings.HasPrefix(a, key) {
-					n.trace.AddKeys("cmd", n.ID, []string{a}, "n%d %s %s", n.ID, cmd, strings.Join(args, " "))
+					before, err := m.Get(a) // the value the command finds: the one the previous left
+					if err != nil {
+						before = "(none)"
+					}
+					n.trace.AddKeys("cmd", n.ID, []string{a}, "n%d %s %s | %s was %q", n.ID, cmd, strings.Join(args, " "), a, before)
 					return
 				}
 			}

@@ -98,7 +98,7 @@ func Run(cfg Config) *Result {
 		if slot < cfg.Slots-1 || cfg.Slots == 1 {
 			o = append(o, redlock.WithFencing()) // all but one, so that stale writes meet the store
 		}
-		return o
+		return append(o, redlock.WithHooks(traceHooks(trace, slot)))
 	}
 	for s := range cfg.Slots {
 		c, proc, err := w.NewClient(s, opts(s)...)
@@ -551,4 +551,27 @@ func (r *Result) Report(max int) string {
 		fmt.Fprintf(&b, "wrong: %s\n", s)
 	}
 	return b.String()
+}
+
+// traceHooks puts what a Client does in the background into the trace: its
+// deletes parked for another try and those Close gave up; with
+// TraceCommandsOf set, also every node error of a delete. A value left on a
+// node is explained by them.
+func traceHooks(trace *Trace, slot int) redlock.Hooks {
+	h := redlock.Hooks{
+		CleanupRetry: func(e redlock.Event) {
+			trace.AddKeys("lib", e.Node, []string{e.Key}, "slot %d: delete of %q on n%d parked after try %d for %v", slot, e.Key, e.Node, e.Attempt, e.Wait)
+		},
+		CleanupAbandoned: func(e redlock.Event) {
+			trace.AddKeys("lib", e.Node, []string{e.Key}, "slot %d: delete of %q on n%d given up after %d tries: %v", slot, e.Key, e.Node, e.Attempt, e.Err)
+		},
+	}
+	if TraceCommandsOf != "" {
+		h.NodeError = func(e redlock.Event) {
+			if e.Op == "delete" {
+				trace.AddKeys("lib", e.Node, []string{e.Key}, "slot %d: delete of %q on n%d: %v", slot, e.Key, e.Node, e.Err)
+			}
+		}
+	}
+	return h
 }
