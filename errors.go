@@ -33,8 +33,8 @@ var (
 	// that no quorum could be asked.
 	ErrReleaseUnconfirmed = errors.New("redlock: release not confirmed")
 	// ErrInvalidArgument is matched by every error caused by bad input: an empty
-	// or reserved key (redlock:boot, a name containing ":redlock:fence" or
-	// ":redlock:wait"), a TTL
+	// or reserved key (redlock:boot, a name containing ":redlock:fence",
+	// ":redlock:wait" or ":redlock:tomb"), a TTL
 	// over MaxTTL or leaving no validity, a nil context, a bad option or node
 	// list, refused before anything is sent. Two cases are found by the nodes:
 	// a key held by another kind of lock than the one asked for (permits

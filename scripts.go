@@ -359,6 +359,12 @@ func announceOp(l *Lock, what string, ms int64, end bool) engine.Op {
 // No Client locks a key of that name (reservedKey).
 const restartMarker = "redlock:boot"
 
+// sideSuffix names a key's side tombstone: the key followed by it. It keeps
+// the refusals of late writes that would outlive the value carrying them
+// (scripts/lib.lua, side_keep); the scripts spell it as a Lua literal
+// (lib.lua, acquire_fast.lua), TestSideTombstoneSpelling keeps them equal.
+const sideSuffix = ":redlock:tomb"
+
 // reservedKey reports why key cannot be a lock's key: the library keeps
 // its own values under that name (the restart guard's marker, a fencing
 // counter, a waiting room), which a lock's value would collide with.
@@ -370,6 +376,8 @@ func reservedKey(key string) string {
 		return "a fencing counter's name"
 	case strings.Contains(key, waitSuffix):
 		return "a waiting room's name"
+	case strings.Contains(key, sideSuffix):
+		return "a side tombstone's name"
 	}
 	return ""
 }

@@ -470,7 +470,10 @@ var lateCases = []lateCase{
 		v := n.get()
 		assert.True(t, strings.HasPrefix(v, lockA+"6,"), v)
 		assert.True(t, carries(v, lockY, 5), "keeping the entry: %q", v)
-		assert.LessOrEqual(t, n.pttl(), 500*time.Millisecond, "with its own expiry")
+		// The entry's 2 s outlast the extension's 500 ms: the value lives
+		// until the entry's deadline, or the entry would go with it and
+		// Y's late write land (the simulator's seed 6).
+		assert.Greater(t, n.pttl(), time.Second, "living as long as the entry it carries")
 	}},
 	{"restore", "other holder", func(t *testing.T, n *scriptNode) {
 		assert.EqualValues(t, 0, n.restore(lockA, 5, 20_000))

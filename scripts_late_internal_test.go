@@ -3,9 +3,13 @@ package redlock
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestLateWriteRefusedWhateverCameBetween: a Lock's write held in the
@@ -95,6 +99,72 @@ func TestLateWriteRefusedWhateverCameBetween(t *testing.T) {
 			if held {
 				t.Fatalf("the late write of a deleted Lock took the key:\n  %s", strings.Join(steps, "\n  "))
 			}
+		})
+	}
+}
+
+// TestLateWriteRefusedAfterCarrierExpires: a Lock's delete found another
+// holder's value and left its refusal in it (lib.lua's carry_into), or the
+// holder took the key over the Lock's tombstone and carries its entries;
+// then the holder's value expired on the node's clock before the refusal's
+// 2 s were up (the holder stopped renewing, or renewed for less), and the
+// Lock's held write landed. The simulator found both (seed 6): a shared
+// Lock's write landed 0.4 s after the exclusive holder its delete had found
+// expired, and another 0.2 s after a holder that carried its tombstone
+// extended for 115 ms and lapsed. The write must be refused until the
+// refusal's own deadline, whatever the value carrying it did.
+func TestLateWriteRefusedAfterCarrierExpires(t *testing.T) {
+	n := newScriptNode(t)
+	run := n.subtests(t, "carrier")
+	const short = 150 // the carrier's life, in milliseconds
+	lapse := func() { time.Sleep(short*time.Millisecond + 100*time.Millisecond) }
+	holders := []struct {
+		name string
+		take func() // the carrier takes the key, for short ms
+	}{
+		{"exclusive", func() { require.EqualValues(n.t, 1, n.acquire(lockY, 1, short)) }},
+		{"shared", func() { require.EqualValues(n.t, 1, n.tryShared(shareS, 1, short)) }},
+		{"permit", func() { code, _ := n.acquirePermit("P.", 1, short, 2, 0); require.EqualValues(n.t, 1, code) }},
+	}
+	late := []struct {
+		name  string
+		del   func() int64 // the victim's delete
+		write func() int64 // its held write
+		held  func() bool
+	}{
+		{"exclusive", func() int64 { return n.release("V.", 0, 1) }, func() int64 { return n.acquire("V.", 1, 20_000) },
+			func() bool { return strings.HasPrefix(n.holder(), "V.") }},
+		{"shared", func() int64 { return n.releaseShared("V.", 0, 1) }, func() int64 { return n.tryShared("V.", 1, 20_000) },
+			func() bool {
+				return slices.ContainsFunc(n.entries(), func(e string) bool { return strings.HasPrefix(e, "V.") })
+			}},
+	}
+	for _, h := range holders {
+		for _, v := range late {
+			run("delete found "+h.name+"/late "+v.name, func(t *testing.T) {
+				h.take()
+				v.del()
+				lapse()
+				code := v.write()
+				require.False(t, v.held(), "the late write took the key (reply %d): %q", code, n.get())
+			})
+		}
+	}
+	for _, v := range late {
+		run("carried by an extension/late "+v.name, func(t *testing.T) {
+			v.del()
+			require.EqualValues(t, 1, n.acquire(lockY, 1, 10_000))
+			require.EqualValues(t, 1, n.extend(lockY, 2, short))
+			lapse()
+			code := v.write()
+			require.False(t, v.held(), "the late write took the key (reply %d): %q", code, n.get())
+		})
+		run("carried by a restore/late "+v.name, func(t *testing.T) {
+			v.del()
+			require.EqualValues(t, 1, n.restore(lockY, 2, short)) // over the tombstone, which is absent
+			lapse()
+			code := v.write()
+			require.False(t, v.held(), "the late write took the key (reply %d): %q", code, n.get())
 		})
 	}
 }

@@ -1,20 +1,22 @@
 -- acquire_fast: the prologue of acquire.lua, before lib.lua. Where the key
--- is absent and nobody waits for it (no waiting room, wait.lua),
+-- is absent, nobody waits for it (no waiting room, wait.lua) and no side
+-- tombstone keeps refusals that outlived their value (lib.lua),
 -- take_fair.lua's answer is always the same (write ARGV[1] with PX
 -- ARGV[2], return 1), so the prologue does just that with SET NX, which
 -- gives back what the key holds otherwise (GET), and returns before lib.lua
--- defines its functions: an uncontended acquire costs the node a GET of the
--- room and one SET. A key taken again within a tombstone's life holds the
+-- defines its functions: an uncontended acquire costs the node an MGET of
+-- the room and the side tombstone, and one SET. A key taken again within a tombstone's life holds the
 -- tombstone of its last Lock: where none of its entries refuses this write,
 -- the prologue takes it over as take.lua does, carrying its entries and
 -- living at least as long as the tombstone would have (lib.lua). Anything
 -- else (another holder, a tombstone that refuses, our earlier attempt,
--- shares or permits, an ACL without PTTL or TIME, a waiting room) goes on
+-- shares or permits, an ACL without PTTL or TIME, a waiting room, a side
+-- tombstone) goes on
 -- to the whole script, which reads the key and the room again in the same
 -- atomic step.
 -- KEYS[1], ARGV[1..4] as for acquire.lua.
-local fast_ok, fast_room = pcall(redis.call, 'GET', KEYS[1] .. ':redlock:wait')
-if not (fast_ok and fast_room) then
+local fast_ok, fast_read = pcall(redis.call, 'MGET', KEYS[1] .. ':redlock:wait', KEYS[1] .. ':redlock:tomb')
+if not fast_ok or not (fast_read[1] or fast_read[2]) then
   local fast_v = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
   if not fast_v then
     return 1

@@ -39,6 +39,9 @@ local K = KEYS[1]
 local P, gen, n = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 local v = redis.call('GET', K)
+if side_refuses(K, P, gen) then
+  return {2}
+end
 if v and permit_count(v) == n and not string.find(v, '!', 1, true) and not string.find(v, '/' .. P, 1, true) then
   -- The common case: permits of this count hold the key, none of them
   -- this Lock's, no tombstone entry among them. When none has expired, the

@@ -37,11 +37,24 @@ local function extend_check(K)
   return 1, v
 end
 
--- extend_write extends key K, whose value extend_check found to be v.
+-- extend_write extends key K, whose value extend_check found to be v. A
+-- value that carries tombstone entries lives at least until their deadline
+-- (lib.lua), whatever ARGV[2]: it must refuse their writes until then, and
+-- the entries were at most 2 s from their deletes when carried. (This
+-- script runs without lib.lua, whose side tombstone keeps what outlives a
+-- value that others' deletes found: here the holder itself renews.)
 local function extend_write(K, v)
   local at = string.find(v, ',', 1, true)
   if at then
-    redis.call('SET', K, ARGV[1] .. string.sub(v, at), 'PX', ARGV[2])
+    local carried, ttl = string.sub(v, at), tonumber(ARGV[2])
+    local dl = tonumber(string.match(carried, '^,(%d+)!'))
+    if dl then
+      local ok, t = pcall(redis.call, 'TIME')
+      if ok then
+        ttl = math.max(ttl, dl - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
+      end
+    end
+    redis.call('SET', K, ARGV[1] .. carried, 'PX', ttl)
   else
     redis.call('SET', K, ARGV[1], 'PX', ARGV[2])
   end

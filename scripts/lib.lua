@@ -163,6 +163,66 @@ local function tomb_leave(K, old, prefix, gen, ms, entries, dl, now)
   redis.call('SET', K, '!' .. table.concat(parts, ','), 'PX', life)
 end
 
+-- A refusal must live until its own deadline, but a value carrying it
+-- lives as long as its holder: a holder that stops renewing expires on
+-- the node's clock with what it carried. Where a refusal would outlive
+-- the value that carries it, it is also kept under the key's side
+-- tombstone, K followed by sideSuffix (scripts.go), a
+-- tombstone of its own that every write of a Lock's value reads first
+-- (side_refuses; acquire_fast.lua reads its name too). It holds at most
+-- eight entries and lives as long as the longest lived.
+
+local function side_key(K)
+  return K .. ':redlock:tomb'
+end
+
+-- side_refuses: whether the side tombstone of key K refuses a write of
+-- prefix's Lock of generation gen.
+local function side_refuses(K, prefix, gen)
+  local ok, s = pcall(redis.call, 'GET', side_key(K))
+  return ok and s and tomb_refuses(s, prefix, gen) or false
+end
+
+-- side_keep: entries (tomb_entries') must refuse until node-clock
+-- millisecond dl, read at now, and the value carrying them under key K
+-- lives life milliseconds: if they outlive it, the side tombstone keeps
+-- them until dl too.
+local function side_keep(K, entries, dl, life, now)
+  if #entries == 0 or dl - now <= life then
+    return
+  end
+  local S = side_key(K)
+  local ok, old = pcall(redis.call, 'GET', S)
+  local order, top = {}, {}
+  local function keep(t, g)
+    g = tonumber(g)
+    if top[t] then
+      top[t] = math.max(top[t], g)
+    elseif #order < 8 then
+      order[#order + 1] = t
+      top[t] = g
+    end
+  end
+  for _, e in ipairs(entries) do
+    keep(e[1], e[2])
+  end
+  local left = dl - now
+  if ok and old then
+    for t, g in string.gmatch(old, '(%x+):(%d+)') do
+      keep(t, g)
+    end
+    local okp, pttl = pcall(redis.call, 'PTTL', S)
+    if okp and pttl > left then
+      left = pttl
+    end
+  end
+  local parts = {}
+  for i, t in ipairs(order) do
+    parts[i] = t .. ':' .. string.format('%d', top[t])
+  end
+  pcall(redis.call, 'SET', S, '!' .. table.concat(parts, ','), 'PX', left)
+end
+
 -- chain_split: the head of value v and its chain ('' when none), which
 -- starts with "|".
 local function chain_split(v)
@@ -213,11 +273,13 @@ local function chain_restore(K, els, entries, dl)
     redis.call('SET', K, v, 'KEEPTTL')
     return true
   end
-  local left = els[1][1] - now_ms()
+  local now = now_ms()
+  local left = els[1][1] - now
   if left <= 0 then
     return false
   end
   redis.call('SET', K, v, 'PX', left)
+  side_keep(K, entries, dl, left, now)
   return true
 end
 
@@ -240,7 +302,8 @@ end
 -- (below) keeps it as one of its tombstone entries, for ms milliseconds.
 -- The key keeps its expiry: the holder's claim ends when it would have,
 -- however many Locks' deletes find it (a holder that crashed while others
--- contend for the key must expire), and the entries go with it.
+-- contend for the key must expire); where it expires before the entry's
+-- ms, the side tombstone keeps the entry (side_keep).
 local function carry_into(K, v, prefix, gen, ms)
   if not lock_value(v) then
     return -- another program's value under the name: left alone
@@ -248,6 +311,10 @@ local function carry_into(K, v, prefix, gen, ms)
   local ok, now = pcall(now_ms)
   if not ok then
     return -- an ACL without TIME: the entry's deadline cannot be kept
+  end
+  local okp, pttl = pcall(redis.call, 'PTTL', K)
+  if okp and pttl >= 0 then
+    side_keep(K, {{tomb_tag(prefix), tonumber(gen)}}, now + tonumber(ms), pttl, now)
   end
   local kind = string.sub(v, 1, 1)
   if kind == '^' or kind == '#' then

@@ -22,6 +22,9 @@ local vals = {}
 for i = 1, #KEYS do
   local v = redis.call('GET', KEYS[i])
   vals[i] = v
+  if side_refuses(KEYS[i], ARGV[3], ARGV[4]) then
+    return 2
+  end
   if not v then
     absent = true
   elseif string.sub(v, 1, 1) == '!' then
@@ -55,6 +58,13 @@ for i = 1, #KEYS do
     end
   elseif v then
     extra = select(2, carry_split(v))
+    local dl, entries = carry_read(extra)
+    if #entries > 0 then
+      local okt, now = pcall(now_ms)
+      if okt then
+        side_keep(KEYS[i], entries, dl, ttl, now)
+      end
+    end
   end
   redis.call('SET', KEYS[i], ARGV[1] .. extra, 'PX', ttl)
 end

@@ -15,6 +15,9 @@ local K = KEYS[1]
 local P, gen, n, want = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[5])
 local now = now_ms()
 local v = redis.call('GET', K)
+if side_refuses(K, P, gen) then
+  return 2
+end
 local els = {}
 if v then
   local c = string.sub(v, 1, 1)

@@ -25,6 +25,9 @@ end
 -- when live permits hold the key (permits.lua), false when an exclusive
 -- Lock does. Expired permits are absent: their tombstone entries are kept.
 local function shared_from(K, v, P, gen, now)
+  if side_refuses(K, P, gen) then
+    return nil, 2
+  end
   if not v then
     return {}
   end

@@ -38,10 +38,13 @@
 -- Release): only a pending takeover keeps one. At most eight pending
 -- takeovers chain; a ninth is refused as another holder.
 local function take(K, v)
+  local mine = string.sub(ARGV[1], 1, #ARGV[1] - #ARGV[4])
+  if side_refuses(K, mine, ARGV[4]) then
+    return 2
+  end
   if not v then
     return 1, ARGV[1], ARGV[2], false
   end
-  local mine = string.sub(ARGV[1], 1, #ARGV[1] - #ARGV[4])
   if string.sub(v, 1, 1) == '!' then
     if tomb_refuses(v, mine, ARGV[4]) then
       return 2
