@@ -35,6 +35,10 @@ func TestBadInput(t *testing.T) {
 		{"sub-millisecond ttl", ctx, "k", 500 * time.Microsecond, []error{redlock.ErrInvalidArgument}},
 		{"ttl within drift", ctx, "k", 2 * time.Millisecond, []error{redlock.ErrInvalidArgument}},
 		{"nil context", nil, "k", time.Second, []error{redlock.ErrInvalidArgument}},
+		{"restart marker", ctx, "redlock:boot", time.Second, []error{redlock.ErrInvalidArgument}},
+		{"fencing counter", ctx, "k:redlock:fence", time.Second, []error{redlock.ErrInvalidArgument}},
+		{"waiting room", ctx, "k:redlock:wait", time.Second, []error{redlock.ErrInvalidArgument}},
+		{"side tombstone", ctx, "k:redlock:tomb", time.Second, []error{redlock.ErrInvalidArgument}},
 		{"cancelled context", cancelled, "k", time.Second, []error{redlock.ErrNotAcquired, context.Canceled}},
 	}
 	for _, tc := range calls {

@@ -15,8 +15,14 @@
 -- to the whole script, which reads the key and the room again in the same
 -- atomic step.
 -- KEYS[1], ARGV[1..4] as for acquire.lua.
-local fast_ok, fast_read = pcall(redis.call, 'MGET', KEYS[1] .. ':redlock:wait', KEYS[1] .. ':redlock:tomb')
-if not fast_ok or not (fast_read[1] or fast_read[2]) then
+local fast_room, fast_side = KEYS[1] .. ':redlock:wait', KEYS[1] .. ':redlock:tomb'
+local fast_ok, fast_read = pcall(redis.call, 'MGET', fast_room, fast_side)
+if not fast_ok then -- an ACL without MGET: one GET each, as the whole script reads them
+  local ok_r, r = pcall(redis.call, 'GET', fast_room)
+  local ok_s, s = pcall(redis.call, 'GET', fast_side)
+  fast_read = {ok_r and r, ok_s and s}
+end
+if not (fast_read[1] or fast_read[2]) then
   local fast_v = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
   if not fast_v then
     return 1
