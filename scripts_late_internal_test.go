@@ -15,8 +15,9 @@ import (
 // TestLateWriteRefusedWhateverCameBetween: a Lock's write held in the
 // network lands on a node after the Lock's delete ran there, while other
 // Locks, exclusive and shared, took the key, renewed it and let it go in
-// between, all within the tombstone's 2 s: every script that wrote the key
-// meanwhile must have kept what refuses the late copy (docs/late-writes.md).
+// between, all within the tombstone's 2 s, some of them for a short TTL
+// that runs out on the way: every script that wrote the key meanwhile must
+// have kept what refuses the late copy (docs/late-writes.md).
 // The sequences are random, seeded per case; a failure names its seed and
 // steps. The simulator found a shared Lock's acquire accepted on a node 1.3
 // s after its Release, with exclusive and shared Locks of other Clients
@@ -32,11 +33,19 @@ func TestLateWriteRefusedWhateverCameBetween(t *testing.T) {
 			vShared := r.IntN(2) == 0
 			var steps []string
 			// The victim's delete: its write to this node never came, so
-			// the delete finds whatever is there (nothing yet).
-			if vShared {
-				steps = append(steps, fmt.Sprintf("V shared release: %d", n.releaseShared(victim, 0, 1)))
-			} else {
-				steps = append(steps, fmt.Sprintf("V release: %d", n.release(victim, 0, 1)))
+			// the delete finds whatever is there, nothing yet or, from the
+			// first other step on, another holder's value.
+			nsteps := 1 + r.IntN(8)
+			delAt := 0
+			if r.IntN(2) == 0 {
+				delAt = r.IntN(nsteps)
+			}
+			victimDelete := func() {
+				if vShared {
+					steps = append(steps, fmt.Sprintf("V shared release: %d → %q", n.releaseShared(victim, 0, 1), n.get()))
+				} else {
+					steps = append(steps, fmt.Sprintf("V release: %d → %q", n.release(victim, 0, 1), n.get()))
+				}
 			}
 			others := []string{"A.", "B.", "C."}
 			shared := map[string]bool{}
@@ -44,9 +53,24 @@ func TestLateWriteRefusedWhateverCameBetween(t *testing.T) {
 			for _, o := range others {
 				shared[o] = r.IntN(2) == 0
 			}
-			for range 1 + r.IntN(8) {
+			lapsed := false
+			for step := range nsteps {
+				if step == delAt {
+					victimDelete()
+				}
 				o := others[r.IntN(len(others))]
 				ttl := 1000 + r.IntN(20_000)
+				if r.IntN(4) == 0 {
+					ttl = 30 + r.IntN(90) // a holder that stops renewing expires soon
+				}
+				if !lapsed && r.IntN(6) == 0 {
+					// Time passes, once per case and well within the
+					// victim's 2 s: the short-lived values expire on the
+					// node's clock with what they carry.
+					lapsed = true
+					time.Sleep(150 * time.Millisecond)
+					steps = append(steps, fmt.Sprintf("150 ms pass → %q", n.get()))
+				}
 				var code int64
 				op := ""
 				switch k := r.IntN(3); {

@@ -106,6 +106,24 @@ local function carry_text(dl, entries)
   return ',' .. string.format('%d', dl) .. '!' .. table.concat(parts, ',')
 end
 
+-- carry_life: how long a value of the holder's own that carries text
+-- carried lives when written for ttl milliseconds: until the carried
+-- deadline at least, or the entries would go with the value before they
+-- are due (an Extend for less, a retry for less). The holder's own acts
+-- alone use it, and the deadline is at most 2 s from the delete it came
+-- from: never others' deletes, which would keep a crashed holder's key.
+local function carry_life(carried, ttl)
+  local dl = tonumber(string.match(carried, '^,(%d+)!'))
+  if not dl then
+    return ttl
+  end
+  local ok, now = pcall(now_ms)
+  if not ok then
+    return ttl
+  end
+  return math.max(tonumber(ttl), dl - now)
+end
+
 -- carry_refuses: whether entries refuse a write of prefix's Lock of
 -- generation gen.
 local function carry_refuses(entries, prefix, gen)

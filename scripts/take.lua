@@ -112,7 +112,7 @@ local function take(K, v)
       return 2
     end
     if chain == '' then
-      return 1, ARGV[1] .. carried, ARGV[2], false
+      return 1, ARGV[1] .. carried, carry_life(carried, ARGV[2]), false
     end
     els = chain_elements(chain)
   else
@@ -137,11 +137,11 @@ local function take(K, v)
     return -pttl - 1
   end
   if live == 0 then
-    return 1, ARGV[1] .. carried, ARGV[2], false
+    return 1, ARGV[1] .. carried, carry_life(carried, ARGV[2]), false
   end
   local kept = {}
   for k = 1, live do
     kept[k] = els[k]
   end
-  return 1, ARGV[1] .. chain_join(kept, 1) .. carried, math.max(tonumber(ARGV[2]), pttl), true
+  return 1, ARGV[1] .. chain_join(kept, 1) .. carried, math.max(tonumber(carry_life(carried, ARGV[2])), pttl), true
 end
