@@ -67,14 +67,38 @@ func TestSim(t *testing.T) {
 			dur = time.Minute
 		}
 	}
+	var failed []string
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			res, _ := runSim(t, Guarded(seed, dur))
+			cfg := Guarded(seed, dur)
+			res, _ := runSim(t, cfg)
 			if res.Violations() > 0 || len(res.Wrongs) > 0 {
-				t.Errorf("%d violations, %d wrongs\n%s", res.Violations(), len(res.Wrongs), res.Report(5))
+				report := res.Report(5)
+				t.Errorf("%d violations, %d wrongs\n%s", res.Violations(), len(res.Wrongs), report)
+				failed = append(failed, fmt.Sprintf("seed %d: %d violations, %d wrongs; replay: %s\n%s",
+					seed, res.Violations(), len(res.Wrongs), replay(t, cfg), firstLines(report, 12)))
 			}
 		})
 	}
+	// CI shows the tail of a failing test's output: the findings again,
+	// last, so that the tail holds them and not the next seed's summary.
+	if len(failed) > 0 {
+		t.Errorf("failed seeds:\n%s", strings.Join(failed, "\n"))
+	}
+}
+
+// firstLines is s cut to its first n lines, each to 400 bytes.
+func firstLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = append(lines[:n], fmt.Sprintf("... %d more lines above", len(lines)-n))
+	}
+	for i, l := range lines {
+		if len(l) > 400 {
+			lines[i] = l[:400] + "..."
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // runSim runs cfg in a bubble of its own, under a watchdog, and logs its
