@@ -2,9 +2,11 @@ package redlock_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -126,6 +128,29 @@ func startWriterProcess(t *testing.T, nodes []string, key string) *exec.Cmd {
 	}
 }
 
+// waitSignalled waits until process pid is stopped (SIGSTOP) or gone
+// (SIGKILL), as /proc shows its state.
+func waitSignalled(t *testing.T, pid int, sig syscall.Signal) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return sig == syscall.SIGKILL // reaped
+		}
+		// pid (comm) state ...: comm may hold spaces, the state follows
+		// the last ")".
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return false
+		}
+		state := b[i+2]
+		if sig == syscall.SIGSTOP {
+			return state == 'T' || state == 't'
+		}
+		return state == 'Z' || state == 'X'
+	}, 20*time.Second, time.Millisecond, "process %d did not take %v", pid, sig)
+}
+
 // readersHeldBack waits until a new shared Lock of key is refused (a writer
 // waits), releasing those admitted meanwhile.
 func readersHeldBack(t *testing.T, c *redlock.Client, key string) {
@@ -188,6 +213,9 @@ func TestSharedWriterStopped(t *testing.T) {
 			cmd := startWriterProcess(t, addrs, key)
 			readersHeldBack(t, c, key)
 			require.NoError(t, cmd.Process.Signal(sig))
+			// The signal takes effect asynchronously: a writer still
+			// running would take the key at the Release, as it should.
+			waitSignalled(t, cmd.Process.Pid, sig)
 			require.NoError(t, r.Release(ctx))
 			stopped := time.Now()
 
