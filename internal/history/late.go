@@ -60,9 +60,10 @@ func checkLate(v *Verdict, r *Record) {
 		released := l.Releases[0].End
 		stayed := shortest - s.TTL
 		// A delete on its way to a node cut off (stopped, killed and
-		// restarting, its network cut) runs once the node is back:
-		// the time cut off is no stay.
-		up := stayed - r.cutWithin(s.Node, Interval{written, s.At})
+		// restarting, its network cut, or the Lock's process alone cut
+		// from it) runs once the node is back: the time cut off is no
+		// stay.
+		up := stayed - r.cutWithin(s.Node, l.Proc, Interval{written, s.At})
 		if written.After(released.Add(LateMargin)) && up >= LateStay {
 			reported[l] = true
 			v.add("leftovers", s.Key, written, "%s: lock #%d (%s), released at %s, written again %v later, seen %v after that",

@@ -53,11 +53,17 @@ func TestCheckLate(t *testing.T) {
 		{"another node cut off", []NodeDown{{Node: 1, Interval: cut[0].Interval, Healed: cut[0].Healed}}, true},
 		{"its node in its restart guard only", []NodeDown{{Node: 2, Interval: Interval{at(500), at(3000)}, Healed: at(700)}}, true},
 		{"its node cut off, no heal noted", []NodeDown{{Node: 2, Interval: Interval{at(900), at(1300)}}}, false},
+		// The simulator's seed 831417: the Lock's process partitioned from
+		// the node, its delete held back until the heal.
+		{"its process alone cut from its node", []NodeDown{{Node: 2, Proc: "p1", Interval: Interval{at(900), at(1300)}}}, false},
+		{"another process cut from its node", []NodeDown{{Node: 2, Proc: "p2", Interval: Interval{at(900), at(1300)}}}, true},
 	}
 	for _, tc := range downTests {
 		t.Run(tc.name, func(t *testing.T) {
 			// As in the first case: written at 800, seen at 2000.
-			v := Check(&Record{Locks: []*Lock{released(s)}, Seen: []NodeKey{seen("TOK.1", 2000, 800*time.Millisecond)}, Down: tc.down})
+			l := released(s)
+			l.Proc = "p1"
+			v := Check(&Record{Locks: []*Lock{l}, Seen: []NodeKey{seen("TOK.1", 2000, 800*time.Millisecond)}, Down: tc.down})
 			assert.Equal(t, tc.found, v.Count("leftovers") == 1, "%v", v.Found)
 		})
 	}
@@ -80,4 +86,15 @@ func TestValueToken(t *testing.T) {
 	} {
 		assert.Equal(t, want, valueToken(v), v)
 	}
+}
+
+// TestLinkCutIsNoNodeDown: a process cut from a node (NodeDown.Proc) leaves
+// the node up for the quorum: two of three nodes cut from one process each
+// are no quorum down; the same nodes down for everyone are.
+func TestLinkCutIsNoNodeDown(t *testing.T) {
+	iv := Interval{at(0), at(1000)}
+	links := &Record{Nodes: 3, Down: []NodeDown{{Node: 0, Proc: "p1", Interval: iv}, {Node: 1, Proc: "p1", Interval: iv}}}
+	assert.Empty(t, links.quorumDown())
+	nodes := &Record{Nodes: 3, Down: []NodeDown{{Node: 0, Interval: iv}, {Node: 1, Interval: iv}}}
+	assert.NotEmpty(t, nodes.quorumDown())
 }

@@ -37,6 +37,11 @@ type Wait struct {
 // within its restart guard.
 type NodeDown struct {
 	Node int
+	// Proc, when set, is the one process cut from the node (a blackhole, a
+	// partition of some clients): the node ran, and only that process's
+	// commands could not reach it. It is no node down for a quorum, only
+	// for the deletes of that process's Locks (checkLate).
+	Proc string
 	Interval
 	// Healed is when the fault itself ended, before To when the node then
 	// stays out of the quorums for its restart guard: from Healed on, what
@@ -52,11 +57,12 @@ func (d NodeDown) cut() Interval {
 	return Interval{d.From, d.Healed}
 }
 
-// cutWithin is how long node was cut off (NodeDown.cut) within iv.
-func (r *Record) cutWithin(node int, iv Interval) time.Duration {
+// cutWithin is how long node was cut off (NodeDown.cut) within iv from
+// process proc: cut off from all, or from proc alone.
+func (r *Record) cutWithin(node int, proc string, iv Interval) time.Duration {
 	var ivs []Interval
 	for _, d := range r.Down {
-		if d.Node == node {
+		if d.Node == node && (d.Proc == "" || d.Proc == proc) {
 			if x := Intersect(d.cut(), iv); !x.Empty() {
 				ivs = append(ivs, x)
 			}
@@ -170,7 +176,9 @@ func (r *Record) quorumDown() []Interval {
 	var edges []edge
 	byNode := make(map[int][]Interval)
 	for _, d := range r.Down {
-		byNode[d.Node] = append(byNode[d.Node], d.Interval)
+		if d.Proc == "" { // a link cut leaves the node up for the others
+			byNode[d.Node] = append(byNode[d.Node], d.Interval)
+		}
 	}
 	for _, ivs := range byNode {
 		for _, iv := range Union(ivs) {

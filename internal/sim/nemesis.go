@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -50,7 +51,8 @@ type Nemesis struct {
 	linkActive map[[2]int]int
 	linkQuiet  map[[2]int]time.Time
 	// down are the node faults that cut a node off (stop, crash,
-	// restart-empty), to their heal: history.Record.Down, so that the
+	// restart-empty) and the links cut (blackhole, partition), to their heal:
+	// history.Record.Down, so that the
 	// late-write rule does not count time in which no delete could run.
 	down  []history.NodeDown
 	heals sync.WaitGroup
@@ -64,6 +66,18 @@ func (nm *Nemesis) cutOff(i int, from time.Time) {
 	now := time.Now()
 	nm.down = append(nm.down, history.NodeDown{Node: i, Interval: history.Interval{From: from, To: now}, Healed: now})
 }
+
+// linkCut records that process proc was cut from node i from from until
+// now, when its fault healed: a delete of its Locks waited for the heal.
+func (nm *Nemesis) linkCut(proc, i int, from time.Time) {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	now := time.Now()
+	nm.down = append(nm.down, history.NodeDown{Node: i, Proc: ProcName(proc), Interval: history.Interval{From: from, To: now}, Healed: now})
+}
+
+// ProcName is how the record names process proc (history.Lock.Proc).
+func ProcName(proc int) string { return fmt.Sprintf("c%d", proc) }
 
 // Down returns the node faults healed so far that cut a node off.
 func (nm *Nemesis) Down() []history.NodeDown {
@@ -203,7 +217,8 @@ func (nm *Nemesis) inject(kind string) {
 		tr.Add("fault", node, "blackhole c%d for %v", proc, d)
 		nm.begin(proc, node)
 		net.Blackhole(proc, node, true)
-		nm.after(d, func() { net.Blackhole(proc, node, false); nm.end(proc, node) })
+		from := time.Now()
+		nm.after(d, func() { net.Blackhole(proc, node, false); nm.linkCut(proc, node, from); nm.end(proc, node) })
 	case FaultPartition:
 		// Some processes cut from a minority of the nodes.
 		nodes := r.Perm(len(nm.w.Nodes))[:1+r.IntN(max(nm.limit, 1))]
@@ -218,10 +233,12 @@ func (nm *Nemesis) inject(kind string) {
 				net.Blackhole(p, i, true)
 			}
 		}
+		from := time.Now()
 		nm.after(d, func() {
 			for _, i := range nodes {
 				for _, p := range cut {
 					net.Blackhole(p, i, false)
+					nm.linkCut(p, i, from)
 					nm.end(p, i)
 				}
 			}

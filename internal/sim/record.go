@@ -325,6 +325,9 @@ func (rec *Recorder) Record() *history.Record {
 		cp.Acquires, cp.Releases, cp.Proofs, cp.Caps = slices.Clone(l.Acquires), slices.Clone(l.Releases), slices.Clone(l.Proofs), slices.Clone(l.Caps)
 		cp.TTLs = slices.Clone(l.TTLs)
 		cp.Keys = slices.Clone(l.Keys)
+		if p, ok := rec.procs[l.ID]; ok && p >= 0 {
+			cp.Proc = ProcName(p) // for the link cuts of its process (Nemesis.linkCut)
+		}
 		r.Locks = append(r.Locks, &cp)
 	}
 	return r

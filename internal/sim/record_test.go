@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -63,4 +64,34 @@ func TestNemesisRecordsCutOffNodes(t *testing.T) {
 		require.Equal(t, down[0].To, down[0].Healed)
 		require.Equal(t, time.Second, down[1].To.Sub(down[1].From))
 	})
+}
+
+// TestNemesisRecordsCutLinks: a blackhole and a partition are each a link
+// cut from its process to its node until the heal (history.NodeDown.Proc):
+// a CI run's fresh seed 831417 saw a Lock's write land on a node its
+// process was partitioned from, its delete held back until the heal, and
+// the late-write rule, without the cut, reported the value's 1.1 s.
+func TestNemesisRecordsCutLinks(t *testing.T) {
+	for _, kind := range []string{FaultBlackhole, FaultPartition} {
+		t.Run(kind, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				w := NewWorld(Config{Seed: 1, Nodes: 3, Latency: time.Millisecond}, NewTrace())
+				defer w.Close()
+				c, proc, err := w.NewClient(0)
+				require.NoError(t, err)
+				defer func() { _ = c.Close(context.Background()) }()
+				nm := NewNemesis(w, 1, nil, time.Second, 0)
+				nm.inject(kind)
+				time.Sleep(3 * time.Second)
+				nm.heals.Wait()
+				down := nm.Down()
+				require.NotEmpty(t, down)
+				for _, d := range down {
+					require.Equal(t, ProcName(proc), d.Proc)
+					require.Positive(t, d.To.Sub(d.From))
+					require.Equal(t, d.To, d.Healed)
+				}
+			})
+		})
+	}
 }
