@@ -21,6 +21,13 @@ import (
 // delete waited for the node's restart (an AOF load of about a second).
 const LateStay = time.Second
 
+// CarryBound is the longest a value may live beyond the TTL its Lock
+// asked for: a value that takes the key over a tombstone, or that a retry
+// or an Extend rewrites, lives until the tombstone entries it carries are
+// due, at most min(TTL, 2 s) after the delete that left them
+// (docs/late-writes.md). A value's life is at most the longer of the two.
+const CarryBound = 2 * time.Second
+
 // LateMargin is how much later than the Release's return a write must have
 // been made, by the node's clock, for checkLate to report it: the nodes'
 // clocks drift within the assumption, and a value's time to live is read
@@ -31,7 +38,8 @@ const LateMargin = 50 * time.Millisecond
 // that was written after the Lock's first Release returned and stayed at
 // least LateStay: a late write that nothing refused. The moment a value was
 // written is bounded from its time to live when seen: no earlier than At +
-// TTL − the longest TTL the Lock asked for, and it had stayed at least the
+// TTL − the longest TTL the Lock asked for (CarryBound at least), and it
+// had stayed at least the
 // shortest TTL − TTL; each bound errs toward no finding. Values of Locks of
 // an owner (whose Locks share a token), of shared Locks and permits (whose
 // values are not one Lock's) and of Do calls (whose Lock is never seen) are
@@ -52,7 +60,7 @@ func checkLate(v *Verdict, r *Record) {
 		if l == nil || reported[l] || len(l.Releases) == 0 || l.Releases[0].End.IsZero() || s.TTL <= 0 {
 			continue
 		}
-		shortest, longest := l.TTLs[0], l.TTLs[0]
+		shortest, longest := l.TTLs[0], CarryBound
 		for _, d := range l.TTLs {
 			shortest, longest = min(shortest, d), max(longest, d)
 		}
