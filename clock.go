@@ -154,9 +154,13 @@ func (c *timing) drift(ttl time.Duration) time.Duration {
 // keyLife is the longest a key written with ttl may live once written, by
 // our clock: the node's clock may run slow by the drift allowance, counted
 // twice for margin. Delete retries end there: past it nothing is left to
-// remove. With the default drift it is ttl + ttl/50 + 4ms.
+// remove. A value that carries tombstone entries lives until they are due,
+// up to tombstoneTTL from the delete that left them, however short its own
+// ttl (scripts/lib.lua, carry_life): a key lives the longer of the two.
+// With the default drift it is max(ttl, 2 s) + max(ttl, 2 s)/50 + 4ms.
 func (c *timing) keyLife(ttl time.Duration) time.Duration {
-	return ttl + 2*c.drift(ttl)
+	life := max(ttl, tombstoneTTL)
+	return life + 2*c.drift(life)
 }
 
 // validUntil is the end of the window in which the lock is held, for keys
