@@ -26,7 +26,26 @@ var (
 	simStall = flag.Duration("sim.stall", 30*time.Second, "wall time without the bubble's clock moving after which the watchdog reports a stall")
 	simTrace = flag.String("sim.trace", "", "write each run's whole trace to this file (a seed's run to FILE.SEED)")
 	simCmds  = flag.String("sim.cmds", "", "trace every command a client sends a node that names a key with this prefix, with its arguments (see -sim.trace)")
+	simShard = flag.String("sim.shard", "", "K/N: run only the seeds whose index in the list is K modulo N, so that N processes share the list (test.sh runs two, one per core)")
 )
+
+// shardOf returns the seeds of shard spec ("K/N"; "" for all).
+func shardOf(seeds []uint64, spec string) ([]uint64, error) {
+	if spec == "" {
+		return seeds, nil
+	}
+	var k, n int
+	if _, err := fmt.Sscanf(spec, "%d/%d", &k, &n); err != nil || n <= 0 || k < 0 || k >= n {
+		return nil, fmt.Errorf("-sim.shard=%q: want K/N with 0 <= K < N", spec)
+	}
+	var out []uint64
+	for i, s := range seeds {
+		if i%n == k {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
 
 // SimSeeds are the seeds every run of TestSim replays. On the commit
 // before issue 39's fix each found, in most runs, values that outlived
@@ -60,6 +79,10 @@ func TestSim(t *testing.T) {
 		seeds = seeds[:2] // the race detector makes it ten times slower
 	default:
 		seeds = append(seeds, uint64(time.Now().UnixNano()%1_000_000)+1000)
+	}
+	seeds, err := shardOf(seeds, *simShard)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if dur == 0 {
 		dur = 10 * time.Minute
