@@ -39,6 +39,7 @@ func TestFastPathsChangeNothing(t *testing.T) {
 	}{
 		{"acquire A gen 5", acquireScript, slowAcquire, acq(lockA, 5)},
 		{"acquire A gen 6", acquireScript, slowAcquire, acq(lockA, 6)},
+		{"acquire A gen 6, TTL 1.5 s", acquireScript, slowAcquire, []any{lockA + "6", 1500, holderOfLock(lockA), 6}},
 		{"acquire A gen 4", acquireScript, slowAcquire, acq(lockA, 4)},
 		{"acquire B", acquireScript, slowAcquire, acq(lockB, 7)},
 		{"acquire Y", acquireScript, slowAcquire, acq(lockY, 1)},
@@ -148,6 +149,23 @@ func TestFastPathsChangeNothing(t *testing.T) {
 	}
 }
 
+// TestTombBoundSpelling: the fast paths read no clock where a TTL or a
+// tombstone's life is at least tombBoundMs, the longest any carried
+// entry must still refuse (lib.lua): it must be tombstoneTTL, the longest
+// a delete asks a tombstone to live (tombLifeMs), or a fast path would
+// let entries go before they are due.
+func TestTombBoundSpelling(t *testing.T) {
+	want := "local tombBoundMs = " + strconv.FormatInt(tombstoneTTL.Milliseconds(), 10) + "\n"
+	for name, src := range map[string]string{"acquire_fast.lua": acquireFastSrc, "release_fast.lua": releaseFastSrc} {
+		if strings.Count(src, want) != 1 || strings.Count(src, "tombBoundMs =") != 1 {
+			t.Errorf("scripts/%s does not define %q once", name, strings.TrimSpace(want))
+		}
+	}
+	if got := tombLifeMs(time.Hour); got != tombstoneTTL.Milliseconds() {
+		t.Errorf("a delete of a long Lock asks for a tombstone of %d ms, not tombstoneTTL", got)
+	}
+}
+
 func fmtReply(v any) string {
 	if i, ok := v.(int64); ok {
 		if i < -1 {
@@ -156,4 +174,48 @@ func fmtReply(v any) string {
 		return strconv.FormatInt(i, 10)
 	}
 	return "other"
+}
+
+// TestFastPathCommands: what a key taken again within a tombstone's life
+// costs the node, the hot key's case (docs/benchmarks.md): the acquire an
+// MGET, a TIME and a SET, the release of that value a GET, a SET and a
+// PUBLISH, no clock read (tombBoundMs); with a TTL under tombBoundMs the
+// acquire takes the whole script, which reads the tombstone's life.
+func TestFastPathCommands(t *testing.T) {
+	n := newScriptNode(t)
+	ctx := context.Background()
+	require.NoError(t, acquireScript.Load(ctx, n.rc).Err())
+	require.NoError(t, releaseScript.Load(ctx, n.rc).Err())
+	counts := func() map[string]int {
+		out := map[string]int{}
+		for _, l := range strings.Split(n.rc.Info(ctx, "commandstats").Val(), "\n") {
+			name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(l), "cmdstat_"), ":calls=")
+			if !ok || strings.HasPrefix(l, "#") || name == "config|resetstat" || name == "info" {
+				continue
+			}
+			calls, _, _ := strings.Cut(rest, ",")
+			out[name], _ = strconv.Atoi(calls)
+		}
+		require.NoError(t, n.rc.ConfigResetStat(ctx).Err())
+		return out
+	}
+	n.key = "fastcmds"
+	n.set("!"+entryOf(lockY, 3)+","+entryOf(lockB, 2), 1500*time.Millisecond)
+	counts()
+	require.EqualValues(t, 1, n.run(acquireScript, []string{n.key}, lockA+"1", 10_000, holderOfLock(lockA), 1))
+	assert.Equal(t, map[string]int{"evalsha": 1, "mget": 1, "time": 1, "set": 1}, counts(), "the acquire over a tombstone")
+	v := n.rc.Get(ctx, n.key).Val()
+	assert.Contains(t, v, entryOf(lockY, 3), "the value does not carry the tombstone's entries: %q", v)
+	counts()
+	require.EqualValues(t, 1, n.run(releaseScript, []string{n.key}, lockA, 0, 1, 2000))
+	assert.Equal(t, map[string]int{"evalsha": 1, "get": 1, "set": 1, "publish": 1}, counts(), "the release of a value that carries entries")
+	for _, e := range []string{entryOf(lockA, 1), entryOf(lockY, 3), entryOf(lockB, 2)} {
+		assert.Contains(t, n.rc.Get(ctx, n.key).Val(), e, "the tombstone lost an entry")
+	}
+	assert.Greater(t, n.rc.PTTL(ctx, n.key).Val(), 1900*time.Millisecond, "the tombstone lives less than 2 s")
+
+	counts()
+	require.EqualValues(t, 1, n.run(acquireScript, []string{n.key}, lockB+"3", 1000, holderOfLock(lockB), 3))
+	assert.Positive(t, counts()["pttl"], "a TTL under 2 s over a tombstone: the whole script reads its life")
+	assert.Greater(t, n.rc.PTTL(ctx, n.key).Val(), 1500*time.Millisecond, "the value lives less than the tombstone it took over")
 }

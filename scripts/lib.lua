@@ -47,6 +47,13 @@ end
 -- whoever held the key since, until the holder's own delete leaves them in
 -- its tombstone, which lives until that deadline at least. At most eight
 -- are carried, the latest added first. A Lock's value never holds ",".
+-- No deadline carried, and no tombstone's remaining life, is ever more
+-- than tombstoneTTL (2 s, clock.go) past the node's now: a delete asks for
+-- min(ttl, 2 s), and every deadline here is a delete's now plus that, or
+-- the longest of such deadlines. The fast paths rely on it
+-- (acquire_fast.lua, release_fast.lua, tombBoundMs): a value of a TTL of
+-- 2 s or more written now outlives whatever it carries, and a tombstone of
+-- 2 s left now outlives what it takes over, without reading the clock.
 
 -- carry_split: the value v without what it carries, and the carried text
 -- ('' when none), which starts with ",".

@@ -3,12 +3,16 @@
 -- before lib.lua defines its functions: an absent key, or a value whose
 -- head is this Lock's with no chain ("|"), is left the tombstone of this
 -- Lock's writes up to ARGV[3] and of the entries the value carries (","),
--- living until their deadline at least, as tomb_leave leaves it (a rollback whose limit is below the value's
--- generation changes nothing, 2). A Release (limit 0) that finds its value
--- announces it on the key's release channel, as release_key does.
--- Anything else (a tombstone, another holder, a chain) goes on to the
--- whole script.
+-- living until their deadline at least, as tomb_leave leaves it (a
+-- rollback whose limit is below the value's generation changes nothing,
+-- 2). Their deadline is never more than tombBoundMs past now (lib.lua;
+-- tombstoneTTL in clock.go): a tombstone that lives that long (ARGV[4])
+-- outlives it without a TIME to read it. A Release (limit 0) that finds
+-- its value announces it on the key's release channel, as release_key
+-- does. Anything else (a tombstone, another holder, a chain) goes on to
+-- the whole script.
 -- KEYS[1], ARGV[1..4] as for release.lua.
+local tombBoundMs = 2000
 local fast_v = redis.call('GET', KEYS[1])
 if not fast_v or (string.sub(fast_v, 1, #ARGV[1]) == ARGV[1] and not string.find(fast_v, '|', 1, true)) then
   local limit = tonumber(ARGV[2])
@@ -26,22 +30,22 @@ if not fast_v or (string.sub(fast_v, 1, #ARGV[1]) == ARGV[1] and not string.find
     -- follow this Lock's, seven of them at most, and the tombstone lives
     -- until their deadline at least.
     local bang = string.find(fast_v, '!', at, true)
-    local okt, t = pcall(redis.call, 'TIME')
+    local okt, t = true, nil
+    if life < tombBoundMs then
+      okt, t = pcall(redis.call, 'TIME')
+    end
     if okt and bang and not string.find(fast_v, tag .. ':', bang, true) then
-      local dl = tonumber(string.sub(fast_v, at + 1, bang - 1))
-      life = math.max(life, dl - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
-      local carried, stop, n = string.sub(fast_v, bang + 1), 0, 0
-      while n < 7 do
-        stop = string.find(carried, ',', stop + 1, true)
+      if t then
+        local dl = tonumber(string.sub(fast_v, at + 1, bang - 1))
+        life = math.max(life, dl - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
+      end
+      -- The first seven entries, cut from the value in one piece.
+      local stop, n = bang, 0
+      repeat
+        stop = string.find(fast_v, ',', stop + 1, true)
         n = n + 1
-        if not stop then
-          break
-        end
-      end
-      if stop then
-        carried = string.sub(carried, 1, stop - 1)
-      end
-      tomb = tomb .. ',' .. carried
+      until not stop or n == 7
+      tomb = tomb .. ',' .. string.sub(fast_v, bang + 1, stop and stop - 1 or -1)
       at = nil
     end
   end
