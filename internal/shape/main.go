@@ -2,7 +2,13 @@
 // targets for, each beside its target, so that the numbers before and after
 // the refactor come from one command run at the repository root:
 //
-//	go run ./internal/shape [-clock clock.go] [-quorum quorum.go] [-to name]
+//	go run ./internal/shape [-clock clock.go] [-quorum quorum.go] [-to name] [-table file]
+//
+// Its last section is the "kinds" issue's: for each primitive (shared
+// locks, permits, several keys, owners), the Lock's fields that belong to
+// it, the files outside its own that mention them, and the branch sites
+// there (if and switch statements whose condition or cases name one),
+// with the root package's numbers that issue sets targets for.
 //
 // It reads the root package and every package under internal/ and nodecheck/
 // (main packages and nested modules left out) from source, with go/build's
@@ -57,14 +63,18 @@ func main() {
 	clock := flag.String("clock", "clock.go", "the timing file, relative to the root: duration literals belong there only")
 	quorum := flag.String("quorum", "quorum.go", "the file the Acquire path should reach, relative to the root")
 	to := flag.String("to", "", "the function or method of the quorum file the Acquire path should reach (default any)")
+	table := flag.String("table", "", "the scripts' table file, relative to the root, left out of the primitives' counts (the kinds issue)")
 	flag.Parse()
-	if err := run(filepath.ToSlash(filepath.Clean(*clock)), filepath.ToSlash(filepath.Clean(*quorum)), *to); err != nil {
+	if *table != "" {
+		*table = filepath.ToSlash(filepath.Clean(*table))
+	}
+	if err := run(filepath.ToSlash(filepath.Clean(*clock)), filepath.ToSlash(filepath.Clean(*quorum)), *to, *table); err != nil {
 		fmt.Fprintln(os.Stderr, "shape:", err)
 		os.Exit(1)
 	}
 }
 
-func run(clockFile, quorumFile, to string) error {
+func run(clockFile, quorumFile, to, table string) error {
 	gomod, err := os.ReadFile("go.mod")
 	if err != nil {
 		return fmt.Errorf("run it at the module root: %v", err)
@@ -134,6 +144,7 @@ func run(clockFile, quorumFile, to string) error {
 	longest(lib, 10)
 	durations(lib, clockFile)
 	callGraph(rp, lib, quorumFile, to)
+	kindsReport(rp, table)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"go/ast"
 	"go/parser"
+	"go/types"
 	"slices"
 	"testing"
 )
@@ -74,5 +75,66 @@ func TestSearch(t *testing.T) {
 	}
 	if n := len(search(a, nil, g)); n != 4 {
 		t.Errorf("reached %d functions, want 4", n)
+	}
+}
+
+func TestPrimitiveUses(t *testing.T) {
+	srcs := map[string]string{
+		"lock.go": `package p
+type Lock struct {
+	shared  bool
+	permits int
+	other   int
+}
+var acquireSharedScript, plainScript = 1, 2
+`,
+		"shared.go": `package p
+func own(l *Lock) { if l.shared { _ = acquireSharedScript } }
+`,
+		"other.go": `package p
+func f(l *Lock) {
+	if l.shared {
+	}
+	switch {
+	case l.permits > 0 && l.shared:
+	case l.other > 0:
+	}
+	_ = acquireSharedScript
+	switch acquireSharedScript {
+	case plainScript:
+	}
+	if l.other > 0 {
+	}
+}
+`,
+		"table.go": `package p
+func g(l *Lock) { if l.shared { _ = acquireSharedScript } }
+`,
+	}
+	p := &pkg{info: &types.Info{Uses: map[*ast.Ident]types.Object{}}}
+	for _, name := range []string{"lock.go", "shared.go", "other.go", "table.go"} {
+		f, err := parser.ParseFile(fset, name, srcs[name], 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.files, p.names = append(p.files, f), append(p.names, name)
+	}
+	var err error
+	if p.tpkg, err = (&types.Config{}).Check("p", fset, p.files, p.info); err != nil {
+		t.Fatal(err)
+	}
+	prims := []primitive{{"shared", "shared.go", "Shared", []string{"shared"}}, {"permits", "permits.go", "Permit", []string{"permits"}}}
+	u := primitiveUses(p, "Lock", "table.go", prims)
+	if got := u[0].branches.String(); got != "other.go 3" {
+		t.Errorf("shared branch sites: %q, want other.go 3 (the if, the switch's case, the switch's tag)", got)
+	}
+	if got := u[0].mentions.String(); got != "other.go 4" {
+		t.Errorf("shared mentions: %q, want other.go 4", got)
+	}
+	if got := u[1].branches.String(); got != "other.go 1" {
+		t.Errorf("permits branch sites: %q, want other.go 1", got)
+	}
+	if u := primitiveUses(p, "Lock", "", prims); u[0].branches.String() != "other.go 3, table.go 1" {
+		t.Errorf("without a table file, shared branch sites: %q", u[0].branches.String())
 	}
 }
