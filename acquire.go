@@ -319,6 +319,7 @@ func (c *Client) newLock(key string, ac acquireConfig) *Lock {
 	l := &Lock{
 		client:    c,
 		key:       key,
+		kind:      exclusiveKind{},
 		owner:     ac.owner,
 		shared:    ac.shared,
 		permits:   ac.permits,
@@ -331,8 +332,11 @@ func (c *Client) newLock(key string, ac acquireConfig) *Lock {
 	if c.cfg.fencing {
 		l.fenceKey = script.CounterKey(key)
 	}
-	if l.permits > 0 {
-		l.permitArg = int64(l.permits)
+	switch {
+	case l.shared:
+		l.kind = sharedKind{}
+	case l.permits > 0:
+		l.kind, l.permitArg = permitKind{}, int64(l.permits)
 	}
 	return l
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/engine"
 	"github.com/redlock-go/redlock/internal/script"
 )
 
@@ -122,7 +124,7 @@ func (c *Client) acquireKeys(ctx context.Context, keys []string, ttl time.Durati
 		return nil, err
 	}
 	defer c.nodes.Life.EndCall()
-	l.keys = keys
+	l.keys, l.kind = keys, allKind{}
 	if c.cfg.fencing {
 		l.keysAndCounters = make([]string, 0, 2*len(keys))
 		l.keysAndCounters = append(l.keysAndCounters, keys...)
@@ -211,4 +213,51 @@ func (c *Client) waitAll(ctx context.Context, chs []<-chan struct{}, d time.Dura
 		}
 	}
 	return nil
+}
+
+// allKind is a Lock of several keys (AcquireAll): its keys, and with
+// fencing their counters after them, in one op per node, all or none.
+type allKind struct{}
+
+func (allKind) address(l *Lock, o *engine.Op, counters bool) {
+	o.Keys[0] = l.key
+	o.NKeys = 1
+	if counters {
+		o.Many = l.keysAndCounters
+	} else {
+		o.Many = l.keys
+	}
+}
+
+func (k allKind) acquireOp(l *Lock, v script.Value, ttlMs, horizonMs any) engine.Op {
+	op := engine.Op{Script: acquireAllScript, Read: script.ReadAcquire, Args: script.WriteArgs(v, ttlMs, true), NArgs: 5}
+	op.Args[4] = len(l.keys)
+	if horizonMs != nil {
+		op.Script, op.Read = acquireAllFencedScript, script.ReadAcquireFenced
+		op.Args[5], op.NArgs = horizonMs, 6
+	}
+	k.address(l, &op, horizonMs != nil)
+	return op
+}
+
+func (k allKind) extendOp(l *Lock, v script.Value, ttlMs any, fence uint64, horizonMs any) engine.Op {
+	op := engine.Op{Script: extendAllScript, Read: script.ReadExtend, Args: script.WriteArgs(v, ttlMs, false), NArgs: 5}
+	op.Args[4] = len(l.keys)
+	if horizonMs != nil {
+		op.Args[5], op.Args[6], op.NArgs = strconv.FormatUint(fence, 10), horizonMs, 7
+	}
+	k.address(l, &op, horizonMs != nil)
+	return op
+}
+
+func (k allKind) restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
+	op := engine.Op{Script: restoreScript, Read: script.ReadRestore, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
+	k.address(l, &op, false)
+	return op
+}
+
+func (k allKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op {
+	op := engine.Op{Script: releaseAllScript, Read: script.ReadDelete, Args: [engine.MaxArgs]any{v.Prefix, upTo, gone, tombMs}, NArgs: 4}
+	k.address(l, &op, false)
+	return op
 }

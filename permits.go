@@ -3,6 +3,9 @@ package redlock
 import (
 	"context"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/engine"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Permits (docs/permits.md): a key's n permits are n slots, each a lock of
@@ -52,4 +55,36 @@ func (l *Lock) exclusive() bool { return !l.shared && l.permits == 0 }
 // between.
 func (c *Client) acquireAlongside(ctx context.Context, l *Lock, ttl time.Duration, retry bool) (*Lock, error) {
 	return c.acquireWatching(ctx, l, ttl, []string{l.key}, retry)
+}
+
+// permitKind is a permit (Permits): one key, no fencing, its own scripts,
+// with the number of permits, the slot it prefers and the slot it holds
+// as arguments.
+type permitKind struct{ exclusiveKind }
+
+func (k permitKind) acquireOp(l *Lock, v script.Value, ttlMs, _ any) engine.Op {
+	op := engine.Op{Script: acquirePermitScript, Read: script.ReadPermit, Args: script.WriteArgs(v, ttlMs, true), NArgs: 6}
+	op.Args[4], op.Args[5] = l.permitArg, int64(l.pref)
+	k.address(l, &op, false)
+	return op
+}
+
+func (k permitKind) extendOp(l *Lock, v script.Value, ttlMs any, _ uint64, _ any) engine.Op {
+	op := engine.Op{Script: extendPermitScript, Read: script.ReadExtend, Args: script.WriteArgs(v, ttlMs, false), NArgs: 5}
+	op.Args[4] = l.slotArg
+	k.address(l, &op, false)
+	return op
+}
+
+func (k permitKind) restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
+	op := k.exclusiveKind.restoreOp(l, v, ttlMs)
+	op.Script = restorePermitScript
+	op.Args[4], op.Args[5], op.NArgs = l.slotArg, l.permitArg, 6
+	return op
+}
+
+func (k permitKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op {
+	op := k.exclusiveKind.deleteOp(l, v, upTo, gone, tombMs)
+	op.Script = releasePermitScript
+	return op
 }

@@ -157,6 +157,7 @@ func (c *Client) giveUp(cause error) error {
 type Lock struct {
 	client *Client
 	key    string
+	kind   kind   // what its ops are made of (kind.go), chosen when it is made
 	owner  string // the WithOwner id, if any
 	shared bool   // the key is held shared (Shared)
 	// permits is n for a permit (Permits(n)), 0 otherwise; permitArg is n

@@ -92,7 +92,7 @@ func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, tt
 	v := l.nextValue(ttl)
 	newUntil := c.cfg.validUntil(start, ttl)
 	timeout := c.cfg.nodeTimeout(ttl)
-	op := extendOp(l, v, ttl.Milliseconds(), l.Fence(), c.fenceHorizon())
+	op := l.kind.extendOp(l, v, ttl.Milliseconds(), l.Fence(), c.fenceHorizon())
 	t, err := c.nodes.SendAndCount(ctx, l.seq, engine.WriteRound(op, timeout, ttl))
 	ok := err == nil && t.Reached() && c.cfg.clock.Now().Before(newUntil)
 
@@ -105,7 +105,7 @@ func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, tt
 		// Only nodes that said the key is absent: a node not waited for is
 		// restored by a later Extend that reads its answer.
 		absent := t.Where(func(r engine.Reply) bool { return errors.Is(r.Err, ErrKeyAbsent) })
-		c.nodes.Launch(ctx, l.seq, engine.Spec{Kind: engine.Write, Op: restoreOp(l, v, ttl.Milliseconds()),
+		c.nodes.Launch(ctx, l.seq, engine.Spec{Kind: engine.Write, Op: l.kind.restoreOp(l, v, ttl.Milliseconds()),
 			Wait: timeout, TTL: ttl, Only: absent})
 		return nil
 	}
@@ -381,7 +381,7 @@ func (c *Client) deleteOn(l *Lock, only []bool) {
 func (l *Lock) deleteAll(wait, CallTimeout time.Duration) engine.Spec {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return engine.Spec{Kind: engine.Delete, Op: deleteOp(l, l.anyValue(), 0, l.gen, l.tombMs()), Wait: wait, CallTimeout: CallTimeout}
+	return engine.Spec{Kind: engine.Delete, Op: l.kind.deleteOp(l, l.anyValue(), 0, l.gen, l.tombMs()), Wait: wait, CallTimeout: CallTimeout}
 }
 
 // tombLifeMs is how long a tombstone left against writes of ttl lives, in

@@ -199,126 +199,10 @@ func opName(o *engine.Op) string {
 	return "acquire"
 }
 
-// address sets the keys of o, an op of l: its key, and with counters its
-// fencing counter (second); for a Lock of several keys, all of them and
-// then, with counters, theirs.
-func (l *Lock) address(o *engine.Op, counters bool) {
-	o.Keys[0] = l.key
-	o.NKeys = 1
-	switch {
-	case l.keys != nil && counters:
-		o.Many = l.keysAndCounters
-	case l.keys != nil:
-		o.Many = l.keys
-	case counters:
-		o.Keys[1], o.NKeys = l.fenceKey, 2
-	}
-}
-
-// acquireOp writes v for ttlMs on l's keys; with fencing (horizonMs not
-// nil) it also reads the node's fencing counters and clock, and keeps the
-// counters for horizonMs once idle.
-func acquireOp(l *Lock, v script.Value, ttlMs, horizonMs any) engine.Op {
-	switch {
-	case l.shared:
-		op := engine.Op{Script: acquireSharedScript, Read: script.ReadAcquireShared, Args: script.WriteArgs(v, ttlMs, true), NArgs: 6}
-		op.Args[4], op.Args[5] = maxSharedArg, l.roomArg
-		if l.roomArg == nil {
-			op.Args[5] = int64(0)
-		}
-		l.address(&op, false)
-		return op
-	case l.permits > 0:
-		op := engine.Op{Script: acquirePermitScript, Read: script.ReadPermit, Args: script.WriteArgs(v, ttlMs, true), NArgs: 6}
-		op.Args[4], op.Args[5] = l.permitArg, int64(l.pref)
-		l.address(&op, false)
-		return op
-	}
-	fenced := horizonMs != nil
-	op := engine.Op{Script: acquireScript, Read: script.ReadAcquire, Args: script.WriteArgs(v, ttlMs, true), NArgs: 4}
-	if fenced {
-		op.Script, op.Read = acquireFencedScript, script.ReadAcquireFenced
-	}
-	l.address(&op, fenced)
-	if l.keys != nil {
-		op.Script = acquireAllScript
-		if fenced {
-			op.Script = acquireAllFencedScript
-		}
-		op.Args[op.NArgs] = len(l.keys)
-		op.NArgs++
-	}
-	if fenced {
-		op.Args[op.NArgs] = horizonMs
-		op.NArgs++
-	}
-	return op
-}
-
 func fenceCommitOp(l *Lock, v script.Value, fence uint64, horizonMs any) engine.Op {
 	op := engine.Op{Script: fenceCommitScript, Read: script.ReadFenceCommit,
 		Args: [engine.MaxArgs]any{v.Prefix, strconv.FormatUint(fence, 10), horizonMs}, NArgs: 3}
-	l.address(&op, true)
-	return op
-}
-
-// extendOp refreshes l's keys with v for ttlMs; with fencing (horizonMs not
-// nil) it also raises the nodes' fencing counters to the lock's fence and
-// keeps them for horizonMs more.
-func extendOp(l *Lock, v script.Value, ttlMs any, fence uint64, horizonMs any) engine.Op {
-	switch {
-	case l.shared:
-		op := engine.Op{Script: extendSharedScript, Read: script.ReadExtend, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
-		l.address(&op, false)
-		return op
-	case l.permits > 0:
-		op := engine.Op{Script: extendPermitScript, Read: script.ReadExtend, Args: script.WriteArgs(v, ttlMs, false), NArgs: 5}
-		op.Args[4] = l.slotArg
-		l.address(&op, false)
-		return op
-	}
-	fenced := horizonMs != nil
-	op := engine.Op{Script: extendScript, Read: script.ReadExtend, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
-	l.address(&op, fenced)
-	if l.keys != nil {
-		op.Script = extendAllScript
-		op.Args[op.NArgs] = len(l.keys)
-		op.NArgs++
-	}
-	if fenced {
-		op.Args[op.NArgs], op.Args[op.NArgs+1] = strconv.FormatUint(fence, 10), horizonMs
-		op.NArgs += 2
-	}
-	return op
-}
-
-func restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
-	op := engine.Op{Script: restoreScript, Read: script.ReadRestore, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
-	switch {
-	case l.shared:
-		op.Script = restoreSharedScript
-	case l.permits > 0:
-		op.Script = restorePermitScript
-		op.Args[4], op.Args[5], op.NArgs = l.slotArg, l.permitArg, 6
-	}
-	l.address(&op, false)
-	return op
-}
-
-// deleteOp deletes l's keys up to generation upTo (0: any of ours), and
-// leaves on every node what refuses l's writes up to generation gone for
-// tombMs: a copy of any of them may still land (docs/late-writes.md).
-func deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op {
-	op := engine.Op{Script: releaseScript, Read: script.ReadDelete, Args: [engine.MaxArgs]any{v.Prefix, upTo, gone, tombMs}, NArgs: 4}
-	l.address(&op, false)
-	switch {
-	case l.keys != nil:
-		op.Script = releaseAllScript
-	case l.shared:
-		op.Script = releaseSharedScript
-	case l.permits > 0:
-		op.Script = releasePermitScript
-	}
+	l.kind.address(l, &op, true)
 	return op
 }
 
@@ -351,7 +235,7 @@ func announceOp(l *Lock, what string, ms int64, end bool) engine.Op {
 	if end {
 		op.Args[3], op.NArgs = "x", 4
 	}
-	l.address(&op, false)
+	l.kind.address(l, &op, false)
 	return op
 }
 

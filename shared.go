@@ -1,5 +1,10 @@
 package redlock
 
+import (
+	"github.com/redlock-go/redlock/internal/engine"
+	"github.com/redlock-go/redlock/internal/script"
+)
+
 // A shared Lock (docs/shared.md) holds its key together with any number of
 // other shared Locks, and never with an exclusive one. On each node the key
 // then holds one entry per shared Lock, each expiring by the node's clock
@@ -38,3 +43,36 @@ func Shared() AcquireOption {
 // Shared reports whether the Lock holds its key shared (Shared); false for
 // a nil Lock.
 func (l *Lock) Shared() bool { return l != nil && l.shared }
+
+// sharedKind is a shared Lock (Shared): one key, no fencing, its own
+// scripts; the acquire enters a refused Lock in the key's waiting room for
+// roomArg milliseconds.
+type sharedKind struct{ exclusiveKind }
+
+func (k sharedKind) acquireOp(l *Lock, v script.Value, ttlMs, _ any) engine.Op {
+	op := engine.Op{Script: acquireSharedScript, Read: script.ReadAcquireShared, Args: script.WriteArgs(v, ttlMs, true), NArgs: 6}
+	op.Args[4], op.Args[5] = maxSharedArg, l.roomArg
+	if l.roomArg == nil {
+		op.Args[5] = int64(0)
+	}
+	k.address(l, &op, false)
+	return op
+}
+
+func (k sharedKind) extendOp(l *Lock, v script.Value, ttlMs any, _ uint64, _ any) engine.Op {
+	op := engine.Op{Script: extendSharedScript, Read: script.ReadExtend, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
+	k.address(l, &op, false)
+	return op
+}
+
+func (k sharedKind) restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
+	op := k.exclusiveKind.restoreOp(l, v, ttlMs)
+	op.Script = restoreSharedScript
+	return op
+}
+
+func (k sharedKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op {
+	op := k.exclusiveKind.deleteOp(l, v, upTo, gone, tombMs)
+	op.Script = releaseSharedScript
+	return op
+}
