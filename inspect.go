@@ -206,19 +206,7 @@ func (r *keyRead) holding(l *Lock) (time.Duration, error) {
 		}
 		return r.state.TTL, nil
 	}
-	l.mu.Lock()
-	slot := l.slot
-	l.mu.Unlock()
-	along := l.shared && r.state.Count == 0 || l.permits > 0 && r.state.Count == l.permits
-	for _, s := range r.shares {
-		if along && l.vals.Mine(s.token) && (l.permits == 0 || s.slot == slot) {
-			return s.ttl, nil
-		}
-	}
-	if along {
-		return 0, ErrKeyAbsent
-	}
-	return 0, ErrHeldByOther
+	return l.kind.holdingShares(l, r)
 }
 
 // readKey runs the inspect script on every node in parallel and returns

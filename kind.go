@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/redlock-go/redlock/internal/engine"
 	"github.com/redlock-go/redlock/internal/script"
@@ -31,6 +32,25 @@ type kind interface {
 	// gone for tombMs: a copy of any of them may still land
 	// (docs/late-writes.md).
 	deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op
+
+	// byVal tells whether an acquire round counts the nodes that answered
+	// the same value (a permit holds one slot on a quorum).
+	byVal() bool
+	// held keeps what the round t that made l hold tells it (a permit's
+	// slot); called with l.mu held.
+	held(l *Lock, t *engine.Tally)
+	// missed keeps what the failed attempt's round t tells the next one
+	// (the slot a permit prefers).
+	missed(l *Lock, t *engine.Tally)
+	// handsOver tells whether a Release of l may hand its key to a
+	// waiter of its Client (waiters.go).
+	handsOver() bool
+	// released tells c's waiters that l's keys were released.
+	released(c *Client, l *Lock)
+	// holdingShares is holding's answer for a node whose key is taken
+	// shared or by permits, as r read it: l's remaining TTL there, or why
+	// the node does not hold it for l.
+	holdingShares(l *Lock, r *keyRead) (time.Duration, error)
 }
 
 // exclusiveKind is a Lock of one key held by one holder, with or without
@@ -70,6 +90,16 @@ func (k exclusiveKind) restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
 	op := engine.Op{Script: restoreScript, Read: script.ReadRestore, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
 	k.address(l, &op, false)
 	return op
+}
+
+func (exclusiveKind) byVal() bool                 { return false }
+func (exclusiveKind) held(*Lock, *engine.Tally)   {}
+func (exclusiveKind) missed(*Lock, *engine.Tally) {}
+func (exclusiveKind) handsOver() bool             { return true }
+func (exclusiveKind) released(c *Client, l *Lock) { c.waits.released(l.key) }
+
+func (exclusiveKind) holdingShares(*Lock, *keyRead) (time.Duration, error) {
+	return 0, ErrHeldByOther
 }
 
 func (k exclusiveKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op {

@@ -217,7 +217,7 @@ func (c *Client) waitAll(ctx context.Context, chs []<-chan struct{}, d time.Dura
 
 // allKind is a Lock of several keys (AcquireAll): its keys, and with
 // fencing their counters after them, in one op per node, all or none.
-type allKind struct{}
+type allKind struct{ exclusiveKind }
 
 func (allKind) address(l *Lock, o *engine.Op, counters bool) {
 	o.Keys[0] = l.key
@@ -260,4 +260,12 @@ func (k allKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int
 	op := engine.Op{Script: releaseAllScript, Read: script.ReadDelete, Args: [engine.MaxArgs]any{v.Prefix, upTo, gone, tombMs}, NArgs: 4}
 	k.address(l, &op, false)
 	return op
+}
+
+func (allKind) handsOver() bool { return false }
+
+func (allKind) released(c *Client, l *Lock) {
+	for _, k := range l.keys {
+		c.waits.released(k)
+	}
 }

@@ -88,3 +88,27 @@ func (k permitKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs 
 	op.Script = releasePermitScript
 	return op
 }
+
+func (permitKind) byVal() bool     { return true }
+func (permitKind) handsOver() bool { return false }
+
+func (permitKind) held(l *Lock, t *engine.Tally) { l.slot, l.slotArg = int(t.Val), t.Val }
+
+func (permitKind) missed(l *Lock, t *engine.Tally) { l.pref = nextSlot(t, l.pref) }
+
+// holdingShares: a node holds a permit while the key is taken by permits
+// of the same number, and the Lock's entry holds its slot.
+func (permitKind) holdingShares(l *Lock, r *keyRead) (time.Duration, error) {
+	if r.state.Count != l.permits {
+		return 0, ErrHeldByOther
+	}
+	l.mu.Lock()
+	slot := l.slot
+	l.mu.Unlock()
+	for _, s := range r.shares {
+		if l.vals.Mine(s.token) && s.slot == slot {
+			return s.ttl, nil
+		}
+	}
+	return 0, ErrKeyAbsent
+}

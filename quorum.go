@@ -41,7 +41,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	}
 	spec := engine.WriteRound(op, timeout, ttl)
 	spec.HearAll = l.vals.TakesOver()
-	spec.ByVal = l.permits > 0 // a permit holds one slot on a quorum
+	spec.ByVal = l.kind.byVal()
 	t, err := c.nodes.SendAndCount(ctx, l.seq, spec)
 	acq := t
 	var fence uint64
@@ -53,17 +53,13 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	if quorum && now.Before(until) {
 		l.mu.Lock()
 		l.until, l.ttl, l.fence = until, ttl, fence
-		if l.permits > 0 {
-			l.slot, l.slotArg = int(t.Val), t.Val
-		}
+		l.kind.held(l, t)
 		l.mu.Unlock()
 		c.dropChains(l, v, ttl, acq)
 		c.dropStray(l, v, t)
 		return nil
 	}
-	if l.permits > 0 {
-		l.pref = nextSlot(t, l.pref)
-	}
+	l.kind.missed(l, t)
 	c.rollback(l, v, ttl, t)
 	qe := newQuorumError("acquire", l.key, ErrNotAcquired, err, t, c.nodes)
 	if quorum {
@@ -95,7 +91,7 @@ func (c *Client) rollback(l *Lock, v script.Value, ttl time.Duration, t *engine.
 // else's to take there. The entries a node wrote after the round stopped waiting
 // expire with their TTL, never extended.
 func (c *Client) dropStray(l *Lock, v script.Value, t *engine.Tally) {
-	if l.permits == 0 || t.Confirmed == engine.Count(t.Where(func(r engine.Reply) bool { return r.Status == engine.OK })) {
+	if !l.kind.byVal() || t.Confirmed == engine.Count(t.Where(func(r engine.Reply) bool { return r.Status == engine.OK })) {
 		return
 	}
 	only := t.Where(func(r engine.Reply) bool { return r.Status == engine.OK && r.Val != t.Val })

@@ -184,7 +184,7 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration, held b
 	// The next waiter of this Client, if it offers, is handed the key in
 	// the same round (waiters.go, the handover).
 	var gone []bool
-	if c.handsOver() && l.keys == nil && l.exclusive() {
+	if c.handsOver() && l.kind.handsOver() {
 		if off, subscribed, streak := c.waits.claimOffer(l.key); off != nil {
 			if gone = c.handOver(ctx, l, off, subscribed, streak); engine.Count(gone) >= c.nodes.Quorum {
 				return nil
@@ -207,12 +207,7 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration, held b
 		rr.await(bound)
 	}
 	if rr.t.Reached() {
-		if l.keys == nil {
-			c.waits.released(l.key)
-		}
-		for _, k := range l.keys {
-			c.waits.released(k)
-		}
+		l.kind.released(c, l)
 		return nil
 	}
 	return releaseError(c, l.key, rr.t, held)

@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"time"
+
 	"github.com/redlock-go/redlock/internal/engine"
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -75,4 +77,20 @@ func (k sharedKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs 
 	op := k.exclusiveKind.deleteOp(l, v, upTo, gone, tombMs)
 	op.Script = releaseSharedScript
 	return op
+}
+
+func (sharedKind) handsOver() bool { return false }
+
+// holdingShares: a node holds a shared Lock while no writer holds the key
+// (a count of 0) and one of the shares is the Lock's.
+func (sharedKind) holdingShares(l *Lock, r *keyRead) (time.Duration, error) {
+	if r.state.Count != 0 {
+		return 0, ErrHeldByOther
+	}
+	for _, s := range r.shares {
+		if l.vals.Mine(s.token) {
+			return s.ttl, nil
+		}
+	}
+	return 0, ErrKeyAbsent
 }
