@@ -209,6 +209,17 @@ func (r *keyRead) holding(l *Lock) (time.Duration, error) {
 	return l.kind.holdingShares(l, r)
 }
 
+// ownShare is the remaining TTL of l's entry among r's shares, in slot
+// (any slot when slot < 0), or ErrKeyAbsent when it has none.
+func (r *keyRead) ownShare(l *Lock, slot int) (time.Duration, error) {
+	for _, s := range r.shares {
+		if l.vals.Mine(s.token) && (slot < 0 || s.slot == slot) {
+			return s.ttl, nil
+		}
+	}
+	return 0, ErrKeyAbsent
+}
+
 // readKey runs the inspect script on every node in parallel and returns
 // each node's answer, in node order, once every node answered or timeout
 // passed (or ctx ended); a call still under way goes on in the background

@@ -105,10 +105,5 @@ func (permitKind) holdingShares(l *Lock, r *keyRead) (time.Duration, error) {
 	l.mu.Lock()
 	slot := l.slot
 	l.mu.Unlock()
-	for _, s := range r.shares {
-		if l.vals.Mine(s.token) && s.slot == slot {
-			return s.ttl, nil
-		}
-	}
-	return 0, ErrKeyAbsent
+	return r.ownShare(l, slot)
 }

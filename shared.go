@@ -87,10 +87,5 @@ func (sharedKind) holdingShares(l *Lock, r *keyRead) (time.Duration, error) {
 	if r.state.Count != 0 {
 		return 0, ErrHeldByOther
 	}
-	for _, s := range r.shares {
-		if l.vals.Mine(s.token) {
-			return s.ttl, nil
-		}
-	}
-	return 0, ErrKeyAbsent
+	return r.ownShare(l, -1)
 }
