@@ -54,7 +54,8 @@ type kind interface {
 }
 
 // exclusiveKind is a Lock of one key held by one holder, with or without
-// fencing and an owner.
+// fencing and an owner. Its ops take their keys from the Lock's own kind
+// (l.kind.address), so that the kinds that embed it keep its builders.
 type exclusiveKind struct{}
 
 func (exclusiveKind) address(l *Lock, o *engine.Op, counters bool) {
@@ -65,20 +66,20 @@ func (exclusiveKind) address(l *Lock, o *engine.Op, counters bool) {
 	}
 }
 
-func (k exclusiveKind) acquireOp(l *Lock, v script.Value, ttlMs, horizonMs any) engine.Op {
+func (exclusiveKind) acquireOp(l *Lock, v script.Value, ttlMs, horizonMs any) engine.Op {
 	op := engine.Op{Script: acquireScript, Read: script.ReadAcquire, Args: script.WriteArgs(v, ttlMs, true), NArgs: 4}
 	if horizonMs != nil {
 		op.Script, op.Read = acquireFencedScript, script.ReadAcquireFenced
 		op.Args[op.NArgs] = horizonMs
 		op.NArgs++
 	}
-	k.address(l, &op, horizonMs != nil)
+	l.kind.address(l, &op, horizonMs != nil)
 	return op
 }
 
-func (k exclusiveKind) extendOp(l *Lock, v script.Value, ttlMs any, fence uint64, horizonMs any) engine.Op {
+func (exclusiveKind) extendOp(l *Lock, v script.Value, ttlMs any, fence uint64, horizonMs any) engine.Op {
 	op := engine.Op{Script: extendScript, Read: script.ReadExtend, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
-	k.address(l, &op, horizonMs != nil)
+	l.kind.address(l, &op, horizonMs != nil)
 	if horizonMs != nil {
 		op.Args[op.NArgs], op.Args[op.NArgs+1] = strconv.FormatUint(fence, 10), horizonMs
 		op.NArgs += 2
@@ -86,9 +87,9 @@ func (k exclusiveKind) extendOp(l *Lock, v script.Value, ttlMs any, fence uint64
 	return op
 }
 
-func (k exclusiveKind) restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
+func (exclusiveKind) restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
 	op := engine.Op{Script: restoreScript, Read: script.ReadRestore, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
-	k.address(l, &op, false)
+	l.kind.address(l, &op, false)
 	return op
 }
 
@@ -102,8 +103,8 @@ func (exclusiveKind) holdingShares(*Lock, *keyRead) (time.Duration, error) {
 	return 0, ErrHeldByOther
 }
 
-func (k exclusiveKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op {
+func (exclusiveKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op {
 	op := engine.Op{Script: releaseScript, Read: script.ReadDelete, Args: [engine.MaxArgs]any{v.Prefix, upTo, gone, tombMs}, NArgs: 4}
-	k.address(l, &op, false)
+	l.kind.address(l, &op, false)
 	return op
 }

@@ -250,15 +250,9 @@ func (k allKind) extendOp(l *Lock, v script.Value, ttlMs any, fence uint64, hori
 	return op
 }
 
-func (k allKind) restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
-	op := engine.Op{Script: restoreScript, Read: script.ReadRestore, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
-	k.address(l, &op, false)
-	return op
-}
-
 func (k allKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op {
-	op := engine.Op{Script: releaseAllScript, Read: script.ReadDelete, Args: [engine.MaxArgs]any{v.Prefix, upTo, gone, tombMs}, NArgs: 4}
-	k.address(l, &op, false)
+	op := k.exclusiveKind.deleteOp(l, v, upTo, gone, tombMs)
+	op.Script = releaseAllScript
 	return op
 }
 
