@@ -49,16 +49,21 @@ func (p *Set) Vote(r Reply) Reply {
 	return r
 }
 
-// compareServers reports two nodes that share a server.
+// compareServers reports two nodes that share a server. It reads each
+// node's identity once: a node identified while it runs must not be
+// unknown to a comparison and known to the completeness check, which
+// would mark the set verified, for good, with one server voting twice.
 func (p *Set) compareServers() error {
 	known := true
+	ids := make([][]string, len(p.nodes))
+	for i, n := range p.nodes {
+		id, unknowable := n.identity()
+		ids[i], known = id, known && (id != nil || unknowable)
+	}
 	for i, a := range p.nodes {
-		ia, ua := a.identity()
-		known = known && (ia != nil || ua)
-		for _, b := range p.nodes[i+1:] {
-			ib, _ := b.identity()
-			for _, id := range ia {
-				if slices.Contains(ib, id) {
+		for j, b := range p.nodes[i+1:] {
+			for _, id := range ids[i] {
+				if slices.Contains(ids[i+1+j], id) {
 					return invalid("nodes %d (%s) and %d (%s) are one Redis server (run_id %s): Redlock needs independent masters",
 						a.index, a.address(), b.index, b.address(), id)
 				}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -82,3 +83,46 @@ type warmNodeErr struct {
 }
 
 func (e *warmNodeErr) Error() string { return e.err.Error() }
+
+// TestCompareServersOneSnapshot: a node identified while compareServers
+// runs must not be seen unknown by one comparison and known by the
+// completeness check of the same call: the set would then be marked
+// verified, for good, with two nodes on one server, and every later reply
+// of both would count. Found by TestDuplicateServerDownAtFirstContact on a
+// loaded CI machine.
+func TestCompareServersOneSnapshot(t *testing.T) {
+	var clients []redis.UniversalClient
+	for i := range 3 {
+		c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", i+1)}) // never contacted
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+	p, err := NewSet(clients, Config{Scripts: testScripts, KeyLife: testKeyLife, Timing: testTiming})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Life.Shut() })
+	set := func(n *node, ids []string) {
+		n.identMu.Lock()
+		n.ident = ids
+		n.identMu.Unlock()
+	}
+	set(p.nodes[0], []string{"same"})
+	set(p.nodes[2], []string{"other"})
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		set(p.nodes[1], nil)
+		p.verified.Store(false)
+		start := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			<-start
+			set(p.nodes[1], []string{"same"})
+		}()
+		close(start)
+		err := p.compareServers()
+		<-done
+		if err == nil && p.verified.Load() {
+			t.Fatalf("try %d: the set was marked verified with nodes 0 and 1 on one server", i)
+		}
+	}
+}
