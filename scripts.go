@@ -99,105 +99,84 @@ var (
 	restorePermitSrc string
 	//go:embed scripts/release_permit.lua
 	releasePermitSrc string
+)
 
-	// The scripts that write a lock key share lib.lua, prepended; the
-	// exclusive acquire scripts take.lua too, and wait.lua and
-	// take_fair.lua (takeFair), and those of several keys take_all.lua.
-	// A plain acquire and a one-key release first try their fast path
-	// (acquire_fast.lua, release_fast.lua), which returns before lib.lua's
-	// functions are defined: their definition is most of what an
-	// uncontended call costs the node.
-	takeFair               = libSrc + takeSrc + waitSrc + takeFairSrc
-	acquireScript          = newScript(acquireFastSrc + takeFair + acquireSrc)
-	acquireFencedScript    = newScript(takeFair + acquireFencedSrc)
-	acquireAllScript       = newScript(takeFair + takeAllSrc + acquireAllSrc)
-	acquireAllFencedScript = newScript(takeFair + takeAllSrc + acquireAllFencedSrc)
-	fenceCommitScript      = newScript(counterSrc + fenceCommitSrc)
-	extendScript           = newScript(counterSrc + extendSrc + extendOneSrc)
-	extendAllScript        = newScript(counterSrc + extendSrc + extendAllSrc)
-	restoreScript          = newScript(libSrc + restoreSrc)
-	releaseScript          = newScript(releaseFastSrc + libSrc + releaseSrc + releaseOneSrc)
-	releaseAllScript       = newScript(libSrc + releaseSrc + releaseAllSrc)
-	handoverScript         = newScript(takeFair + handoverSrc)
-	inspectScript          = newScript(inspectSrc)
-
-	// A waiting Lock's entry in its keys' waiting rooms (announce.go).
-	announceScript = newScript(libSrc + waitSrc + announceSrc)
-
-	// A shared Lock's scripts (shared.go) share shared.lua, after lib.lua;
-	// its acquire reads the waiting room (wait.lua).
-	acquireSharedScript = newScript(libSrc + sharedSrc + waitSrc + acquireSharedSrc)
-	extendSharedScript  = newScript(libSrc + sharedSrc + extendSharedSrc)
-	restoreSharedScript = newScript(libSrc + sharedSrc + restoreSharedSrc)
-	releaseSharedScript = newScript(libSrc + sharedSrc + releaseSharedSrc)
-
-	// A permit's scripts (permits.go) share permits.lua, after shared.lua.
-	acquirePermitScript = newScript(libSrc + sharedSrc + permitsSrc + acquirePermitSrc)
-	extendPermitScript  = newScript(libSrc + sharedSrc + permitsSrc + extendPermitSrc)
-	restorePermitScript = newScript(libSrc + sharedSrc + permitsSrc + restorePermitSrc)
-	releasePermitScript = newScript(libSrc + sharedSrc + permitsSrc + releasePermitSrc)
-
-	// The guarded acquires run the restart guard's prologue first, told
-	// whether the acquire that follows is fenced (the shape of its reply).
+// The scripts' table: for each primitive, its scripts, the op each does
+// (opName: the hooks and the log) and the parts each is assembled from, in
+// order. The scripts that write a lock key share lib.lua, first; the
+// exclusive acquire scripts take.lua too, and wait.lua and take_fair.lua
+// (takeFair). A plain acquire and a one-key release first try their fast
+// path (acquire_fast.lua, release_fast.lua), which returns before lib.lua's
+// functions are defined: their definition is most of what an uncontended
+// call costs the node. An acquire named with a guard also has a
+// restart-guarded form (guardedForm): the guard's prologue, told whether
+// the acquire that follows is fenced (the shape of its reply), before the
+// same text.
+var (
+	takeFair    = libSrc + takeSrc + waitSrc + takeFairSrc
 	guardPlain  = "local guard_fenced = false\n" + restartGuardSrc
 	guardFenced = "local guard_fenced = true\n" + restartGuardSrc
 
-	acquireGuardedScript          = newScript(guardPlain + acquireFastSrc + takeFair + acquireSrc)
-	acquireFencedGuardedScript    = newScript(guardFenced + takeFair + acquireFencedSrc)
-	acquireAllGuardedScript       = newScript(guardPlain + takeFair + takeAllSrc + acquireAllSrc)
-	acquireAllFencedGuardedScript = newScript(guardFenced + takeFair + takeAllSrc + acquireAllFencedSrc)
-	acquireSharedGuardedScript    = newScript(guardPlain + libSrc + sharedSrc + waitSrc + acquireSharedSrc)
-	acquirePermitGuardedScript    = newScript(guardPlain + libSrc + sharedSrc + permitsSrc + acquirePermitSrc)
+	// One key, one holder (kind.go), and what every Lock shares.
+	acquireScript       = def("acquire", guardPlain, acquireFastSrc, takeFair, acquireSrc)
+	acquireFencedScript = def("acquire", guardFenced, takeFair, acquireFencedSrc)
+	extendScript        = def("extend", "", counterSrc, extendSrc, extendOneSrc)
+	restoreScript       = def("restore", "", libSrc, restoreSrc)
+	releaseScript       = def("delete", "", releaseFastSrc, libSrc, releaseSrc, releaseOneSrc)
+	fenceCommitScript   = def("commit", "", counterSrc, fenceCommitSrc)
+	handoverScript      = def("handover", "", takeFair, handoverSrc)
+	inspectScript       = def("inspect", "", inspectSrc)
+	announceScript      = def("announce", "", libSrc, waitSrc, announceSrc) // a waiting Lock (announce.go)
 
-	// guardedForm is each acquire script's restart-guarded form.
-	guardedForm = map[*redis.Script]*redis.Script{
-		acquireScript:          acquireGuardedScript,
-		acquireFencedScript:    acquireFencedGuardedScript,
-		acquireAllScript:       acquireAllGuardedScript,
-		acquireAllFencedScript: acquireAllFencedGuardedScript,
-		acquireSharedScript:    acquireSharedGuardedScript,
-		acquirePermitScript:    acquirePermitGuardedScript,
-	}
+	// Several keys, all or none (multikey.go).
+	acquireAllScript       = def("acquire", guardPlain, takeFair, takeAllSrc, acquireAllSrc)
+	acquireAllFencedScript = def("acquire", guardFenced, takeFair, takeAllSrc, acquireAllFencedSrc)
+	extendAllScript        = def("extend", "", counterSrc, extendSrc, extendAllSrc)
+	releaseAllScript       = def("delete", "", libSrc, releaseSrc, releaseAllSrc)
 
-	allScripts = []*redis.Script{acquireScript, acquireFencedScript, acquireAllScript, acquireAllFencedScript,
-		fenceCommitScript, extendScript, extendAllScript, restoreScript, releaseScript, releaseAllScript,
-		handoverScript, acquireGuardedScript, acquireFencedGuardedScript, acquireAllGuardedScript,
-		acquireAllFencedGuardedScript, inspectScript, announceScript,
-		acquireSharedScript, extendSharedScript, restoreSharedScript, releaseSharedScript, acquireSharedGuardedScript,
-		acquirePermitScript, extendPermitScript, restorePermitScript, releasePermitScript, acquirePermitGuardedScript}
+	// Shared (shared.go): shared.lua after lib.lua; the acquire reads the
+	// waiting room (wait.lua).
+	acquireSharedScript = def("acquire", guardPlain, libSrc, sharedSrc, waitSrc, acquireSharedSrc)
+	extendSharedScript  = def("extend", "", libSrc, sharedSrc, extendSharedSrc)
+	restoreSharedScript = def("restore", "", libSrc, sharedSrc, restoreSharedSrc)
+	releaseSharedScript = def("delete", "", libSrc, sharedSrc, releaseSharedSrc)
+
+	// Permits (permits.go): permits.lua after shared.lua.
+	acquirePermitScript = def("acquire", guardPlain, libSrc, sharedSrc, permitsSrc, acquirePermitSrc)
+	extendPermitScript  = def("extend", "", libSrc, sharedSrc, permitsSrc, extendPermitSrc)
+	restorePermitScript = def("restore", "", libSrc, sharedSrc, permitsSrc, restorePermitSrc)
+	releasePermitScript = def("delete", "", libSrc, sharedSrc, permitsSrc, releasePermitSrc)
 )
 
-// sources are the scripts' texts, for the engine to send one with EVAL to a
-// node that does not know it (engine.Config.Sources).
-var sources = make(map[*redis.Script]string)
+// What def fills in: every script, in the order of the table (Warm loads
+// them), its text, the op it does and its restart-guarded form.
+var (
+	allScripts  []*redis.Script
+	sources     = make(map[*redis.Script]string) // for the engine to send one with EVAL to a node that does not know it (engine.Config.Sources)
+	opNames     = make(map[*redis.Script]string)
+	guardedForm = make(map[*redis.Script]*redis.Script)
+)
 
-// newScript is redis.NewScript, its source kept in sources.
-func newScript(src string) *redis.Script {
-	s := redis.NewScript(src)
-	sources[s] = src
+// def makes the script assembled from parts that does op, and, with a
+// guard, its restart-guarded form.
+func def(op, guard string, parts ...string) *redis.Script {
+	src := strings.Join(parts, "")
+	s := newScript(op, src)
+	if guard != "" {
+		guardedForm[s] = newScript(op, guard+src)
+	}
 	return s
 }
 
-// name says what the op does, for the hooks and the log.
-func opName(o *engine.Op) string {
-	switch o.Script {
-	case fenceCommitScript:
-		return "commit"
-	case extendScript, extendAllScript, extendSharedScript, extendPermitScript:
-		return "extend"
-	case restoreScript, restoreSharedScript, restorePermitScript:
-		return "restore"
-	case releaseScript, releaseAllScript, releaseSharedScript, releasePermitScript:
-		return "delete"
-	case handoverScript:
-		return "handover"
-	case inspectScript:
-		return "inspect"
-	case announceScript:
-		return "announce"
-	}
-	return "acquire"
+func newScript(op, src string) *redis.Script {
+	s := redis.NewScript(src)
+	allScripts = append(allScripts, s)
+	sources[s], opNames[s] = src, op
+	return s
 }
+
+// opName says what the op does, for the hooks and the log.
+func opName(o *engine.Op) string { return opNames[o.Script] }
 
 func fenceCommitOp(l *Lock, v script.Value, fence uint64, horizonMs any) engine.Op {
 	op := engine.Op{Script: fenceCommitScript, Read: script.ReadFenceCommit,

@@ -529,7 +529,7 @@ var lateCases = []lateCase{
 // guarded is a guarded acquire of Lock A whose restart marker is the
 // node's key: the state a case puts there is under the marker's name.
 func (n *scriptNode) guarded() int64 {
-	return n.code(acquireGuardedScript, []string{n.key + ":lock", n.key}, lockA+"5", 20_000, ownerX, 5, 60_000)
+	return n.code(guardedForm[acquireScript], []string{n.key + ":lock", n.key}, lockA+"5", 20_000, ownerX, 5, 60_000)
 }
 
 // notMarker: the restart guard leaves a value that is not its marker alone,

@@ -177,7 +177,7 @@ func TestSharedScripts(t *testing.T) {
 	})
 	run("the restart guard", func(t *testing.T) {
 		marker := n.key + ":boot"
-		code := n.code(acquireSharedGuardedScript, []string{n.key, marker}, shareR+"1", 20_000, shareR, 1, MaxShared, 0, 60_000)
+		code := n.code(guardedForm[acquireSharedScript], []string{n.key, marker}, shareR+"1", 20_000, shareR, 1, MaxShared, 0, 60_000)
 		assert.EqualValues(t, 3, code, "a new node is within its guard")
 		assert.Zero(t, n.rc.Exists(ctx, n.key).Val(), "and took nothing")
 	})
@@ -309,7 +309,7 @@ func TestPermitScripts(t *testing.T) {
 	})
 	run("the restart guard", func(t *testing.T) {
 		marker := n.key + ":boot"
-		code := n.code(acquirePermitGuardedScript, []string{n.key, marker}, "A.1", 20_000, "A.", 1, 2, -1, 60_000)
+		code := n.code(guardedForm[acquirePermitScript], []string{n.key, marker}, "A.1", 20_000, "A.", 1, 2, -1, 60_000)
 		assert.EqualValues(t, 3, code, "a new node is within its guard")
 		assert.Zero(t, n.rc.Exists(ctx, n.key).Val())
 	})
