@@ -44,8 +44,9 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, opt
 	if l.owner != "" {
 		return c.keep(c.asOwner(ctx, l, ttl, retry))
 	}
-	if !l.exclusive() {
-		return c.keep(c.acquireAlongside(ctx, l, ttl, retry))
+	if !l.kind.handsOver() {
+		// A shared Lock or a permit: woken by the key's releases.
+		return c.keep(c.acquireWatching(ctx, l, ttl, []string{l.key}, retry))
 	}
 	return c.keep(c.acquireOnNodes(ctx, l, ttl, retry))
 }
@@ -319,10 +320,11 @@ func (c *Client) newLock(key string, ac acquireConfig) *Lock {
 	l := &Lock{
 		client:    c,
 		key:       key,
-		kind:      exclusiveKind{},
+		kind:      ac.kind,
 		owner:     ac.owner,
 		shared:    ac.shared,
 		permits:   ac.permits,
+		permitArg: int64(ac.permits),
 		pref:      -1,
 		vals:      script.NewPrefixes(ac.owner, ac.ownerSet),
 		seq:       engine.NewLanes(c.nodes.Len()),
@@ -332,11 +334,8 @@ func (c *Client) newLock(key string, ac acquireConfig) *Lock {
 	if c.cfg.fencing {
 		l.fenceKey = script.CounterKey(key)
 	}
-	switch {
-	case l.shared:
-		l.kind = sharedKind{}
-	case l.permits > 0:
-		l.kind, l.permitArg = permitKind{}, int64(l.permits)
+	if l.kind == nil {
+		l.kind = exclusiveKind{}
 	}
 	return l
 }

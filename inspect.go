@@ -162,7 +162,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		case !r.state.Held:
 			t.Replies[i] = engine.Reply{Node: i, Status: engine.Refused, Err: ErrKeyAbsent}
 		default:
-			ttl, err := r.holding(l)
+			ttl, err := l.kind.holding(l, &r)
 			if err != nil {
 				t.Replies[i] = engine.Reply{Node: i, Status: engine.Refused, Err: err}
 				continue
@@ -195,18 +195,6 @@ type shareRead struct {
 	token string
 	ttl   time.Duration
 	slot  int // a permit's
-}
-
-// holding returns the remaining TTL of l's value on the node, or why the
-// node does not hold it for l (the node holds the key).
-func (r *keyRead) holding(l *Lock) (time.Duration, error) {
-	if r.shares == nil {
-		if !l.exclusive() || !l.vals.Mine(r.token) {
-			return 0, ErrHeldByOther
-		}
-		return r.state.TTL, nil
-	}
-	return l.kind.holdingShares(l, r)
 }
 
 // ownShare is the remaining TTL of l's entry among r's shares, in slot

@@ -47,10 +47,19 @@ type kind interface {
 	handsOver() bool
 	// released tells c's waiters that l's keys were released.
 	released(c *Client, l *Lock)
-	// holdingShares is holding's answer for a node whose key is taken
-	// shared or by permits, as r read it: l's remaining TTL there, or why
-	// the node does not hold it for l.
-	holdingShares(l *Lock, r *keyRead) (time.Duration, error)
+	// waitAs readies l, which Acquire retries, to wait for its keys, and
+	// returns what it announces in their waiting rooms once refused
+	// (announce.go), "" for nothing.
+	waitAs(c *Client, l *Lock, ttl time.Duration) string
+	// entitledBy tells whether a refusal with err entitles l's
+	// announcement (announcer.entitle).
+	entitledBy(err error) bool
+	// holding is l's remaining TTL on a node that holds its key, as r
+	// read it, or why the node does not hold it for l (Inspect).
+	holding(l *Lock, r *keyRead) (time.Duration, error)
+	// fences tells whether the Lock's acquire reads the fencing counters,
+	// and a commit round follows it (WithFencing).
+	fences() bool
 }
 
 // exclusiveKind is a Lock of one key held by one holder, with or without
@@ -93,14 +102,21 @@ func (exclusiveKind) restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
 	return op
 }
 
-func (exclusiveKind) byVal() bool                 { return false }
-func (exclusiveKind) held(*Lock, *engine.Tally)   {}
-func (exclusiveKind) missed(*Lock, *engine.Tally) {}
-func (exclusiveKind) handsOver() bool             { return true }
-func (exclusiveKind) released(c *Client, l *Lock) { c.waits.released(l.key) }
+func (exclusiveKind) byVal() bool                                 { return false }
+func (exclusiveKind) held(*Lock, *engine.Tally)                   {}
+func (exclusiveKind) missed(*Lock, *engine.Tally)                 {}
+func (exclusiveKind) handsOver() bool                             { return true }
+func (exclusiveKind) waitAs(*Client, *Lock, time.Duration) string { return waitsExclusive }
+func (exclusiveKind) entitledBy(error) bool                       { return false }
+func (exclusiveKind) released(c *Client, l *Lock)                 { c.waits.released(l.key) }
 
-func (exclusiveKind) holdingShares(*Lock, *keyRead) (time.Duration, error) {
-	return 0, ErrHeldByOther
+func (exclusiveKind) fences() bool { return true }
+
+func (exclusiveKind) holding(l *Lock, r *keyRead) (time.Duration, error) {
+	if r.shares != nil || !l.vals.Mine(r.token) {
+		return 0, ErrHeldByOther
+	}
+	return r.state.TTL, nil
 }
 
 func (exclusiveKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op {

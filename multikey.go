@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strconv"
 	"time"
@@ -141,8 +140,9 @@ func (c *Client) acquireKeys(ctx context.Context, keys []string, ttl time.Durati
 // of several keys, or a shared one, is never handed a key.
 func (c *Client) acquireWatching(ctx context.Context, l *Lock, ttl time.Duration, keys []string, retry bool) (*Lock, error) {
 	ttlArg := ttl.Milliseconds()
-	if retry && l.shared {
-		l.roomArg = c.cfg.announceLife(c.cfg.nodeTimeout(ttl)).Milliseconds()
+	var what string // announced in the keys' waiting rooms once refused
+	if retry {
+		what = l.kind.waitAs(c, l, ttl)
 	}
 	var wt *watcher
 	var an *announcer
@@ -167,14 +167,10 @@ func (c *Client) acquireWatching(ctx context.Context, l *Lock, ttl time.Duration
 		if stop != nil {
 			return nil, stop
 		}
-		if an == nil && l.permits == 0 {
-			what := waitsAll
-			if l.shared {
-				what = waitsShared
-			}
+		if an == nil && what != "" {
 			an = c.announce(l, what, ttl)
 		}
-		if l.shared && errors.Is(err, ErrHeldByOther) {
+		if l.kind.entitledBy(err) {
 			an.entitle()
 		}
 		var werr error
@@ -256,7 +252,8 @@ func (k allKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int
 	return op
 }
 
-func (allKind) handsOver() bool { return false }
+func (allKind) handsOver() bool                             { return false }
+func (allKind) waitAs(*Client, *Lock, time.Duration) string { return waitsAll }
 
 func (allKind) released(c *Client, l *Lock) {
 	for _, k := range l.keys {

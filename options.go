@@ -222,6 +222,7 @@ type acquireConfig struct {
 	shared     bool
 	permits    int
 	permitsSet bool
+	kind       kind // the primitive the options chose; nil: exclusive
 }
 
 func (ac *acquireConfig) validate() error {

@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"context"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/engine"
@@ -30,7 +29,7 @@ const MaxPermits = 1000
 // with WithOwner or Shared, or with several keys. Fence of a permit is 0
 // (docs/permits.md).
 func Permits(n int) AcquireOption {
-	return acquireOptionFunc(func(c *acquireConfig) { c.permits, c.permitsSet = n, true })
+	return acquireOptionFunc(func(c *acquireConfig) { c.permits, c.permitsSet, c.kind = n, true, permitKind{} })
 }
 
 // Permit returns the slot (0 to n-1) of the key's permits the Lock holds,
@@ -43,18 +42,6 @@ func (l *Lock) Permit() (slot int, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.slot, true
-}
-
-// exclusive reports whether l is a Lock that holds its keys alone: not
-// shared (Shared) nor a permit (Permits). Only such a Lock is fenced and
-// handed over.
-func (l *Lock) exclusive() bool { return !l.shared && l.permits == 0 }
-
-// acquireAlongside acquires l, a shared Lock or a permit, on the nodes: one
-// attempt, or attempts until one succeeds, woken by the key's releases in
-// between.
-func (c *Client) acquireAlongside(ctx context.Context, l *Lock, ttl time.Duration, retry bool) (*Lock, error) {
-	return c.acquireWatching(ctx, l, ttl, []string{l.key}, retry)
 }
 
 // permitKind is a permit (Permits): one key, no fencing, its own scripts,
@@ -92,14 +79,19 @@ func (k permitKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs 
 func (permitKind) byVal() bool     { return true }
 func (permitKind) handsOver() bool { return false }
 
+// waitAs: a permit announces nothing; it waits for a release of the key.
+func (permitKind) waitAs(*Client, *Lock, time.Duration) string { return "" }
+
 func (permitKind) held(l *Lock, t *engine.Tally) { l.slot, l.slotArg = int(t.Val), t.Val }
 
 func (permitKind) missed(l *Lock, t *engine.Tally) { l.pref = nextSlot(t, l.pref) }
 
-// holdingShares: a node holds a permit while the key is taken by permits
-// of the same number, and the Lock's entry holds its slot.
-func (permitKind) holdingShares(l *Lock, r *keyRead) (time.Duration, error) {
-	if r.state.Count != l.permits {
+func (permitKind) fences() bool { return false }
+
+// holding: a node holds a permit while the key is taken by permits of the
+// same number, and the Lock's entry holds its slot.
+func (permitKind) holding(l *Lock, r *keyRead) (time.Duration, error) {
+	if r.shares == nil || r.state.Count != l.permits {
 		return 0, ErrHeldByOther
 	}
 	l.mu.Lock()

@@ -45,7 +45,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	t, err := c.nodes.SendAndCount(ctx, l.seq, spec)
 	acq := t
 	var fence uint64
-	if err == nil && t.Reached() && c.cfg.fencing && l.exclusive() {
+	if err == nil && t.Reached() && c.cfg.fencing && l.kind.fences() {
 		fence, t, err = c.commitFence(ctx, l, v, t, timeout, ttl)
 	}
 	quorum := err == nil && t.Reached()

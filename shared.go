@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"errors"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/engine"
@@ -39,7 +40,7 @@ var maxSharedArg any = int64(MaxShared)
 // never upgraded to an exclusive one: two holders upgrading would wait for
 // each other forever; release the share, then acquire (docs/shared.md).
 func Shared() AcquireOption {
-	return acquireOptionFunc(func(c *acquireConfig) { c.shared = true })
+	return acquireOptionFunc(func(c *acquireConfig) { c.shared, c.kind = true, sharedKind{} })
 }
 
 // Shared reports whether the Lock holds its key shared (Shared); false for
@@ -81,10 +82,22 @@ func (k sharedKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs 
 
 func (sharedKind) handsOver() bool { return false }
 
-// holdingShares: a node holds a shared Lock while no writer holds the key
-// (a count of 0) and one of the shares is the Lock's.
-func (sharedKind) holdingShares(l *Lock, r *keyRead) (time.Duration, error) {
-	if r.state.Count != 0 {
+// waitAs: a shared Lock's acquire enters it in the key's waiting room when
+// refused, for as long as its announcements last; it goes first once it
+// waited through a writer's turn (ErrHeldByOther: entitledBy).
+func (sharedKind) waitAs(c *Client, l *Lock, ttl time.Duration) string {
+	l.roomArg = c.cfg.announceLife(c.cfg.nodeTimeout(ttl)).Milliseconds()
+	return waitsShared
+}
+
+func (sharedKind) entitledBy(err error) bool { return errors.Is(err, ErrHeldByOther) }
+
+func (sharedKind) fences() bool { return false }
+
+// holding: a node holds a shared Lock while the key is taken shared, no
+// writer holds it (a count of 0) and one of the shares is the Lock's.
+func (sharedKind) holding(l *Lock, r *keyRead) (time.Duration, error) {
+	if r.shares == nil || r.state.Count != 0 {
 		return 0, ErrHeldByOther
 	}
 	return r.ownShare(l, -1)

@@ -88,6 +88,35 @@ func primitiveUses(p *pkg, lock, table string, prims []primitive) []primitiveUse
 			}
 		}
 	}
+	// readers are the methods of lock that read a primitive's fields
+	// (l.exclusive() reads shared and permits): a branch on a call of one
+	// is a branch on the primitives it reads.
+	readers := map[*types.Func]map[int]bool{}
+	for _, f := range p.files {
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil || fd.Body == nil {
+				continue
+			}
+			m, _ := p.info.Defs[fd.Name].(*types.Func)
+			if m == nil || !isMethodOf(m, tn) {
+				continue
+			}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				if id, ok := n.(*ast.Ident); ok {
+					if v, ok := p.info.Uses[id].(*types.Var); ok {
+						if k, ok := owner[v]; ok {
+							if readers[m] == nil {
+								readers[m] = map[int]bool{}
+							}
+							readers[m][k] = true
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
 	// of is the primitive an identifier names: one of its fields, or one
 	// of its package-level script variables; -1 otherwise.
 	of := func(id *ast.Ident) int {
@@ -117,6 +146,11 @@ func primitiveUses(p *pkg, lock, table string, prims []primitive) []primitiveUse
 			if id, ok := n.(*ast.Ident); ok {
 				if k := of(id); k >= 0 {
 					found[k] = true
+				}
+				if m, ok := p.info.Uses[id].(*types.Func); ok {
+					for k := range readers[m] {
+						found[k] = true
+					}
 				}
 			}
 			return true
@@ -163,6 +197,21 @@ func primitiveUses(p *pkg, lock, table string, prims []primitive) []primitiveUse
 		})
 	}
 	return out
+}
+
+// isMethodOf reports whether m is a method of the named type tn (value or
+// pointer receiver).
+func isMethodOf(m *types.Func, tn *types.TypeName) bool {
+	sig, _ := m.Type().(*types.Signature)
+	if sig == nil || sig.Recv() == nil {
+		return false
+	}
+	t := sig.Recv().Type()
+	if pt, ok := t.(*types.Pointer); ok {
+		t = pt.Elem()
+	}
+	named, _ := t.(*types.Named)
+	return named != nil && named.Obj() == tn
 }
 
 // kindsReport prints the numbers the "kinds" issue sets targets for.

@@ -90,6 +90,7 @@ var acquireSharedScript, plainScript = 1, 2
 `,
 		"shared.go": `package p
 func own(l *Lock) { if l.shared { _ = acquireSharedScript } }
+func (l *Lock) alone() bool { return !l.shared }
 `,
 		"other.go": `package p
 func f(l *Lock) {
@@ -105,13 +106,15 @@ func f(l *Lock) {
 	}
 	if l.other > 0 {
 	}
+	if l.alone() {
+	}
 }
 `,
 		"table.go": `package p
 func g(l *Lock) { if l.shared { _ = acquireSharedScript } }
 `,
 	}
-	p := &pkg{info: &types.Info{Uses: map[*ast.Ident]types.Object{}}}
+	p := &pkg{info: &types.Info{Uses: map[*ast.Ident]types.Object{}, Defs: map[*ast.Ident]types.Object{}}}
 	for _, name := range []string{"lock.go", "shared.go", "other.go", "table.go"} {
 		f, err := parser.ParseFile(fset, name, srcs[name], 0)
 		if err != nil {
@@ -125,8 +128,8 @@ func g(l *Lock) { if l.shared { _ = acquireSharedScript } }
 	}
 	prims := []primitive{{"shared", "shared.go", "Shared", []string{"shared"}}, {"permits", "permits.go", "Permit", []string{"permits"}}}
 	u := primitiveUses(p, "Lock", "table.go", prims)
-	if got := u[0].branches.String(); got != "other.go 3" {
-		t.Errorf("shared branch sites: %q, want other.go 3 (the if, the switch's case, the switch's tag)", got)
+	if got := u[0].branches.String(); got != "other.go 4" {
+		t.Errorf("shared branch sites: %q, want other.go 4 (the if, the switch's case, the switch's tag, the call of a method that reads the field)", got)
 	}
 	if got := u[0].mentions.String(); got != "other.go 4" {
 		t.Errorf("shared mentions: %q, want other.go 4", got)
@@ -134,7 +137,7 @@ func g(l *Lock) { if l.shared { _ = acquireSharedScript } }
 	if got := u[1].branches.String(); got != "other.go 1" {
 		t.Errorf("permits branch sites: %q, want other.go 1", got)
 	}
-	if u := primitiveUses(p, "Lock", "", prims); u[0].branches.String() != "other.go 3, table.go 1" {
+	if u := primitiveUses(p, "Lock", "", prims); u[0].branches.String() != "other.go 4, table.go 1" {
 		t.Errorf("without a table file, shared branch sites: %q", u[0].branches.String())
 	}
 }
