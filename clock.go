@@ -38,6 +38,14 @@ const (
 	MaxTTL = 365 * 24 * time.Hour
 	// MaxOwnerLen is the longest owner id WithOwner accepts, in bytes.
 	MaxOwnerLen = 512
+	// MaxKeys is the most distinct keys one Lock holds (AcquireAll).
+	MaxKeys = 128
+	// MaxShared is the most shared Locks that one key holds at once on a
+	// node: a shared Acquire beyond it waits, and a TryAcquire fails, as
+	// for a held key.
+	MaxShared = 1000
+	// MaxPermits is the largest n of Permits.
+	MaxPermits = 1000
 
 	// DefaultFenceHorizon is how long a fencing counter is kept after the
 	// last acquire, extend or commit of its key (see WithFenceHorizon).

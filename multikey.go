@@ -16,9 +16,6 @@ import (
 // refuses; two holders of one key would each need a quorum of nodes, and two
 // quorums share a node, whose script admitted only one of them.
 
-// MaxKeys is the most distinct keys one Lock holds (AcquireAll).
-const MaxKeys = 128
-
 // AcquireAll takes keys together, all or none, for ttl, as Acquire takes one
 // key: while the Lock holds them no other Lock holds any of them. Keys are
 // de-duplicated and sorted, so no two calls deadlock. Release, Extend,

@@ -17,9 +17,6 @@ import (
 // the key has at most n. Counting holders on a majority instead is unsafe
 // for n >= 2 (TestPermitsMajorityCountingControl).
 
-// MaxPermits is the largest n of Permits.
-const MaxPermits = 1000
-
 // Permits takes one of the key's n permits (Acquire, TryAcquire, Do): at
 // most n Locks taken with Permits(n) hold the key at once. Each permit is
 // a Lock: Release, Extend, KeepAlive, Until and TTL touch it alone, and it

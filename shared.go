@@ -19,11 +19,6 @@ import (
 // Locks wait behind a waiting exclusive one, and shared Locks that waited
 // through an exclusive one's turn go before the next.
 
-// MaxShared is the most shared Locks that one key holds at once on a node:
-// a shared Acquire beyond it waits, and a TryAcquire fails, as for a held
-// key.
-const MaxShared = 1000
-
 // maxSharedArg is MaxShared, boxed once for the shared acquire script.
 var maxSharedArg any = int64(MaxShared)
 
