@@ -8,6 +8,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/engine"
 	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/waiting"
 )
 
 // Acquire takes the lock on key for ttl, retrying until it succeeds, the
@@ -75,8 +76,8 @@ func (c *Client) contend(ctx context.Context, l *Lock, ttl time.Duration) (*Lock
 	// queue nothing.
 	var got bool
 	var err error
-	if c.waits.waiting(l.key) {
-		cn.wt = c.waits.join(l.key)
+	if c.waits.Waiting(l.key) {
+		cn.wt = c.waits.Join(l.key)
 		got, err = c.waitTurn(ctx, cn.wt, l, ttl, cn.ttlArg)
 	}
 	for failed := 1; !got && err == nil; failed++ {
@@ -94,9 +95,9 @@ type contender struct {
 	c        *Client
 	l        *Lock
 	ttl      time.Duration
-	ttlArg   any     // ttl in milliseconds, boxed once for every attempt
-	wt       *waiter // its place in the key's queue, once it joined
-	acquired bool    // it leaves the queue holding the lock
+	ttlArg   any                        // ttl in milliseconds, boxed once for every attempt
+	wt       *waiting.Waiter[handOffer] // its place in the key's queue, once it joined
+	acquired bool                       // it leaves the queue holding the lock
 	// an keeps its entry in the key's waiting room while it waits at the
 	// head of the queue, once refused: new shared Locks wait behind it.
 	an *announcer
@@ -110,7 +111,7 @@ type contender struct {
 func (cn *contender) leave() {
 	cn.an.stop()
 	if cn.wt != nil {
-		cn.c.waits.leave(cn.l.key, cn.wt, cn.acquired)
+		cn.c.waits.Leave(cn.l.key, cn.wt, cn.acquired)
 	}
 }
 
@@ -121,7 +122,7 @@ func (cn *contender) leave() {
 func (cn *contender) step(ctx context.Context, failed int) (got bool, err error) {
 	c := cn.c
 	if cn.wt != nil {
-		c.waits.beforeAttempt(cn.l.key)
+		c.waits.BeforeAttempt(cn.l.key)
 	}
 	err = c.attempt(ctx, cn.l, cn.ttl, cn.ttlArg, failed)
 	if err == nil {
@@ -161,9 +162,9 @@ func (c *Client) backoff(ctx context.Context, err error, failed int) (time.Durat
 func (cn *contender) waitNext(ctx context.Context, err error, wait time.Duration) (got bool, werr error) {
 	c, key := cn.c, cn.l.key
 	if cn.wt == nil {
-		cn.wt = c.waits.join(key)
+		cn.wt = c.waits.Join(key)
 		select {
-		case <-cn.wt.turn: // at the head at once: wait below
+		case <-cn.wt.Turn: // at the head at once: wait below
 		default:
 			return c.waitTurn(ctx, cn.wt, cn.l, cn.ttl, cn.ttlArg)
 		}
@@ -175,7 +176,7 @@ func (cn *contender) waitNext(ctx context.Context, err error, wait time.Duration
 		// Subscribe, then attempt again at once: a release that came
 		// before the subscription took effect is not missed.
 		cn.subscribed = true
-		if ready := c.waits.subscribe(key); ready != nil {
+		if ready := c.waits.Subscribe(key); ready != nil {
 			timer := time.NewTimer(c.cfg.nodeTimeout(cn.ttl))
 			werr := c.waitFor(ctx, ready, timer.C)
 			timer.Stop()
@@ -186,7 +187,7 @@ func (cn *contender) waitNext(ctx context.Context, err error, wait time.Duration
 		}
 	}
 	timer := time.NewTimer(untilHolderExpires(err, wait))
-	got, werr = c.waitHandover(ctx, cn.wt, c.newOffer(cn.l, cn.ttl, cn.ttlArg), cn.wt.wake, timer.C)
+	got, werr = c.waitHandover(ctx, cn.wt, c.newOffer(cn.l, cn.ttl, cn.ttlArg), cn.wt.Wake, timer.C)
 	timer.Stop()
 	if got {
 		return true, nil
@@ -228,18 +229,18 @@ func (c *Client) unavailableTooLong(err error) bool {
 // (the Client's own Release wakes it, or a quorum of release hints) or the
 // first backoff, rather than attempt at once and be refused; that lock's
 // Release may hand it over meanwhile (got).
-func (c *Client) waitTurn(ctx context.Context, wt *waiter, l *Lock, ttl time.Duration, ttlArg any) (got bool, err error) {
+func (c *Client) waitTurn(ctx context.Context, wt *waiting.Waiter[handOffer], l *Lock, ttl time.Duration, ttlArg any) (got bool, err error) {
 	key := l.key
-	if err := c.waitFor(ctx, wt.turn, nil); err != nil {
+	if err := c.waitFor(ctx, wt.Turn, nil); err != nil {
 		return false, fmt.Errorf("%w: %q: waiting behind an earlier Acquire of this Client: %w", ErrNotAcquired, showKey(key), err)
 	}
-	if !wt.afterHolder {
+	if !wt.AfterHolder {
 		return false, nil
 	}
 	wait, _ := c.cfg.retry.Backoff(1)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	got, err = c.waitHandover(ctx, wt, c.newOffer(l, ttl, ttlArg), wt.wake, timer.C)
+	got, err = c.waitHandover(ctx, wt, c.newOffer(l, ttl, ttlArg), wt.Wake, timer.C)
 	if err != nil {
 		return false, fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(key), err)
 	}

@@ -43,7 +43,7 @@ type kind interface {
 	// (the slot a permit prefers).
 	missed(l *Lock, t *engine.Tally)
 	// handsOver tells whether a Release of l may hand its key to a
-	// waiter of its Client (waiters.go).
+	// waiter of its Client (handover.go).
 	handsOver() bool
 	// released tells c's waiters that l's keys were released.
 	released(c *Client, l *Lock)
@@ -108,7 +108,7 @@ func (exclusiveKind) missed(*Lock, *engine.Tally)                 {}
 func (exclusiveKind) handsOver() bool                             { return true }
 func (exclusiveKind) waitAs(*Client, *Lock, time.Duration) string { return waitsExclusive }
 func (exclusiveKind) entitledBy(error) bool                       { return false }
-func (exclusiveKind) released(c *Client, l *Lock)                 { c.waits.released(l.key) }
+func (exclusiveKind) released(c *Client, l *Lock)                 { c.waits.Released(l.key) }
 
 func (exclusiveKind) fences() bool { return true }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/engine"
 	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/waiting"
 )
 
 // A Lock of several keys (docs/multikey.md) is one Lock: one token, one
@@ -141,17 +142,17 @@ func (c *Client) acquireWatching(ctx context.Context, l *Lock, ttl time.Duration
 	if retry {
 		what = l.kind.waitAs(c, l, ttl)
 	}
-	var wt *watcher
+	var wt *waiting.Watcher
 	var an *announcer
 	defer func() {
 		an.stop()
 		if wt != nil {
-			c.waits.unwatch(wt)
+			c.waits.Unwatch(wt)
 		}
 	}()
 	for failed := 1; ; failed++ {
 		if wt != nil {
-			c.waits.forget(wt)
+			c.waits.Forget(wt)
 		}
 		err := c.attempt(ctx, l, ttl, ttlArg, failed)
 		if err == nil {
@@ -176,11 +177,11 @@ func (c *Client) acquireWatching(ctx context.Context, l *Lock, ttl time.Duration
 			// that came before the subscriptions took effect is not
 			// missed.
 			var ready []<-chan struct{}
-			wt, ready = c.waits.watch(keys)
+			wt, ready = c.waits.Watch(keys)
 			werr = c.waitAll(ctx, ready, c.cfg.nodeTimeout(ttl))
 		} else {
 			timer := time.NewTimer(untilHolderExpires(err, wait))
-			werr = c.waitFor(ctx, wt.wake, timer.C)
+			werr = c.waitFor(ctx, wt.Wake, timer.C)
 			timer.Stop()
 		}
 		if werr != nil {
@@ -254,6 +255,6 @@ func (allKind) waitAs(*Client, *Lock, time.Duration) string { return waitsAll }
 
 func (allKind) released(c *Client, l *Lock) {
 	for _, k := range l.keys {
-		c.waits.released(k)
+		c.waits.Released(k)
 	}
 }

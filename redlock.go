@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/engine"
 	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/waiting"
 )
 
 // Client takes locks on a fixed set of independent Redis masters. It is safe
@@ -19,8 +20,8 @@ import (
 type Client struct {
 	cfg    config
 	nodes  *engine.Set
-	owners owners  // locks held under WithOwner, for reentrancy
-	waits  waiters // Acquire calls waiting for busy keys
+	owners owners                    // locks held under WithOwner, for reentrancy
+	waits  waiting.Queues[handOffer] // calls waiting for busy keys (internal/waiting; the handover: handover.go)
 	obs    observer
 
 	renewals engine.Bounded[*lease] // KeepAlive's renewals (lease.go)
@@ -73,7 +74,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c.nodes = set
-	c.waits.c = c
+	c.waits.Init(set, c.cfg.cleanupTimeout)
 	return c, nil
 }
 

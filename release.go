@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/engine"
+	"github.com/redlock-go/redlock/internal/waiting"
 )
 
 // prologue is the common start of Extend and Release: the lock and the
@@ -182,11 +183,11 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration, held b
 	c.nodes.Life.BeginRelease()
 	defer c.nodes.Life.EndCall()
 	// The next waiter of this Client, if it offers, is handed the key in
-	// the same round (waiters.go, the handover).
+	// the same round (handover.go).
 	var gone []bool
 	if c.handsOver() && l.kind.handsOver() {
-		if off, subscribed, streak := c.waits.claimOffer(l.key); off != nil {
-			if gone = c.handOver(ctx, l, off, subscribed, streak); engine.Count(gone) >= c.nodes.Quorum {
+		if off, settled, subscribed, streak := c.waits.ClaimOffer(l.key); off != nil {
+			if gone = c.handOver(ctx, l, off, settled, subscribed, streak); engine.Count(gone) >= c.nodes.Quorum {
 				return nil
 			}
 		}
@@ -264,7 +265,7 @@ func (rr *releaseRound) note(r engine.Reply) {
 	sig := rr.sig
 	l.mu.Unlock()
 	if r.Status == engine.Refused {
-		wake(sig)
+		waiting.Wake(sig)
 	}
 }
 
@@ -336,17 +337,7 @@ func (l *Lock) noteDeleted(r engine.Reply) {
 	l.deleted[r.Node] = true
 	sig := l.deletedSig
 	l.mu.Unlock()
-	wake(sig)
-}
-
-// wake signals sig, if there is one, without waiting.
-func wake(sig chan struct{}) {
-	if sig != nil {
-		select {
-		case sig <- struct{}{}:
-		default:
-		}
-	}
+	waiting.Wake(sig)
 }
 
 // releaseOutcome is what a later Release reports.

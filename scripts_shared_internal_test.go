@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/waiting"
 )
 
 // Shared Locks R and S, as the library sends their calls: a shared Lock's
@@ -70,7 +71,7 @@ func TestSharedScripts(t *testing.T) {
 		require.EqualValues(t, 1, n.releaseShared(shareR, 0, 1))
 		assert.Equal(t, []string{shareS + "1", tombstoneOf(shareR, 1)}, n.entries(), "S keeps its share, beside R's tombstone entry")
 		assert.LessOrEqual(t, n.pttl(), 5*time.Second, "the key lives as long as S's share now")
-		ps := n.rc.Subscribe(ctx, releaseChannelPrefix+n.key)
+		ps := n.rc.Subscribe(ctx, waiting.ChannelPrefix+n.key)
 		defer ps.Close()
 		_, err := ps.Receive(ctx)
 		require.NoError(t, err)

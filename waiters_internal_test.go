@@ -3,15 +3,17 @@ package redlock
 import (
 	"strings"
 	"testing"
+
+	"github.com/redlock-go/redlock/internal/waiting"
 )
 
 // TestReleaseChannelSpelling: the scripts that publish to a key's release
 // channel, or count its subscribers, spell its name as a Lua literal; it
-// must be releaseChannelPrefix, which the waiters subscribe to.
+// must be waiting.ChannelPrefix, which the waiters subscribe to.
 func TestReleaseChannelSpelling(t *testing.T) {
 	for name, src := range map[string]string{"release.lua": releaseSrc, "release_all.lua": releaseAllSrc, "handover.lua": handoverSrc,
 		"shared.lua": sharedSrc} {
-		want := "'" + releaseChannelPrefix + "' .. "
+		want := "'" + waiting.ChannelPrefix + "' .. "
 		if n, all := strings.Count(src, want), strings.Count(src, "redlock:released"); n != 1 || all != 1 {
 			t.Errorf("scripts/%s: %d uses of %s, %d spellings of the channel in all; want one", name, n, want, all)
 		}

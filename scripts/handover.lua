@@ -48,7 +48,7 @@ if v then
     carry_add(entries, leaving, ARGV[7])
     dl = math.max(dl, due)
     local value, ttl = ARGV[1] .. carry_text(dl, entries), math.max(tonumber(ARGV[2]), dl - now)
-    -- The key's release channel: releaseChannelPrefix in waiters.go.
+    -- The key's release channel: ChannelPrefix in internal/waiting.
     local channel = 'redlock:released:' .. KEYS[1]
     local ok, subs = pcall(redis.call, 'PUBSUB', 'NUMSUB', channel)
     local mine, streak = tonumber(ARGV[6]), false

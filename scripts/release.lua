@@ -80,7 +80,7 @@ local function release_key(K)
     end
     tomb_leave(K, false, P, ARGV[3], ARGV[4], entries, dl, now)
     if limit == 0 then
-      -- The key's release channel: releaseChannelPrefix in waiters.go.
+      -- The key's release channel: ChannelPrefix in internal/waiting.
       pcall(redis.call, 'PUBLISH', 'redlock:released:' .. K, '')
     end
     return 1

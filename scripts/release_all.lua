@@ -26,7 +26,7 @@ if tonumber(ARGV[2]) == 0 then
       redis.call('SET', KEYS[i], tomb, 'PX', ARGV[4])
     end
     for i = 1, #KEYS do
-      -- The key's release channel: releaseChannelPrefix in waiters.go.
+      -- The key's release channel: ChannelPrefix in internal/waiting.
       pcall(redis.call, 'PUBLISH', 'redlock:released:' .. KEYS[i], '')
     end
     return 1

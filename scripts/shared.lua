@@ -118,7 +118,7 @@ local function shared_write(K, els, now, head)
 end
 
 -- shared_announce announces a Release of key K on its release channel
--- (releaseChannelPrefix in waiters.go), as release.lua does.
+-- (ChannelPrefix in internal/waiting), as release.lua does.
 local function shared_announce(K)
   pcall(redis.call, 'PUBLISH', 'redlock:released:' .. K, '')
 end

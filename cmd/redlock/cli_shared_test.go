@@ -181,8 +181,8 @@ func TestRunSharedTogether(t *testing.T) {
 }
 
 // releaseChannel is the channel to which a run waiting for key subscribes
-// on every node after its first attempt failed (waiters.go in the library,
-// releaseChannelPrefix).
+// on every node after its first attempt failed (internal/waiting in the library,
+// waiting.ChannelPrefix).
 func releaseChannel(key string) string { return "redlock:released:" + key }
 
 // TestRunSharedExclusive: a shared run and an exclusive one never hold the
