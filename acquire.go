@@ -100,7 +100,7 @@ type contender struct {
 	acquired bool                       // it leaves the queue holding the lock
 	// an keeps its entry in the key's waiting room while it waits at the
 	// head of the queue, once refused: new shared Locks wait behind it.
-	an *announcer
+	an *waiting.Announcer
 	// subscribed: it has subscribed to the key's release channel, and
 	// attempted again once the subscription took effect.
 	subscribed bool
@@ -109,7 +109,7 @@ type contender struct {
 // leave takes the Acquire out of the key's queue, if it joined, and out
 // of the key's waiting room, if it entered.
 func (cn *contender) leave() {
-	cn.an.stop()
+	cn.an.Stop()
 	if cn.wt != nil {
 		cn.c.waits.Leave(cn.l.key, cn.wt, cn.acquired)
 	}

@@ -52,7 +52,7 @@ type kind interface {
 	// (announce.go), "" for nothing.
 	waitAs(c *Client, l *Lock, ttl time.Duration) string
 	// entitledBy tells whether a refusal with err entitles l's
-	// announcement (announcer.entitle).
+	// announcement (waiting.Announcer.Entitle).
 	entitledBy(err error) bool
 	// holding is l's remaining TTL on a node that holds its key, as r
 	// read it, or why the node does not hold it for l (Inspect).
@@ -113,7 +113,7 @@ func (exclusiveKind) released(c *Client, l *Lock)                 { c.waits.Rele
 func (exclusiveKind) fences() bool { return true }
 
 func (exclusiveKind) holding(l *Lock, r *keyRead) (time.Duration, error) {
-	if r.shares != nil || !l.vals.Mine(r.token) {
+	if r.in.Shares != nil || !l.vals.Mine(r.in.Token) {
 		return 0, ErrHeldByOther
 	}
 	return r.state.TTL, nil

@@ -143,9 +143,9 @@ func (c *Client) acquireWatching(ctx context.Context, l *Lock, ttl time.Duration
 		what = l.kind.waitAs(c, l, ttl)
 	}
 	var wt *waiting.Watcher
-	var an *announcer
+	var an *waiting.Announcer
 	defer func() {
-		an.stop()
+		an.Stop()
 		if wt != nil {
 			c.waits.Unwatch(wt)
 		}
@@ -169,7 +169,7 @@ func (c *Client) acquireWatching(ctx context.Context, l *Lock, ttl time.Duration
 			an = c.announce(l, what, ttl)
 		}
 		if l.kind.entitledBy(err) {
-			an.entitle()
+			an.Entitle(waitsEntitled)
 		}
 		var werr error
 		if wt == nil {
