@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -90,7 +88,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (KeyState, error) {
 	}
 	reads := c.readKey(ctx, key, timeout)
 	st := KeyState{Key: key, Nodes: make([]NodeKeyState, len(reads))}
-	holders, shares, permits := map[string]int{}, map[string]int{}, map[shareRead]int{}
+	holders, shares, permits := map[string]int{}, map[string]int{}, map[script.Share]int{}
 	for i, r := range reads {
 		st.Nodes[i] = r.state
 		// Only nodes whose server is known count toward Held, as toward
@@ -99,15 +97,15 @@ func (c *Client) Inspect(ctx context.Context, key string) (KeyState, error) {
 			continue
 		}
 		switch {
-		case r.shares == nil:
-			holders[r.token]++
-		case r.state.Count > 0:
-			for _, s := range r.shares {
-				permits[shareRead{token: s.token, slot: s.slot}]++
+		case r.in.Shares == nil:
+			holders[r.in.Token]++
+		case r.in.Count > 0:
+			for _, s := range r.in.Shares {
+				permits[script.Share{Token: s.Token, Slot: s.Slot}]++
 			}
 		default:
-			for _, s := range r.shares {
-				shares[s.token]++
+			for _, s := range r.in.Shares {
+				shares[s.Token]++
 			}
 		}
 	}
@@ -182,27 +180,20 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	return max(left[len(left)-t.Quorum]-time.Since(start), 0), nil
 }
 
-// keyRead is one node's answer to the inspect script.
+// keyRead is one node's answer to the inspect script: as Inspect shows it
+// (state), and as read (in).
 type keyRead struct {
-	node   int
-	state  NodeKeyState
-	token  string      // the exclusive holder's whole token, when the node holds the key
-	shares []shareRead // the shared Locks' or the permits', when the key is taken so
-}
-
-// shareRead is one shared Lock's or permit's entry on a node.
-type shareRead struct {
-	token string
-	ttl   time.Duration
-	slot  int // a permit's
+	node  int
+	state NodeKeyState
+	in    script.Inspected
 }
 
 // ownShare is the remaining TTL of l's entry among r's shares, in slot
 // (any slot when slot < 0), or ErrKeyAbsent when it has none.
 func (r *keyRead) ownShare(l *Lock, slot int) (time.Duration, error) {
-	for _, s := range r.shares {
-		if l.vals.Mine(s.token) && (slot < 0 || s.slot == slot) {
-			return s.ttl, nil
+	for _, s := range r.in.Shares {
+		if l.vals.Mine(s.Token) && (slot < 0 || s.Slot == slot) {
+			return s.TTL, nil
 		}
 	}
 	return 0, ErrKeyAbsent
@@ -235,9 +226,11 @@ func (c *Client) readNode(ctx context.Context, i int, key string) keyRead {
 		op.Keys[1], op.NKeys = script.CounterKey(key), 2
 	}
 	op.Read = func(cmd *redis.Cmd) engine.Reply {
-		if err := parseInspect(cmd, &r); err != nil {
+		in, err := script.ReadInspect(cmd)
+		if err != nil {
 			return engine.Reply{Err: err}
 		}
+		r.shows(in)
 		return engine.Reply{Status: engine.OK}
 	}
 	if rep := c.nodes.Call(ctx, i, &op); rep.Status != engine.OK {
@@ -249,84 +242,19 @@ func (c *Client) readNode(ctx context.Context, i int, key string) keyRead {
 	return r
 }
 
-// parseInspect reads {value, pttl, counter[, now]} into r.
-func parseInspect(cmd *redis.Cmd, r *keyRead) error {
-	v, err := cmd.Slice()
-	if err != nil {
-		return err
-	}
-	if len(v) != 3 && len(v) != 4 {
-		return script.Unexpected(v)
-	}
-	pttl, ok := v[1].(int64)
-	if !ok {
-		return script.Unexpected(v)
-	}
-	s, _ := v[0].(string)
-	if len(v) == 4 {
-		now, ok := v[3].(int64)
-		if !ok || !strings.HasPrefix(s, "^") && !strings.HasPrefix(s, "#") {
-			return script.Unexpected(v)
-		}
-		parseShared(s, now, r)
-	} else if token, ok := script.HolderToken(s); ok && s != "" {
-		r.token = token
-		r.state.Held = true
-		r.state.Holder = token[:min(len(token), holderPrefix)]
-		r.state.TTL = time.Duration(pttl) * time.Millisecond
-		if pttl < 0 { // no expiry: not a lock's key
-			r.state.TTL = -1
-		}
-	}
-	if s, ok := v[2].(string); ok {
-		f, err := script.ParseInt(s)
-		if err != nil {
-			return err
-		}
-		r.state.Fence = uint64(f)
-	}
-	return nil
-}
-
-// parseShared reads the shared Locks of a key taken shared, or the permits
-// of a key taken by permits, whose value is s (scripts/lib.lua), at the
-// node's clock now in milliseconds: those whose entry is live. None live is
-// an absent key, as for a Lock.
-func parseShared(s string, now int64, r *keyRead) {
-	r.shares = []shareRead{}
-	entries := s[1:]
-	if s[0] == '#' {
-		count, rest, _ := strings.Cut(entries, ",")
-		r.state.Count, _ = strconv.Atoi(count)
-		entries = rest
-	}
-	for e := range strings.SplitSeq(entries, ",") {
-		dl, item, ok := strings.Cut(e, "=")
-		at, err := strconv.ParseInt(dl, 10, 64)
-		if !ok || err != nil || at <= now || strings.HasPrefix(item, "!") {
-			continue
-		}
-		slot := -1
-		if r.state.Count > 0 {
-			n, rest, ok := strings.Cut(item, "/")
-			if slot, err = strconv.Atoi(n); !ok || err != nil {
-				continue
-			}
-			item = rest
-		}
-		token, _ := script.HolderToken(item)
-		ttl := time.Duration(at-now) * time.Millisecond
-		r.shares = append(r.shares, shareRead{token: token, ttl: ttl, slot: slot})
-		holder := token[:min(len(token), holderPrefix)]
-		if slot >= 0 {
-			r.state.Permits = append(r.state.Permits, PermitHolder{Slot: slot, Holder: holder, TTL: ttl})
+// shows keeps in, and what Inspect shows of it: the holders' tokens cut
+// to holderPrefix.
+func (r *keyRead) shows(in script.Inspected) {
+	r.in = in
+	st := &r.state
+	st.Held, st.TTL, st.Fence, st.Count = in.Held, in.TTL, in.Fence, in.Count
+	st.Holder = in.Token[:min(len(in.Token), holderPrefix)]
+	for _, s := range in.Shares {
+		holder := s.Token[:min(len(s.Token), holderPrefix)]
+		if s.Slot >= 0 {
+			st.Permits = append(st.Permits, PermitHolder{Slot: s.Slot, Holder: holder, TTL: s.TTL})
 		} else {
-			r.state.Shared = append(r.state.Shared, SharedHolder{Holder: holder, TTL: ttl})
+			st.Shared = append(st.Shared, SharedHolder{Holder: holder, TTL: s.TTL})
 		}
-		r.state.TTL = max(r.state.TTL, ttl)
-	}
-	r.state.Held = len(r.shares) > 0
-	if !r.state.Held {
-		r.state.Count = 0
 	}
 }

@@ -88,7 +88,7 @@ func (permitKind) fences() bool { return false }
 // holding: a node holds a permit while the key is taken by permits of the
 // same number, and the Lock's entry holds its slot.
 func (permitKind) holding(l *Lock, r *keyRead) (time.Duration, error) {
-	if r.shares == nil || r.state.Count != l.permits {
+	if r.in.Shares == nil || r.in.Count != l.permits {
 		return 0, ErrHeldByOther
 	}
 	l.mu.Lock()

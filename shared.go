@@ -92,7 +92,7 @@ func (sharedKind) fences() bool { return false }
 // holding: a node holds a shared Lock while the key is taken shared, no
 // writer holds it (a count of 0) and one of the shares is the Lock's.
 func (sharedKind) holding(l *Lock, r *keyRead) (time.Duration, error) {
-	if r.shares == nil || r.state.Count != 0 {
+	if r.in.Shares == nil || r.in.Count != 0 {
 		return 0, ErrHeldByOther
 	}
 	return r.ownShare(l, -1)
