@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/engine"
@@ -95,4 +96,46 @@ func (permitKind) holding(l *Lock, r *keyRead) (time.Duration, error) {
 	slot := l.slot
 	l.mu.Unlock()
 	return r.ownShare(l, slot)
+}
+
+// dropStray takes out, in the background, the entries that l's held
+// permit write of v left in another slot than the one a quorum gave it
+// (t): such a node does not count for the Lock, and the slot is someone
+// else's to take there. The entries a node wrote after the round stopped waiting
+// expire with their TTL, never extended.
+func (c *Client) dropStray(l *Lock, v script.Value, t *engine.Tally) {
+	if !l.kind.byVal() || t.Confirmed == engine.Count(t.Where(func(r engine.Reply) bool { return r.Status == engine.OK })) {
+		return
+	}
+	only := t.Where(func(r engine.Reply) bool { return r.Status == engine.OK && r.Val != t.Val })
+	l.mu.Lock()
+	tombMs := l.tombMs()
+	l.mu.Unlock()
+	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Kind: engine.Delete, Op: l.kind.deleteOp(l, v, v.Gen, v.Gen, tombMs),
+		Wait: c.cfg.cleanupTimeout, CallTimeout: c.cfg.cleanupTimeout, Only: only})
+}
+
+// nextSlot is the slot the next attempt of a permit prefers, after an
+// attempt whose nodes gave the slots in t and which preferred pref: the
+// lowest slot a node gave above pref, else the lowest a node gave, so that
+// attempts go through the slots some node found free until a quorum finds
+// one free; -1 (each node's lowest free slot) when no node gave one.
+func nextSlot(t *engine.Tally, pref int) int {
+	next, lowest := -1, -1
+	for _, r := range t.Replies {
+		if r.Status != engine.OK {
+			continue
+		}
+		s := int(r.Val)
+		if lowest < 0 || s < lowest {
+			lowest = s
+		}
+		if s > pref && (next < 0 || s < next) {
+			next = s
+		}
+	}
+	if next < 0 {
+		return lowest
+	}
+	return next
 }
