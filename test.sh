@@ -114,7 +114,7 @@ fi
 # did (its summary and activity lines).
 echo "== tests"
 go test -race -count=1 -p 1 -timeout 30m -skip '^TestNemesis$|^TestSim$|^TestSimControls$' ./...
-go test -race -count=1 -timeout 10m -run '^TestNemesis$' -v .
+go test -race -count=1 -timeout 25m -run '^TestNemesis$' -v .
 
 # The simulator (docs/testing.md): one simulated hour, its fixed seeds and
 # a fresh one ten minutes each, and its controls, with -v for their lines;
