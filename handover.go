@@ -116,7 +116,7 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, settled 
 	l.mu.Lock()
 	gone, tombMs := l.gen, l.tombMs()
 	l.mu.Unlock()
-	t, _ := c.nodes.SendAndCount(ctx, w.seq, engine.Spec{Kind: engine.Write, Op: handoverOp(l.key, v, off.ttlArg, l.vals.Own(), gone, tombMs, subscribed, streak),
+	t, _ := c.nodes.SendAndCount(ctx, w.seq, engine.Spec{Effect: engine.Write, Op: handoverOp(l.key, v, off.ttlArg, l.vals.Own(), gone, tombMs, subscribed, streak),
 		Wait: time.Until(deadline), TTL: off.ttl, Note: note})
 	// Where a call of l may still land (an acquire or restore that has not
 	// returned, which could write l's value where the key is absent), l's

@@ -111,7 +111,7 @@ func (c *Client) dropStray(l *Lock, v script.Value, t *engine.Tally) {
 	l.mu.Lock()
 	tombMs := l.tombMs()
 	l.mu.Unlock()
-	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Kind: engine.Delete, Op: l.kind.deleteOp(l, v, v.Gen, v.Gen, tombMs),
+	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Effect: engine.Delete, Op: l.kind.deleteOp(l, v, v.Gen, v.Gen, tombMs),
 		Wait: c.cfg.cleanupTimeout, CallTimeout: c.cfg.cleanupTimeout, Only: only})
 }
 

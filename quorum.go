@@ -78,7 +78,7 @@ func (c *Client) rollback(l *Lock, v script.Value, ttl time.Duration, t *engine.
 	l.mu.Lock()
 	tombMs := l.tombMs()
 	l.mu.Unlock()
-	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Kind: engine.Delete, Op: l.kind.deleteOp(l, v, v.Gen, v.Gen, tombMs),
+	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Effect: engine.Delete, Op: l.kind.deleteOp(l, v, v.Gen, v.Gen, tombMs),
 		Wait: c.cfg.cleanupTimeout, CallTimeout: c.cfg.cleanupTimeout, Only: only})
 	if c.obs.on {
 		c.obs.rollback(l.key, engine.Count(only))
@@ -98,7 +98,7 @@ func (c *Client) dropChains(l *Lock, v script.Value, ttl time.Duration, acq *eng
 		return
 	}
 	only := acq.Where(func(r engine.Reply) bool { return r.Chained })
-	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Kind: engine.Write, Op: l.kind.extendOp(l, v, ttl.Milliseconds(), 0, nil),
+	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Effect: engine.Write, Op: l.kind.extendOp(l, v, ttl.Milliseconds(), 0, nil),
 		Wait: c.cfg.nodeTimeout(ttl), TTL: ttl, Only: only})
 }
 

@@ -106,7 +106,7 @@ func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, tt
 		// Only nodes that said the key is absent: a node not waited for is
 		// restored by a later Extend that reads its answer.
 		absent := t.Where(func(r engine.Reply) bool { return errors.Is(r.Err, ErrKeyAbsent) })
-		c.nodes.Launch(ctx, l.seq, engine.Spec{Kind: engine.Write, Op: l.kind.restoreOp(l, v, ttl.Milliseconds()),
+		c.nodes.Launch(ctx, l.seq, engine.Spec{Effect: engine.Write, Op: l.kind.restoreOp(l, v, ttl.Milliseconds()),
 			Wait: timeout, TTL: ttl, Only: absent})
 		return nil
 	}
@@ -367,7 +367,7 @@ func (c *Client) deleteOn(l *Lock, only []bool) {
 func (l *Lock) deleteAll(wait, CallTimeout time.Duration) engine.Spec {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return engine.Spec{Kind: engine.Delete, Op: l.kind.deleteOp(l, l.anyValue(), 0, l.gen, l.tombMs()), Wait: wait, CallTimeout: CallTimeout}
+	return engine.Spec{Effect: engine.Delete, Op: l.kind.deleteOp(l, l.anyValue(), 0, l.gen, l.tombMs()), Wait: wait, CallTimeout: CallTimeout}
 }
 
 // tombLifeMs is how long a tombstone left against writes of ttl lives, in

@@ -9,16 +9,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Kind tells a node's lane what a call is for, and so when it may be
+// Effect tells a node's lane what a call is for, and so when it may be
 // dropped, retried or overtaken.
-type Kind uint8
+type Effect uint8
 
 const (
 	// Write sets or refreshes our key (acquire, extend, restore, fence
 	// commit). Its only use is to be counted by its round: once the round's
 	// deadline has passed it is not sent, since it could only leave a key
 	// behind, and the lane stops waiting for it.
-	Write Kind = iota
+	Write Effect = iota
 	// Delete removes our key (release, rollback). It must reach the node:
 	// without a definite answer it is tried again, with backoff, until the
 	// key would have expired anyway. A later delete of the same lock queued
@@ -204,7 +204,7 @@ func (s *Lanes) runInline(p *Set, j *job) {
 func (s *Lanes) enqueue(p *Set, j *job) *job {
 	i := j.node
 	l := &s.lanes[i]
-	if j.r.spec.Kind == Write {
+	if j.r.spec.Effect == Write {
 		// A write is never sent after its round's deadline; the key it sets
 		// lives ttl from when it lands, plus the nodes' clock drift.
 		if exp := j.r.deadline.Add(p.keyLife(j.r.spec.TTL)); exp.After(l.expireBy) {
@@ -216,13 +216,13 @@ func (s *Lanes) enqueue(p *Set, j *job) *job {
 	}
 	// A delete that starts at once runs its first try under its round's
 	// deadline; one that waited, and every retry, has its own.
-	j.shared = j.r.spec.Kind == Delete && !j.reported
+	j.shared = j.r.spec.Effect == Delete && !j.reported
 	if !l.busy {
 		l.busy = true
 		s.begin(l, j)
 		return j
 	}
-	if cur := l.current; cur != nil && cur.r.spec.Kind == Write {
+	if cur := l.current; cur != nil && cur.r.spec.Effect == Write {
 		if cur.r.ctx.Err() != nil {
 			// The lane does not wait for a write whose round is over: it
 			// moves on to its next job, in order. j never overtakes the
@@ -268,7 +268,7 @@ func (s *Lanes) Unsettled() []bool {
 // begin makes j the lane's current job.
 func (s *Lanes) begin(l *lane, j *job) {
 	l.current = j
-	if j.r.spec.Kind == Delete {
+	if j.r.spec.Effect == Delete {
 		l.deletes++
 	}
 }
@@ -302,7 +302,7 @@ func (s *Lanes) dequeue(l *lane) *job {
 	j := l.queue[0]
 	l.queue[0] = nil
 	l.queue = l.queue[1:]
-	if j.r.spec.Kind == Delete && hasDelete(l.queue) {
+	if j.r.spec.Effect == Delete && hasDelete(l.queue) {
 		j.skip = errSuperseded
 	}
 	s.begin(l, j)
@@ -311,7 +311,7 @@ func (s *Lanes) dequeue(l *lane) *job {
 
 func hasDelete(q []*job) bool {
 	for _, j := range q {
-		if j.r.spec.Kind == Delete {
+		if j.r.spec.Effect == Delete {
 			return true
 		}
 	}
@@ -340,13 +340,13 @@ func (s *Lanes) done(p *Set, j *job, rep Reply) *job {
 		// supersede the deletes queued before it, and let the writes
 		// queued between go out first.
 		var redo *job
-		if j.r.spec.Kind == Delete {
+		if j.r.spec.Effect == Delete {
 			l.strandedDeletes--
 			p.Life.untrack(j) // its next try, if any, is a job of its own
 		} else {
 			l.strandedWrites--
 		}
-		if j.r.spec.Kind == Write && l.deletes > j.mark && rep.Status != Refused && rep.Err != errNotSent && l.lastDelete != nil {
+		if j.r.spec.Effect == Write && l.deletes > j.mark && rep.Status != Refused && rep.Err != errNotSent && l.lastDelete != nil {
 			redo = &job{r: l.lastDelete, node: j.node, reported: true}
 			p.Life.Add(1)
 			redo = s.enqueue(p, redo)
@@ -358,7 +358,7 @@ func (s *Lanes) done(p *Set, j *job, rep Reply) *job {
 		}
 		return nil
 	}
-	if j.r.spec.Kind == Delete && j.skip == nil && rep.Status == Unknown && s.retry(p, l, j) {
+	if j.r.spec.Effect == Delete && j.skip == nil && rep.Status == Unknown && s.retry(p, l, j) {
 		s.mu.Unlock()
 		return nil
 	}
@@ -488,7 +488,7 @@ func (j *job) send(s *Lanes, p *Set) Reply {
 	switch {
 	case j.skip != nil:
 		rep = Reply{Err: j.skip}
-	case r.spec.Kind == Write:
+	case r.spec.Effect == Write:
 		rep = j.write(n)
 	default:
 		rep = j.delete(s, p, n)

@@ -139,14 +139,14 @@ func utValue(prefix string, gen uint64) value {
 
 // writeSpec is an acquire of v on key, waited for up to wait, for 10 s.
 func writeSpec(key string, v value, wait time.Duration, log *replyLog) Spec {
-	return Spec{Kind: Write, Op: acquireOp(key, v, int64(10_000)), Wait: wait, TTL: 10 * time.Second, Note: log.note}
+	return Spec{Effect: Write, Op: acquireOp(key, v, int64(10_000)), Wait: wait, TTL: 10 * time.Second, Note: log.note}
 }
 
 // deleteSpec deletes any generation of prefix's values on key, each try
 // bounded by CallTimeout, and leaves what refuses its writes up to
 // generation 9 (the tests write fewer).
 func deleteSpec(key, prefix string, CallTimeout time.Duration, log *replyLog) Spec {
-	return Spec{Kind: Delete, Op: deleteOp(key, utValue(prefix, 0), 0, 9), Wait: waitLimit, CallTimeout: CallTimeout, Note: log.note}
+	return Spec{Effect: Delete, Op: deleteOp(key, utValue(prefix, 0), 0, 9), Wait: waitLimit, CallTimeout: CallTimeout, Note: log.note}
 }
 
 // TestLaneDeleteWaitsForWrite: a delete queued on a node behind a write of

@@ -38,9 +38,9 @@ func idleNodeSet(t *testing.T, n int) *Set {
 // nodes (not queued yet). Its context ends an hour from now unless a test
 // ends it. A test that has a job settled (done) counts it as work of p
 // first, as start does.
-func laneRound(t *testing.T, p *Set, seq *Lanes, kind Kind, ttl time.Duration, nodes ...int) *round {
+func laneRound(t *testing.T, p *Set, seq *Lanes, kind Effect, ttl time.Duration, nodes ...int) *round {
 	t.Helper()
-	r := &round{spec: Spec{Kind: kind, TTL: ttl, CallTimeout: time.Hour}, seq: seq, p: p, base: context.Background()}
+	r := &round{spec: Spec{Effect: kind, TTL: ttl, CallTimeout: time.Hour}, seq: seq, p: p, base: context.Background()}
 	r.ctx.r = r
 	r.deadline = time.Now().Add(time.Hour)
 	r.jobs = r.jobBuf[:0]
@@ -119,7 +119,7 @@ func TestLaneOrder(t *testing.T) {
 	}
 	for _, j := range []*job{d1, w2, d2, w3} {
 		if got := enqueueLocked(s, p, j); got != nil {
-			t.Fatalf("a job (kind %d) overtook the write in progress", j.r.spec.Kind)
+			t.Fatalf("a job (effect %d) overtook the write in progress", j.r.spec.Effect)
 		}
 	}
 	l := laneState(s, 0)

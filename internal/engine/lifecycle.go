@@ -215,7 +215,7 @@ func (p *Set) Hurry() {
 // left to go-redis while a job of its own makes the next try; a write,
 // which is never tracked, costs nothing.
 func (l *Life) untrack(j *job) {
-	if j.r.spec.Kind != Delete {
+	if j.r.spec.Effect != Delete {
 		return
 	}
 	l.mu.Lock()

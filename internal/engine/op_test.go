@@ -34,7 +34,7 @@ func TestOpManyKeys(t *testing.T) {
 		val := "v" + strconv.Itoa(round)
 		op := Op{Script: setAll, Read: readCount, Keys: [MaxKeys]string{keys[0]}, Many: keys, Args: [MaxArgs]any{val}, NArgs: 1}
 		require.Equal(t, keys, op.KeyList())
-		tally, err := e.p.SendAndCount(t.Context(), NewLanes(1), Spec{Kind: Write, Op: op, Wait: 5 * time.Second, TTL: time.Minute})
+		tally, err := e.p.SendAndCount(t.Context(), NewLanes(1), Spec{Effect: Write, Op: op, Wait: 5 * time.Second, TTL: time.Minute})
 		require.NoError(t, err)
 		require.True(t, tally.Reached(), "%+v", tally.Replies)
 		require.EqualValues(t, len(keys), tally.Replies[0].Val)

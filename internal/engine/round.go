@@ -41,8 +41,8 @@ func (r Reply) TransportErr() error {
 
 // Spec says what a round sends and how long each side waits.
 type Spec struct {
-	Kind Kind
-	Op   Op
+	Effect Effect
+	Op     Op
 	// Wait is how long the caller waits for replies. A write's call has the
 	// same deadline: it is not sent after it.
 	Wait time.Duration
@@ -68,7 +68,7 @@ type Spec struct {
 // WriteRound is a round of writes that set the key for ttl: the caller waits
 // up to timeout, and no write is sent after it.
 func WriteRound(op Op, timeout, ttl time.Duration) Spec {
-	return Spec{Kind: Write, Op: op, Wait: timeout, TTL: ttl, Cancellable: true}
+	return Spec{Effect: Write, Op: op, Wait: timeout, TTL: ttl, Cancellable: true}
 }
 
 // round is one operation sent to the nodes: the jobs, the channel their
@@ -120,7 +120,7 @@ func (r *round) leave() {
 // tries of a delete that started at once share it, and those still held by
 // go-redis are given up on (the lane parks a fresh try).
 func (r *round) expired() {
-	if r.spec.Kind != Delete {
+	if r.spec.Effect != Delete {
 		return
 	}
 	for i := range r.jobs {
@@ -291,7 +291,7 @@ func (p *Set) start(ctx context.Context, seq *Lanes, spec Spec, inline int, wait
 	// node, whose reply is in when every first try is, the end of a write
 	// round's context says when to look (a delete's too when the caller
 	// runs the call itself), and no channel is needed.
-	if waited && (n > 1 || spec.Kind == Delete && inline < 0) {
+	if waited && (n > 1 || spec.Effect == Delete && inline < 0) {
 		r.out = make(chan int32, n+1)
 	}
 	r.jobs = r.jobBuf[:0]
@@ -306,7 +306,7 @@ func (p *Set) start(ctx context.Context, seq *Lanes, spec Spec, inline int, wait
 		}
 	}
 	switch {
-	case spec.Kind == Write:
+	case spec.Effect == Write:
 		r.ctx.start(&p.sched, ctx, r.deadline)
 	case inline >= 0:
 		// The caller runs the delete's only first try itself (inline), on
@@ -357,7 +357,7 @@ func (p *Set) SendAndCount(ctx context.Context, seq *Lanes, spec Spec) (*Tally, 
 	// round's lasts longer, so the end of the caller's wait comes on out,
 	// scheduled only if the caller has to block.
 	var over <-chan struct{}
-	if spec.Kind == Write {
+	if spec.Effect == Write {
 		over = r.ctx.Done()
 	}
 	var done <-chan struct{}
@@ -372,7 +372,7 @@ func (p *Set) SendAndCount(ctx context.Context, seq *Lanes, spec Spec) (*Tally, 
 			continue
 		default:
 		}
-		if !waiting && spec.Kind == Delete {
+		if !waiting && spec.Effect == Delete {
 			waiting = true
 			r.waitUp = timed{at: r.deadline, f: (*roundWait)(r)}
 			p.sched.add(&r.waitUp)

@@ -67,7 +67,7 @@ func (a *Announcer) send() {
 			return
 		}
 	}
-	a.nodes.Launch(context.Background(), a.seq, engine.Spec{Kind: engine.Write,
+	a.nodes.Launch(context.Background(), a.seq, engine.Spec{Effect: engine.Write,
 		Op: a.op(a.what, false), Wait: a.wait, TTL: a.life, Only: only})
 }
 
@@ -103,6 +103,6 @@ func (a *Announcer) Stop() {
 	}
 	a.stopped = true
 	a.timer.Stop()
-	a.nodes.Launch(context.Background(), a.seq, engine.Spec{Kind: engine.Delete,
+	a.nodes.Launch(context.Background(), a.seq, engine.Spec{Effect: engine.Delete,
 		Op: a.op(a.what, true), Wait: a.cleanup, CallTimeout: a.cleanup})
 }
