@@ -14,9 +14,10 @@ import (
 // The kinds: exclusiveKind (one key, here), sharedKind (shared.go),
 // permitKind (permits.go) and allKind (several keys, multikey.go).
 type kind interface {
-	// address sets o's keys: the Lock's key, or its keys, and with
-	// counters their fencing counters after them.
-	address(l *Lock, o *engine.Op, counters bool)
+	// many returns the keys of a Lock of several keys, with counters
+	// their fencing counters after them; nil for a Lock of one key
+	// (address).
+	many(l *Lock, counters bool) []string
 	// acquireOp writes v for ttlMs on l's keys; with fencing (horizonMs
 	// not nil) it also reads the node's fencing counters and clock, and
 	// keeps the counters for horizonMs once idle.
@@ -62,18 +63,26 @@ type kind interface {
 	fences() bool
 }
 
-// exclusiveKind is a Lock of one key held by one holder, with or without
-// fencing and an owner. Its ops take their keys from the Lock's own kind
-// (l.kind.address), so that the kinds that embed it keep its builders.
-type exclusiveKind struct{}
-
-func (exclusiveKind) address(l *Lock, o *engine.Op, counters bool) {
+// address sets o's keys: the Lock's key, or its keys as its kind gives
+// them (many), and with counters their fencing counters after them. Not a
+// method of the kind: o passed through an interface would escape, and cost
+// each op an allocation.
+func address(l *Lock, o *engine.Op, counters bool) {
 	o.Keys[0] = l.key
 	o.NKeys = 1
-	if counters {
+	if many := l.kind.many(l, counters); many != nil {
+		o.Many = many
+	} else if counters {
 		o.Keys[1], o.NKeys = l.fenceKey, 2
 	}
 }
+
+// exclusiveKind is a Lock of one key held by one holder, with or without
+// fencing and an owner. Its ops take their keys from address, which asks
+// the Lock's own kind, so that the kinds that embed it keep its builders.
+type exclusiveKind struct{}
+
+func (exclusiveKind) many(*Lock, bool) []string { return nil }
 
 func (exclusiveKind) acquireOp(l *Lock, v script.Value, ttlMs, horizonMs any) engine.Op {
 	op := engine.Op{Script: acquireScript, Read: script.ReadAcquire, Args: script.WriteArgs(v, ttlMs, true), NArgs: 4}
@@ -82,13 +91,13 @@ func (exclusiveKind) acquireOp(l *Lock, v script.Value, ttlMs, horizonMs any) en
 		op.Args[op.NArgs] = horizonMs
 		op.NArgs++
 	}
-	l.kind.address(l, &op, horizonMs != nil)
+	address(l, &op, horizonMs != nil)
 	return op
 }
 
 func (exclusiveKind) extendOp(l *Lock, v script.Value, ttlMs any, fence uint64, horizonMs any) engine.Op {
 	op := engine.Op{Script: extendScript, Read: script.ReadExtend, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
-	l.kind.address(l, &op, horizonMs != nil)
+	address(l, &op, horizonMs != nil)
 	if horizonMs != nil {
 		op.Args[op.NArgs], op.Args[op.NArgs+1] = strconv.FormatUint(fence, 10), horizonMs
 		op.NArgs += 2
@@ -98,7 +107,7 @@ func (exclusiveKind) extendOp(l *Lock, v script.Value, ttlMs any, fence uint64, 
 
 func (exclusiveKind) restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
 	op := engine.Op{Script: restoreScript, Read: script.ReadRestore, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
-	l.kind.address(l, &op, false)
+	address(l, &op, false)
 	return op
 }
 
@@ -121,6 +130,6 @@ func (exclusiveKind) holding(l *Lock, r *keyRead) (time.Duration, error) {
 
 func (exclusiveKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op {
 	op := engine.Op{Script: releaseScript, Read: script.ReadDelete, Args: [engine.MaxArgs]any{v.Prefix, upTo, gone, tombMs}, NArgs: 4}
-	l.kind.address(l, &op, false)
+	address(l, &op, false)
 	return op
 }

@@ -213,14 +213,11 @@ func (c *Client) waitAll(ctx context.Context, chs []<-chan struct{}, d time.Dura
 // fencing their counters after them, in one op per node, all or none.
 type allKind struct{ exclusiveKind }
 
-func (allKind) address(l *Lock, o *engine.Op, counters bool) {
-	o.Keys[0] = l.key
-	o.NKeys = 1
+func (allKind) many(l *Lock, counters bool) []string {
 	if counters {
-		o.Many = l.keysAndCounters
-	} else {
-		o.Many = l.keys
+		return l.keysAndCounters
 	}
+	return l.keys
 }
 
 func (k allKind) acquireOp(l *Lock, v script.Value, ttlMs, horizonMs any) engine.Op {
@@ -230,7 +227,7 @@ func (k allKind) acquireOp(l *Lock, v script.Value, ttlMs, horizonMs any) engine
 		op.Script, op.Read = acquireAllFencedScript, script.ReadAcquireFenced
 		op.Args[5], op.NArgs = horizonMs, 6
 	}
-	k.address(l, &op, horizonMs != nil)
+	address(l, &op, horizonMs != nil)
 	return op
 }
 
@@ -240,7 +237,7 @@ func (k allKind) extendOp(l *Lock, v script.Value, ttlMs any, fence uint64, hori
 	if horizonMs != nil {
 		op.Args[5], op.Args[6], op.NArgs = strconv.FormatUint(fence, 10), horizonMs, 7
 	}
-	k.address(l, &op, horizonMs != nil)
+	address(l, &op, horizonMs != nil)
 	return op
 }
 

@@ -50,14 +50,14 @@ type permitKind struct{ exclusiveKind }
 func (k permitKind) acquireOp(l *Lock, v script.Value, ttlMs, _ any) engine.Op {
 	op := engine.Op{Script: acquirePermitScript, Read: script.ReadPermit, Args: script.WriteArgs(v, ttlMs, true), NArgs: 6}
 	op.Args[4], op.Args[5] = l.permitArg, int64(l.pref)
-	k.address(l, &op, false)
+	address(l, &op, false)
 	return op
 }
 
 func (k permitKind) extendOp(l *Lock, v script.Value, ttlMs any, _ uint64, _ any) engine.Op {
 	op := engine.Op{Script: extendPermitScript, Read: script.ReadExtend, Args: script.WriteArgs(v, ttlMs, false), NArgs: 5}
 	op.Args[4] = l.slotArg
-	k.address(l, &op, false)
+	address(l, &op, false)
 	return op
 }
 

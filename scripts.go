@@ -181,7 +181,7 @@ func opName(o *engine.Op) string { return opNames[o.Script] }
 func fenceCommitOp(l *Lock, v script.Value, fence uint64, horizonMs any) engine.Op {
 	op := engine.Op{Script: fenceCommitScript, Read: script.ReadFenceCommit,
 		Args: [engine.MaxArgs]any{v.Prefix, strconv.FormatUint(fence, 10), horizonMs}, NArgs: 3}
-	l.kind.address(l, &op, true)
+	address(l, &op, true)
 	return op
 }
 
@@ -214,7 +214,7 @@ func announceOp(l *Lock, what string, ms int64, end bool) engine.Op {
 	if end {
 		op.Args[3], op.NArgs = "x", 4
 	}
-	l.kind.address(l, &op, false)
+	address(l, &op, false)
 	return op
 }
 

@@ -53,13 +53,13 @@ func (k sharedKind) acquireOp(l *Lock, v script.Value, ttlMs, _ any) engine.Op {
 	if l.roomArg == nil {
 		op.Args[5] = int64(0)
 	}
-	k.address(l, &op, false)
+	address(l, &op, false)
 	return op
 }
 
 func (k sharedKind) extendOp(l *Lock, v script.Value, ttlMs any, _ uint64, _ any) engine.Op {
 	op := engine.Op{Script: extendSharedScript, Read: script.ReadExtend, Args: script.WriteArgs(v, ttlMs, false), NArgs: 4}
-	k.address(l, &op, false)
+	address(l, &op, false)
 	return op
 }
 
