@@ -428,6 +428,11 @@ func TestRollbackNotStarved(t *testing.T) {
 				time.Sleep(time.Until(dropped.Add(60 * time.Millisecond)))
 				e.proxies[1].SetDropReplies(false)
 				if !reached {
+					// The replies the node dropped meanwhile left the
+					// client's connections to it held, up to the cleanup
+					// timeout each: a next try before they are free would
+					// find no connection for its write either, every time.
+					recovered(t, e, 1)
 					continue
 				}
 				answering := time.Now()
@@ -440,6 +445,18 @@ func TestRollbackNotStarved(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recovered waits until a call through the client's pool to node i goes
+// out and is answered within the default node timeout, as the test's
+// writes must: the connections that lost replies held are free again.
+func recovered(t *testing.T, e *env, i int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), redlock.DefaultNodeTimeoutMax)
+		defer cancel()
+		return e.nodes[i].Ping(ctx).Err() == nil
+	}, 20*time.Second, 10*time.Millisecond, "node %d's pool never had a connection free", i)
 }
 
 // TestHotKeyKeepsTombstone (issue 39, case 6): Lock A's write to node 2 is
