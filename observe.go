@@ -1,10 +1,11 @@
 package redlock
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/logs"
 )
 
 // Hooks let a service see what the library does, for metrics and tracing,
@@ -78,107 +79,75 @@ func WithLogger(l *slog.Logger) Option {
 	})
 }
 
-// observer calls the hooks and the logger; with neither, each call is a nil
-// check.
+// observer calls the hooks and the logger (internal/logs); with neither,
+// each call is a nil check.
 type observer struct {
 	h   Hooks
-	log *slog.Logger
+	log *logs.Log
 	on  bool // any hook or a logger is set
 }
 
 func newObserver(h Hooks, log *slog.Logger) observer {
 	on := log != nil || h.Attempt != nil || h.Done != nil || h.NodeError != nil || h.Rollback != nil ||
 		h.CleanupRetry != nil || h.CleanupAbandoned != nil || h.Renewal != nil || h.LockLost != nil
-	return observer{h: h, log: log, on: on}
+	return observer{h: h, log: logs.New(log), on: on}
 }
 
 func (o *observer) attempt(key string, n int, start time.Time, err error) {
+	elapsed := time.Since(start)
 	if o.h.Attempt != nil {
-		o.h.Attempt(Event{Key: key, Attempt: n, Elapsed: time.Since(start), Err: err})
+		o.h.Attempt(Event{Key: key, Attempt: n, Elapsed: elapsed, Err: err})
 	}
-	if o.log != nil {
-		o.log.LogAttrs(context.Background(), slog.LevelDebug, "redlock: attempt",
-			slog.String("key", key), slog.Int("attempt", n), slog.Duration("elapsed", time.Since(start)),
-			slog.Bool("acquired", err == nil), errAttr(err))
-	}
+	o.log.Attempt(key, n, elapsed, err)
 }
 
 func (o *observer) done(op, key string, start time.Time, err error) {
+	elapsed := time.Since(start)
 	if o.h.Done != nil {
-		o.h.Done(Event{Op: op, Key: key, Elapsed: time.Since(start), Err: err})
+		o.h.Done(Event{Op: op, Key: key, Elapsed: elapsed, Err: err})
 	}
-	if o.log != nil {
-		o.log.LogAttrs(context.Background(), slog.LevelDebug, "redlock: "+op,
-			slog.String("key", key), slog.Duration("elapsed", time.Since(start)), errAttr(err))
-	}
+	o.log.Done(op, key, elapsed, err)
 }
 
 func (o *observer) nodeError(op, key string, node int, addr string, err error) {
 	if o.h.NodeError != nil {
 		o.h.NodeError(Event{Op: op, Key: key, Node: node, Addr: addr, Err: err})
 	}
-	if o.log != nil {
-		o.log.LogAttrs(context.Background(), slog.LevelDebug, "redlock: node did not confirm",
-			slog.String("op", op), slog.String("key", key), slog.Int("node", node), slog.String("addr", addr),
-			slog.Bool("timeout", errors.Is(err, ErrNoReply)), errAttr(err))
-	}
+	o.log.NodeError(op, key, node, addr, errors.Is(err, ErrNoReply), err)
 }
 
 func (o *observer) rollback(key string, nodes int) {
 	if o.h.Rollback != nil {
 		o.h.Rollback(Event{Key: key, Nodes: nodes})
 	}
-	if o.log != nil {
-		o.log.LogAttrs(context.Background(), slog.LevelDebug, "redlock: rollback",
-			slog.String("key", key), slog.Int("nodes", nodes))
-	}
+	o.log.Rollback(key, nodes)
 }
 
 func (o *observer) cleanupRetry(key string, node int, addr string, try int, wait time.Duration) {
 	if o.h.CleanupRetry != nil {
 		o.h.CleanupRetry(Event{Key: key, Node: node, Addr: addr, Attempt: try, Wait: wait})
 	}
-	if o.log != nil {
-		o.log.LogAttrs(context.Background(), slog.LevelInfo, "redlock: delete to be tried again",
-			slog.String("key", key), slog.Int("node", node), slog.String("addr", addr),
-			slog.Int("try", try), slog.Duration("wait", wait))
-	}
+	o.log.CleanupRetry(key, node, addr, try, wait)
 }
 
 func (o *observer) cleanupAbandoned(key string, node int, addr string, tries int, err error) {
 	if o.h.CleanupAbandoned != nil {
 		o.h.CleanupAbandoned(Event{Key: key, Node: node, Addr: addr, Attempt: tries, Err: err})
 	}
-	if o.log != nil {
-		o.log.LogAttrs(context.Background(), slog.LevelWarn, "redlock: delete given up by Close, the key expires with its TTL",
-			slog.String("key", key), slog.Int("node", node), slog.String("addr", addr),
-			slog.Int("tries", tries), errAttr(err))
-	}
+	o.log.CleanupAbandoned(key, node, addr, tries, err)
 }
 
 func (o *observer) renewal(key string, start time.Time, err error) {
+	elapsed := time.Since(start)
 	if o.h.Renewal != nil {
-		o.h.Renewal(Event{Key: key, Elapsed: time.Since(start), Err: err})
+		o.h.Renewal(Event{Key: key, Elapsed: elapsed, Err: err})
 	}
-	if o.log != nil {
-		o.log.LogAttrs(context.Background(), slog.LevelDebug, "redlock: renewal",
-			slog.String("key", key), slog.Duration("elapsed", time.Since(start)), errAttr(err))
-	}
+	o.log.Renewal(key, elapsed, err)
 }
 
 func (o *observer) lost(key string, cause error) {
 	if o.h.LockLost != nil {
 		o.h.LockLost(Event{Key: key, Err: cause})
 	}
-	if o.log != nil {
-		o.log.LogAttrs(context.Background(), slog.LevelWarn, "redlock: lock lost",
-			slog.String("key", key), errAttr(cause))
-	}
-}
-
-func errAttr(err error) slog.Attr {
-	if err == nil {
-		return slog.Attr{}
-	}
-	return slog.String("err", err.Error())
+	o.log.Lost(key, cause)
 }
