@@ -400,6 +400,15 @@ func (l *Lock) held() []Interval {
 // takeovers returns, per Lock, the moment a newer Lock of its owner began
 // to take the key over: the start of the first Acquire of a different Lock
 // with the same owner and key that returned after this Lock's first did.
+//
+// Or earlier, when another Lock of the owner acquired at the same time
+// (their first Acquires overlap) and released first: on each node the
+// later writer took the other's value over, whichever returned first, and
+// a Release drops what its Lock took over (docs/owners.md: a takeover ends
+// the earlier Lock; the order is the nodes', not the returns'). Such a
+// Lock's window ends where that Release began. A Lock of the owner that
+// returned before this one's Acquire began could not write after it, and
+// its Release never ends this one.
 func takeovers(locks []*Lock) map[*Lock]time.Time {
 	type ownerKey struct{ key, owner string }
 	groups := make(map[ownerKey][]*Lock)
@@ -432,8 +441,29 @@ func takeovers(locks []*Lock) map[*Lock]time.Time {
 			}
 			i = j - 1
 		}
+		for _, l := range g {
+			for _, o := range g {
+				if at, ok := releasedAlongside(l, o); ok && (out[l].IsZero() || at.Before(out[l])) {
+					out[l] = at
+				}
+			}
+		}
 	}
 	return out
+}
+
+// releasedAlongside reports when o, another Lock of l's owner whose first
+// Acquire ran at the same time as l's, began the Release that deleted its
+// values (the one that ended its last hold), if it did.
+func releasedAlongside(l, o *Lock) (time.Time, bool) {
+	if o == l || len(o.Releases) < len(o.Acquires) {
+		return time.Time{}, false
+	}
+	a, b := l.Acquires[0], o.Acquires[0]
+	if !b.Start.Before(a.End) || !a.Start.Before(b.End) {
+		return time.Time{}, false
+	}
+	return o.Releases[len(o.Acquires)-1].Start, true
 }
 
 // checkExclusion reports every pair of different Locks of one key whose

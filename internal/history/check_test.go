@@ -108,6 +108,16 @@ func TestNemesisChecker(t *testing.T) {
 			owned(plain(3, 25, 30, 300, 50), "o"), plain(4, 40, 60, 500, 450)}}, ""},
 		{"two locks of one owner, one released", Record{Locks: []*Lock{
 			owned(plain(1, 0, 10, 300, 250), "o"), owned(plain(2, 100, 120, 400, 350), "o"), plain(3, 110, 160, 500, 450)}}, "exclusion"},
+		// Two Locks of one owner acquire at the same time: Lock 1 returns
+		// first, but its write landed after lock 2's on a node it took over
+		// there; its Release drops what it took over, ending lock 2
+		// (the sim's seed 2 on 5dde695).
+		{"a concurrent Lock of the owner released first", Record{Locks: []*Lock{
+			owned(plain(1, 0, 100, 1000, 105), "o"), owned(plain(2, 50, 110, 1000, 900), "o"), plain(3, 150, 160, 500, 450)}}, ""},
+		{"the owner's Lock that returned before, released", Record{Locks: []*Lock{
+			owned(plain(1, 0, 40, 1000, 105), "o"), owned(plain(2, 50, 110, 1000, 900), "o"), plain(3, 150, 160, 500, 450)}}, "exclusion"},
+		{"a concurrent Lock of the owner released after another holder came", Record{Locks: []*Lock{
+			owned(plain(1, 0, 100, 1000, 300), "o"), owned(plain(2, 50, 110, 1000, 900), "o"), plain(3, 150, 160, 500, 450)}}, "exclusion"},
 		{"owners differ", Record{Locks: []*Lock{
 			owned(plain(1, 0, 10, 300, 250), "o"), owned(plain(2, 100, 120, 400, 150), "p")}}, "exclusion"},
 		{"do, then a successor", Record{Locks: []*Lock{do(1, 0, 10, 90, 100, true), plain(2, 50, 101, 200, 150)}}, ""},
