@@ -343,12 +343,20 @@ func chaosRestart(t *testing.T, tab *chaosTable) {
 	// one did, after the node's connections had been killed (CI, stop 37).
 	// Here A's write to node 2 is awaited before the delete, so nothing of
 	// A's is left in flight; had it not been sent at all (its node deadline
-	// passed first), there is nothing to wait for.
+	// passed first), there is nothing to wait for: the wait ends once A's
+	// client has no call to node 2 running, not after a fixed time, which
+	// A's TTL then had to cover as well (CI, under load: A's key had
+	// expired on node 0 by the time node 1 was back).
 	holdOnTwo := func(t *testing.T, cl *chaosCluster, h *chaosHistory, key string, ttl time.Duration, a *redlock.Client) *hold {
 		t.Helper()
 		ha := mustAcquire(t, h, a, "A", key, ttl)
-		landed := func() bool { return nodeValue(t, cl.nodes[2].Addr(), key) == ha.Token }
-		for end := time.Now().Add(5 * time.Second); !landed() && time.Now().Before(end); {
+		// Past the round's deadline a write not yet sent is never sent.
+		roundOver := time.Now().Add(chaosNodeTimeout)
+		settled := func() bool {
+			return nodeValue(t, cl.nodes[2].Addr(), key) == ha.Token ||
+				time.Now().After(roundOver) && a.Nodes()[2].InFlight == 0
+		}
+		for end := time.Now().Add(5 * time.Second); !settled() && time.Now().Before(end); {
 			time.Sleep(20 * time.Millisecond)
 		}
 		rc := cl.nodes[2].Client()
@@ -359,11 +367,15 @@ func chaosRestart(t *testing.T, tab *chaosTable) {
 
 	cl.phase("immediate", func(t *testing.T, cl *chaosCluster, h *chaosHistory) {
 		key := prefix + "immediate"
-		ha := holdOnTwo(t, cl, h, key, 10*time.Second, a)
+		// A's TTL covers a restart that takes seconds on a loaded machine,
+		// and B's attempt after it.
+		ha := holdOnTwo(t, cl, h, key, 30*time.Second, a)
 		sa := ha.enter() // A is inside its critical section
 
+		before := time.Now()
 		cl.each((*containertest.Node).Restart, 1)
-		require.Equal(t, []string{ha.Token, "", ""}, cl.values(key), "node 1 must come back empty")
+		t.Logf("restart took %v; A valid for %v more", time.Since(before), time.Until(ha.Until()))
+		require.Equal(t, []string{ha.Token, "", ""}, cl.values(key), "node 1 must come back empty, A still on node 0")
 
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		defer cancel()
