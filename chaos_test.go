@@ -352,8 +352,9 @@ func chaosRestart(t *testing.T, tab *chaosTable) {
 	// A's is left in flight; had it not been sent at all (its node deadline
 	// passed first), there is nothing to wait for: the wait ends once A's
 	// client has no call to node 2 running, not after a fixed time, which
-	// A's TTL then had to cover as well (CI, under load: A's key had
-	// expired on node 0 by the time node 1 was back).
+	// A's TTL then had to cover as well (CI, under load: "node 1 must come
+	// back empty" failed, most likely A's key expiring on node 0 before
+	// node 1 was back; the values were not kept).
 	holdOnTwo := func(t *testing.T, cl *chaosCluster, h *chaosHistory, key string, ttl time.Duration, a *redlock.Client) *hold {
 		t.Helper()
 		ha := mustAcquire(t, h, a, "A", key, ttl)
