@@ -3,8 +3,9 @@ package redlock
 import (
 	"log/slog"
 	"math"
-	"math/rand/v2"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/retry"
 )
 
 // Option configures a Client. Options are applied in order by New and
@@ -56,14 +57,8 @@ func (c *config) validate() error {
 	switch {
 	case c.bad != nil:
 		return c.bad
-	case c.retry == nil:
-		return invalid("WithRetry: nil strategy")
-	case isNilLimit(c.retry):
-		return invalid("LimitRetry: nil strategy")
-	case badLimit(c.retry):
-		return invalid("LimitRetry: fewer than one attempt")
-	case badBackoff(c.retry):
-		return invalid("ExponentialBackoff: min must be positive and max at least min")
+	case retry.Check(c.retry) != "":
+		return invalid("%s", retry.Check(c.retry))
 	case c.clock == nil:
 		return invalid("WithClock: nil clock")
 	case c.nodeTimeoutFixed < 0:
@@ -254,76 +249,20 @@ type RetryStrategy interface {
 	Backoff(failed int) (time.Duration, bool)
 }
 
-type expBackoff struct{ min, max time.Duration }
-
 // ExponentialBackoff waits min·2^(failed-1), capped at max, with full jitter
 // in its upper half, so contenders that collided once spread out. min must
 // be positive and max at least min: New refuses it otherwise.
 func ExponentialBackoff(min, max time.Duration) RetryStrategy {
-	return expBackoff{min: min, max: max}
-}
-
-func (e expBackoff) Backoff(failed int) (time.Duration, bool) {
-	d := e.min
-	for i := 1; i < failed && d < e.max; i++ {
-		if d > e.max/2 {
-			d = e.max // doubling would pass max, or overflow
-			break
-		}
-		d *= 2
-	}
-	d = min(d, e.max)
-	if d <= 0 {
-		return 0, true
-	}
-	return d/2 + rand.N(d/2+1), true
-}
-
-type limitRetry struct {
-	s   RetryStrategy
-	max int
+	return retry.Exponential{Min: min, Max: max}
 }
 
 // LimitRetry gives up after attempts attempts in all; New refuses fewer than
 // one.
 func LimitRetry(s RetryStrategy, attempts int) RetryStrategy {
-	return limitRetry{s: s, max: attempts}
+	return retry.Limit{S: s, Attempts: attempts}
 }
-
-func (l limitRetry) Backoff(failed int) (time.Duration, bool) {
-	if failed >= l.max {
-		return 0, false
-	}
-	return l.s.Backoff(failed)
-}
-
-type noRetry struct{}
 
 // NoRetry makes Acquire give up after one attempt on the nodes, as
 // TryAcquire does, though it still waits its turn behind this Client's
 // earlier Acquire calls for the key.
-func NoRetry() RetryStrategy { return noRetry{} }
-
-func (noRetry) Backoff(int) (time.Duration, bool) { return 0, false }
-
-func isNilLimit(s RetryStrategy) bool {
-	l, ok := s.(limitRetry)
-	return ok && l.s == nil
-}
-
-// badLimit catches a LimitRetry of no attempts, which reads as "never try"
-// while Acquire always makes its first.
-func badLimit(s RetryStrategy) bool {
-	l, ok := s.(limitRetry)
-	return ok && l.max < 1
-}
-
-// badBackoff catches an ExponentialBackoff that would retry with no wait, a
-// busy loop against the nodes.
-func badBackoff(s RetryStrategy) bool {
-	if l, ok := s.(limitRetry); ok {
-		s = l.s
-	}
-	e, ok := s.(expBackoff)
-	return ok && (e.min <= 0 || e.max < e.min)
-}
+func NoRetry() RetryStrategy { return retry.None{} }
