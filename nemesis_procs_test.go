@@ -76,6 +76,10 @@ type nemWorkerConfig struct {
 	SharedEvery int // with Shared, one in so many of the single-key acquires and Dos are shared
 	Permits     bool
 	PermitsOnly bool
+	// LongHolds (the restart controls) makes TTLs of 1 to 2 s and
+	// plain holds of half to one and a half of them: holds that span
+	// several node restarts where a loaded machine makes restarts slow.
+	LongHolds bool
 	// CloseAfter, if positive, is when the process closes its first
 	// Client and moves its workers to a new one.
 	CloseAfter time.Duration

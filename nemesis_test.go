@@ -193,6 +193,7 @@ func TestNemesis(t *testing.T) {
 		run := newNemRun(t, seed, false, []string{"restart-empty"})
 		run.gap = [2]time.Duration{10 * time.Millisecond, 80 * time.Millisecond}
 		run.down = [2]time.Duration{0, 50 * time.Millisecond}
+		run.longHolds = true
 		const bound = nemControlBound
 		v, _ := run.run(t, bound, func(v *history.Verdict) bool { return v.Count("exclusion") > 0 })
 		require.Positive(t, v.Count("exclusion"), "seed %d: no two holders within %v of restarts without the guard", seed, bound)
@@ -208,6 +209,7 @@ func TestNemesis(t *testing.T) {
 		run := newNemRun(t, seed, false, []string{"restart-empty"})
 		run.gap = [2]time.Duration{10 * time.Millisecond, 80 * time.Millisecond}
 		run.down = [2]time.Duration{0, 50 * time.Millisecond}
+		run.longHolds = true
 		run.shared, run.sharedEvery = true, 2 // readers often, so that one meets a writer
 		const bound = nemControlBound
 		v, _ := run.run(t, bound, func(v *history.Verdict) bool { return v.Count("shared") > 0 })
@@ -227,6 +229,7 @@ func TestNemesis(t *testing.T) {
 		run := newNemRun(t, seed, false, []string{"restart-empty"})
 		run.gap = [2]time.Duration{10 * time.Millisecond, 80 * time.Millisecond}
 		run.down = [2]time.Duration{0, 50 * time.Millisecond}
+		run.longHolds = true
 		run.permits, run.permitsOnly = true, true
 		const bound = nemControlBound
 		v, _ := run.run(t, bound, func(v *history.Verdict) bool { return moreThanN(v) != nil })
@@ -287,6 +290,7 @@ type nemRun struct {
 	// permit of one of sems (nemWorkload).
 	permits     bool
 	permitsOnly bool
+	longHolds   bool // nemWorkerConfig.LongHolds
 	sems        []nemSem
 	waitKey     string // the waiters' key (nemWorkload.waiterRun), with shared
 
@@ -297,6 +301,10 @@ type nemRun struct {
 	probe  *redlock.Client // TestNemesis's own, for the warm-up and the probes
 	faults atomic.Int64
 	byKind map[string]*atomic.Int64 // faults injected, by kind
+	// restarts is how long each node restart took (heal of a crash or a
+	// restart-empty: the process, the flush, the scripts), for the log:
+	// on a loaded machine it, not the gap, sets the rate of restarts.
+	restarts []time.Duration
 
 	mu     sync.Mutex
 	pauses []history.Pause
@@ -380,9 +388,17 @@ func newNemRun(t *testing.T, seed uint64, guarded bool, kinds []string) *nemRun 
 	for _, k := range kinds {
 		run.byKind[k] = new(atomic.Int64)
 	}
-	// Persistence that keeps every acknowledged write: a crash is then
-	// within the assumptions; a restart empty is made by flushing.
-	run.bed = testbed.Start(t, *nemNodes, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "no"), nemClockOption(kinds))
+	// Persistence that keeps every acknowledged write, where a run
+	// crashes nodes: a crash is then within the assumptions; a restart
+	// empty is made by flushing. A run that never crashes one (the
+	// controls) goes without: a node started with an append-only file
+	// writes and syncs it first, which took a second under two test runs
+	// at once, a restart rate eight times below a quiet machine's.
+	persist := redistest.WithArgs()
+	if slices.Contains(kinds, "crash") {
+		persist = redistest.WithArgs("--appendonly", "yes", "--appendfsync", "no")
+	}
+	run.bed = testbed.Start(t, *nemNodes, persist, nemClockOption(kinds))
 	run.bed.LoadScripts()
 	run.store = startNemStore(t)
 
@@ -431,7 +447,8 @@ func (run *nemRun) startProcs(t *testing.T, d time.Duration) {
 		nodes = append(nodes, p.Addr())
 	}
 	cfg := nemWorkerConfig{Nodes: nodes, Store: run.store.addr(), Seed: run.seed, Guarded: run.guarded, Keys: run.keys, WaitKey: run.waitKey,
-		Sems: run.sems, Owners: run.owners, Shared: run.shared, SharedEvery: run.sharedEvery, Permits: run.permits, PermitsOnly: run.permitsOnly}
+		Sems: run.sems, Owners: run.owners, Shared: run.shared, SharedEvery: run.sharedEvery, Permits: run.permits, PermitsOnly: run.permitsOnly,
+		LongHolds: run.longHolds}
 	per := max(1, *nemWorkers / *nemProcCount)
 	run.procs = newNemProcs(t, cfg, per, run.rec.add)
 	r := rand.New(rand.NewPCG(run.seed, 3))
@@ -617,7 +634,23 @@ func (run *nemRun) run(t *testing.T, d time.Duration, done func(*history.Verdict
 	_, ops := run.rec.opCounts()
 	t.Logf("%.1f ops/s over %v", float64(ops)/end.Sub(stamp(begun)).Seconds(), end.Sub(stamp(begun)).Round(time.Second))
 	t.Logf("outcomes: %s; healed to probes %v", run.rec.outcomes(), time.Since(healed).Round(time.Millisecond))
+	if rs := run.restartTimes(); rs != "" {
+		t.Logf("node restarts took %s", rs)
+	}
 	return v, r
+}
+
+// restartTimes describes how long the run's node restarts took: their
+// median and longest, "" if none.
+func (run *nemRun) restartTimes() string {
+	run.mu.Lock()
+	rs := slices.Clone(run.restarts)
+	run.mu.Unlock()
+	if len(rs) == 0 {
+		return ""
+	}
+	slices.Sort(rs)
+	return fmt.Sprintf("%v median, %v at most, %d restarts", rs[len(rs)/2].Round(time.Millisecond), rs[len(rs)-1].Round(time.Millisecond), len(rs))
 }
 
 // summary is the run's line, in the form of issue 33:
@@ -1252,6 +1285,12 @@ func (run *nemRun) heal(t *testing.T, i int, kind string) {
 			run.errorf(t, "resume node %d: %v", i, err)
 		}
 	case "crash", "restart-empty":
+		began := time.Now()
+		defer func() {
+			run.mu.Lock()
+			run.restarts = append(run.restarts, time.Since(began))
+			run.mu.Unlock()
+		}()
 		if err := s.Restart(); err != nil {
 			run.errorf(t, "restart node %d: %v", i, err)
 			return

@@ -580,6 +580,9 @@ func (wl *nemWorkload) worker(i, w int, stop <-chan struct{}) {
 		c := slot.c.Load()
 		key := wl.keys[r.IntN(len(wl.keys))]
 		ttl := logDur(r, nemMinTTL, nemMaxTTL)
+		if wl.cfg.LongHolds {
+			ttl = logDur(r, nemMaxTTL/2, nemMaxTTL)
+		}
 		p := r.IntN(100)
 		stalled := p >= 35 && p < 45
 		if wl.permits && (wl.permitsOnly || !stalled && r.IntN(4) == 0) {
@@ -749,6 +752,9 @@ func (wl *nemWorkload) plainRun(r *rand.Rand, slot *nemSlot, c *redlock.Client, 
 	work := logDur(r, 5*time.Millisecond, ttl/2)
 	if r.IntN(3) == 0 {
 		work = randDur(r, 0, ttl*3/2)
+	}
+	if wl.cfg.LongHolds {
+		work = randDur(r, ttl/2, ttl*3/2)
 	}
 	extendAt := time.Duration(-1)
 	if r.IntN(2) == 0 {
