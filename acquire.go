@@ -327,7 +327,7 @@ func (c *Client) newLock(key string, ac acquireConfig) *Lock {
 		permits:   ac.permits,
 		permitArg: int64(ac.permits),
 		pref:      -1,
-		vals:      script.NewPrefixes(ac.owner, ac.ownerSet),
+		vals:      script.NewPrefixes(ac.owner, ac.ownerSet, ac.metadata),
 		seq:       engine.NewLanes(c.nodes.Len()),
 		extending: make(chan struct{}, 1),
 		holds:     1,

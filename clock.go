@@ -38,6 +38,8 @@ const (
 	MaxTTL = 365 * 24 * time.Hour
 	// MaxOwnerLen is the longest owner id WithOwner accepts, in bytes.
 	MaxOwnerLen = 512
+	// MaxMetadataLen is the longest holder metadata WithMetadata accepts, in bytes.
+	MaxMetadataLen = 128
 	// MaxKeys is the most distinct keys one Lock holds (AcquireAll).
 	MaxKeys = 128
 	// MaxShared is the most shared Locks that one key holds at once on a

@@ -31,10 +31,12 @@ type KeyState struct {
 type NodeKeyState struct {
 	Addr   string
 	Held   bool
-	Holder string        // a short prefix of the exclusive holder's token, never the whole token
-	TTL    time.Duration // the key's remaining time to live on this node (taken shared: its last share's)
-	Fence  uint64        // the node's fence counter for the key, 0 if none
-	Err    error         // why this node could not be read
+	Holder string // a short prefix of the exclusive holder's token, never the whole token
+	// Metadata is what the exclusive holder stored with WithMetadata.
+	Metadata string
+	TTL      time.Duration // the key's remaining time to live on this node (taken shared: its last share's)
+	Fence    uint64        // the node's fence counter for the key, 0 if none
+	Err      error         // why this node could not be read
 	// Shared are the shared Locks that hold the key on this node, when it
 	// is taken shared.
 	Shared []SharedHolder
@@ -46,15 +48,17 @@ type NodeKeyState struct {
 
 // PermitHolder is one permit (Permits) holding a key on a node.
 type PermitHolder struct {
-	Slot   int           // its slot, 0 to n-1
-	Holder string        // a short prefix of its token, as NodeKeyState.Holder
-	TTL    time.Duration // its remaining time to live on the node
+	Slot     int           // its slot, 0 to n-1
+	Holder   string        // a short prefix of its token, as NodeKeyState.Holder
+	TTL      time.Duration // its remaining time to live on the node
+	Metadata string        // its WithMetadata
 }
 
 // SharedHolder is one shared Lock holding a key on a node.
 type SharedHolder struct {
-	Holder string        // a short prefix of its token, as NodeKeyState.Holder
-	TTL    time.Duration // its share's remaining time to live on the node
+	Holder   string        // a short prefix of its token, as NodeKeyState.Holder
+	TTL      time.Duration // its share's remaining time to live on the node
+	Metadata string        // its WithMetadata
 }
 
 // holderPrefix is how many characters of a token Inspect shows: enough to
@@ -248,13 +252,13 @@ func (r *keyRead) shows(in script.Inspected) {
 	r.in = in
 	st := &r.state
 	st.Held, st.TTL, st.Fence, st.Count = in.Held, in.TTL, in.Fence, in.Count
-	st.Holder = in.Token[:min(len(in.Token), holderPrefix)]
+	st.Holder, st.Metadata = in.Token[:min(len(in.Token), holderPrefix)], script.Metadata(in.Token)
 	for _, s := range in.Shares {
-		holder := s.Token[:min(len(s.Token), holderPrefix)]
+		holder, md := s.Token[:min(len(s.Token), holderPrefix)], script.Metadata(s.Token)
 		if s.Slot >= 0 {
-			st.Permits = append(st.Permits, PermitHolder{Slot: s.Slot, Holder: holder, TTL: s.TTL})
+			st.Permits = append(st.Permits, PermitHolder{Slot: s.Slot, Holder: holder, TTL: s.TTL, Metadata: md})
 		} else {
-			st.Shared = append(st.Shared, SharedHolder{Holder: holder, TTL: s.TTL})
+			st.Shared = append(st.Shared, SharedHolder{Holder: holder, TTL: s.TTL, Metadata: md})
 		}
 	}
 }

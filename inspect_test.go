@@ -132,3 +132,118 @@ func TestLockTTL(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.NoError(t, l.Release(ctx))
 }
+
+// TestInspectShowsMetadata: what WithMetadata stores goes with the Lock's
+// value to every node it writes, whatever its text, and Inspect shows it per
+// node for each primitive: an exclusive Lock, an owner's (and the owner's
+// takeover from another Client), shared Locks, permits, several keys, and a
+// value that Extend put back on a node that had lost it.
+func TestInspectShowsMetadata(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c, other := e.client(), e.client()
+	ctx := t.Context()
+	md := "web-3 pid 42 ~|,:!. été"
+	shows := func(key string, want func(n redlock.NodeKeyState) bool, what string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			st, err := c.Inspect(ctx, key)
+			require.NoError(t, err)
+			for _, n := range st.Nodes {
+				if !want(n) {
+					return false
+				}
+			}
+			return true
+		}, 5*time.Second, 5*time.Millisecond, "%s: not on every node", what)
+	}
+	exclusive := func(md string) func(n redlock.NodeKeyState) bool {
+		return func(n redlock.NodeKeyState) bool { return n.Held && n.Metadata == md }
+	}
+
+	key := newKey(t)
+	l, err := c.Acquire(ctx, key, 10*time.Second, redlock.WithMetadata(md))
+	require.NoError(t, err)
+	require.Equal(t, md, l.Metadata())
+	shows(key, exclusive(md), "an exclusive Lock's metadata")
+	st, err := c.Inspect(ctx, key)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(l.Token(), st.Nodes[0].Holder), "the holder shown is the token's start, not the metadata")
+	// Extend puts the value back, metadata and all, on a node that lost it.
+	require.NoError(t, e.direct[0].Del(ctx, key).Err())
+	require.NoError(t, l.Extend(ctx, 10*time.Second))
+	shows(key, exclusive(md), "the metadata of a value Extend put back")
+	require.NoError(t, l.Release(ctx))
+	e.eventuallyNoKey(key, 5*time.Second)
+
+	// An owner's Lock, and another Client's takeover for the same owner.
+	key = newKey(t)
+	a, err := c.Acquire(ctx, key, 10*time.Second, redlock.WithOwner("req-1"), redlock.WithMetadata("first"))
+	require.NoError(t, err)
+	shows(key, exclusive("first"), "an owner's Lock's metadata")
+	b, err := other.TryAcquire(ctx, key, 10*time.Second, redlock.WithOwner("req-1"), redlock.WithMetadata("retry"))
+	require.NoError(t, err)
+	shows(key, exclusive("retry"), "the owner's takeover's metadata")
+	require.NoError(t, b.Release(ctx))
+	_ = a.Release(ctx)
+
+	// Shared Locks, each its own.
+	key = newKey(t)
+	r1, err := c.Acquire(ctx, key, 10*time.Second, redlock.Shared(), redlock.WithMetadata("reader 1"))
+	require.NoError(t, err)
+	r2, err := other.Acquire(ctx, key, 10*time.Second, redlock.Shared())
+	require.NoError(t, err)
+	shows(key, func(n redlock.NodeKeyState) bool {
+		got := map[string]bool{}
+		for _, s := range n.Shared {
+			got[s.Metadata] = true
+		}
+		return len(n.Shared) == 2 && got["reader 1"] && got[""]
+	}, "shared Locks' metadata")
+	require.NoError(t, r1.Release(ctx))
+	require.NoError(t, r2.Release(ctx))
+
+	// Permits.
+	key = newKey(t)
+	p, err := c.Acquire(ctx, key, 10*time.Second, redlock.Permits(2), redlock.WithMetadata("worker 9"))
+	require.NoError(t, err)
+	shows(key, func(n redlock.NodeKeyState) bool {
+		return len(n.Permits) == 1 && n.Permits[0].Metadata == "worker 9"
+	}, "a permit's metadata")
+	require.NoError(t, p.Release(ctx))
+
+	// Several keys.
+	keys := []string{newKey(t), newKey(t)}
+	all, err := c.AcquireAll(ctx, keys, 10*time.Second, redlock.WithMetadata("batch 3"))
+	require.NoError(t, err)
+	for _, k := range keys {
+		shows(k, exclusive("batch 3"), "the metadata of a Lock of several keys")
+	}
+	require.NoError(t, all.Release(ctx))
+}
+
+// TestMetadataRefused: metadata over MaxMetadataLen, not UTF-8 or with a
+// control character fails every acquiring call with ErrInvalidArgument, and
+// nothing is written.
+func TestMetadataRefused(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	c := e.client()
+	ctx := t.Context()
+	for _, md := range []string{strings.Repeat("x", redlock.MaxMetadataLen+1), "bad \xff byte", "two\nlines"} {
+		key := newKey(t)
+		sent := e.calls(0, "evalsha")
+		opt := redlock.WithMetadata(md)
+		_, err := c.Acquire(ctx, key, time.Second, opt)
+		require.ErrorIs(t, err, redlock.ErrInvalidArgument, "Acquire, %q", md)
+		_, err = c.TryAcquire(ctx, key, time.Second, opt)
+		require.ErrorIs(t, err, redlock.ErrInvalidArgument, "TryAcquire, %q", md)
+		_, err = c.AcquireAll(ctx, []string{key}, time.Second, opt)
+		require.ErrorIs(t, err, redlock.ErrInvalidArgument, "AcquireAll, %q", md)
+		err = c.Do(ctx, key, time.Second, func(context.Context, *redlock.Lock) error { return nil }, opt)
+		require.ErrorIs(t, err, redlock.ErrInvalidArgument, "Do, %q", md)
+		e.requireNoKey(key)
+		assert.Equal(t, sent, e.calls(0, "evalsha"), "a refused call went to the nodes")
+	}
+	l, err := c.Acquire(ctx, newKey(t), time.Second, redlock.WithMetadata(strings.Repeat("é", redlock.MaxMetadataLen/2)))
+	require.NoError(t, err, "MaxMetadataLen bytes")
+	require.NoError(t, l.Release(ctx))
+}

@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -35,45 +36,52 @@ func (s *syncBuffer) String() string {
 }
 
 // TestObserve: the hooks see attempts, calls, node refusals and rollbacks,
-// and the logger writes them without ever writing a token or a value.
+// and the logger writes them without ever writing a token, a value or
+// holder metadata, nor does any event or error carry the metadata.
 func TestObserve(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
 	var mu sync.Mutex
 	counts := map[string]int{}
-	var ops []string
+	var ops, events []string
 	hook := func(name string) { mu.Lock(); counts[name]++; mu.Unlock() }
+	seen := func(ev redlock.Event) { mu.Lock(); events = append(events, fmt.Sprintf("%+v", ev)); mu.Unlock() }
+	const md = "host db-7 user alice"
 	var logs syncBuffer
 	c := e.client(
 		redlock.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
 		redlock.WithHooks(redlock.Hooks{
 			Attempt: func(a redlock.Event) {
+				seen(a)
 				hook("attempt")
 				assert.Positive(t, a.Attempt)
 			},
 			Done: func(o redlock.Event) {
+				seen(o)
 				mu.Lock()
 				ops = append(ops, o.Op)
 				mu.Unlock()
 			},
 			NodeError: func(n redlock.Event) {
+				seen(n)
 				assert.Error(t, n.Err)
 				if errors.Is(n.Err, redlock.ErrHeldByOther) { // the refused TryAcquire
 					hook("node")
 				}
 			},
-			Rollback: func(redlock.Event) { hook("rollback") },
+			Rollback: func(r redlock.Event) { seen(r); hook("rollback") },
 		}))
 	other := e.client()
 	ctx := t.Context()
 	key := newKey(t)
 
 	// Node 0 is held by another holder: the attempt confirms on 1 and 2.
-	o, err := other.TryAcquire(ctx, key, time.Minute)
+	o, err := other.TryAcquire(ctx, key, time.Minute, redlock.WithMetadata(md))
 	require.NoError(t, err)
-	_, err = c.TryAcquire(ctx, key, time.Minute) // refused everywhere
+	_, err = c.TryAcquire(ctx, key, time.Minute, redlock.WithMetadata(md)) // refused everywhere
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.NotContains(t, err.Error(), md)
 	require.NoError(t, o.Release(ctx))
-	l, err := c.Acquire(ctx, key, time.Minute)
+	l, err := c.Acquire(ctx, key, time.Minute, redlock.WithMetadata(md))
 	require.NoError(t, err)
 	require.NoError(t, l.Extend(ctx, time.Minute))
 	require.NoError(t, l.Release(ctx))
@@ -93,6 +101,11 @@ func TestObserve(t *testing.T) {
 		assert.NotContains(t, out, secret, "a token in the log")
 	}
 	assert.False(t, strings.Contains(out, l.Token()[:10]))
+	assert.NotContains(t, out, "db-7", "holder metadata in the log")
+	assert.NotEmpty(t, events)
+	for _, ev := range events {
+		assert.NotContains(t, ev, "db-7", "holder metadata in an event")
+	}
 }
 
 // TestObserveLease: renewals and a lost lock reach the hooks.

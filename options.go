@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/retry"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Option configures a Client. Options are applied in order by New and
@@ -217,10 +218,23 @@ type acquireConfig struct {
 	shared     bool
 	permits    int
 	permitsSet bool
-	kind       kind // the primitive the options chose; nil: exclusive
+	kind       kind   // the primitive the options chose; nil: exclusive
+	metadata   string // WithMetadata's
+}
+
+// WithMetadata stores md with the Lock on every node it writes, for
+// operators: Inspect shows it per node (NodeKeyState.Metadata) and so does
+// redlock status. Say who holds the lock: a host, a pid, a request id. It
+// takes MaxMetadataLen bytes of UTF-8 without control characters at most,
+// else ErrInvalidArgument; "" stores none. No hook or log line carries it.
+func WithMetadata(md string) AcquireOption {
+	return acquireOptionFunc(func(c *acquireConfig) { c.metadata = md })
 }
 
 func (ac *acquireConfig) validate() error {
+	if why := script.CheckMetadata(ac.metadata, MaxMetadataLen); why != "" {
+		return invalid("WithMetadata: %s", why)
+	}
 	if ac.ownerSet && (ac.owner == "" || len(ac.owner) > MaxOwnerLen) {
 		return invalid("WithOwner: id must be 1 to %d bytes, got %d", MaxOwnerLen, len(ac.owner))
 	}

@@ -236,12 +236,21 @@ func (l *Lock) Key() string {
 // Token returns this holder's token, or "" for a nil Lock: 130 random bits (26
 // base32 characters from crypto/rand) unique to the Acquire call, or with
 // WithOwner an "o" and 125 bits of a hash of the owner's id. The nodes store
-// it before a generation (docs/algorithm.md).
+// it, and WithMetadata's text encoded, before a generation (docs/algorithm.md).
 func (l *Lock) Token() string {
 	if l == nil {
 		return ""
 	}
 	return l.vals.Token
+}
+
+// Metadata returns what WithMetadata stored with this Lock, "" if nothing
+// or for a nil Lock.
+func (l *Lock) Metadata() string {
+	if l == nil {
+		return ""
+	}
+	return l.vals.Metadata()
 }
 
 // Fence returns the fencing token issued with the lock, or 0 without

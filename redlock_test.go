@@ -255,6 +255,10 @@ func holderOf(v string) string {
 	if i := strings.LastIndexByte(v, '.'); i > 0 {
 		if _, err := strconv.ParseUint(v[i+1:], 10, 64); err == nil {
 			token, _, _ := strings.Cut(v[:i], "~")
+			// Holder metadata (WithMetadata): "m" and base32 after the token.
+			if m := strings.IndexByte(token, 'm'); m > 0 && strings.Trim(token[m+1:], "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") == "" {
+				token = token[:m]
+			}
 			return token
 		}
 	}

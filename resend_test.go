@@ -181,6 +181,21 @@ func TestResendAfterRelease(t *testing.T) {
 	})
 }
 
+// TestResendAfterReleaseWithMetadata: TestResendAfterRelease for a Lock
+// with holder metadata, which its values carry: the longer value is
+// refused as the shorter one is.
+func TestResendAfterReleaseWithMetadata(t *testing.T) {
+	forEachResend(t, func(t *testing.T, e *env, c *redlock.Client, batched bool) {
+		opts := []redlock.AcquireOption{redlock.WithMetadata("host web-3 pid 42, ~|:!.")}
+		resendAfterRelease(t, e, c, batched, opts, func(key string, l *redlock.Lock) {
+			gone(t, e, key, l.Token())
+		}, func(key string, l *redlock.Lock) {
+			require.Equal(t, l.Token(), holderOf(l.Token()+"m"+strings.Repeat("A", 8)+".1"), "holderOf reads no metadata")
+			noValueOf(t, e, key, l.Token())
+		})
+	})
+}
+
 // TestResendAfterSharedRelease: TestResendAfterRelease for a shared
 // Lock, whose value on a node is an entry among the readers' (the
 // simulator saw a shared Lock's copy accepted 1.3 s after its Release,

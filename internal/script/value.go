@@ -4,8 +4,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base32"
+	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redlock-go/redlock/internal/engine"
 )
@@ -52,20 +55,68 @@ type Prefixes struct {
 }
 
 // NewPrefixes draws a Lock's token from crypto/rand (26 base32 characters,
-// 130 bits), or derives it from owner when isOwner (OwnerToken).
-func NewPrefixes(owner string, isOwner bool) Prefixes {
+// 130 bits), or derives it from owner when isOwner (OwnerToken). Holder
+// metadata md, if any, follows the Lock's own part of its prefix, encoded
+// (MetaMark).
+func NewPrefixes(owner string, isOwner bool, md string) Prefixes {
+	meta := ""
+	if md != "" {
+		meta = MetaMark + metaEncoding.EncodeToString([]byte(md))
+	}
 	if !isOwner {
 		p := Prefixes{Token: rand.Text()}
-		p.own = p.Token + "."
+		p.own = p.Token + meta + "."
 		p.ownArg = p.own
 		p.holderArg = p.ownArg
 		return p
 	}
 	p := Prefixes{Token: OwnerToken(owner)}
-	p.own = p.Token + "~" + rand.Text()[:10] + "."
+	p.own = p.Token + "~" + rand.Text()[:10] + meta + "."
 	p.ownArg, p.holderArg = p.own, p.Token+"~"
 	return p
 }
+
+// MetaMark starts a Lock's holder metadata in its prefix: a lower-case "m",
+// which no token contains (random ones are upper-case base32, an owner's
+// starts with "o"), followed by the metadata in upper-case base32 without
+// padding. The scripts see letters and digits only, as in any prefix: no
+// separator of theirs (".", "~", "|", ",", ":", "!") can come from a
+// caller's text, so holder metadata changes nothing of what they do.
+const MetaMark = "m"
+
+var metaEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// Metadata reads the holder metadata in token, as HolderToken read it from
+// a node; "" when it holds none or none that decodes.
+func Metadata(token string) string {
+	_, enc, ok := strings.Cut(token, MetaMark)
+	if !ok {
+		return ""
+	}
+	md, err := metaEncoding.DecodeString(enc)
+	if err != nil {
+		return ""
+	}
+	return string(md)
+}
+
+// CheckMetadata says what is wrong with holder metadata md, "" if nothing
+// is: at most max bytes of UTF-8 without control characters, as it is shown
+// to operators as text.
+func CheckMetadata(md string, max int) string {
+	switch {
+	case len(md) > max:
+		return fmt.Sprintf("%d bytes, over %d", len(md), max)
+	case !utf8.ValidString(md):
+		return "not UTF-8"
+	case strings.IndexFunc(md, unicode.IsControl) >= 0:
+		return "a control character"
+	}
+	return ""
+}
+
+// Metadata is the holder metadata in the Lock's prefix, "" if none.
+func (p *Prefixes) Metadata() string { return Metadata(strings.TrimSuffix(p.own, ".")) }
 
 // At is the Lock's value of generation gen.
 func (p *Prefixes) At(gen uint64) Value {
