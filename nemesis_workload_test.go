@@ -387,7 +387,7 @@ func (rec *nemRecorder) acquired(l *redlock.Lock, worker, owner string, fenced, 
 	if nl == nil {
 		rec.ids++
 		nl = &history.Lock{ID: rec.newID(), Client: worker, Proc: rec.proc, Key: l.Key(), Owner: owner, Shared: shared,
-			Permits: permits, Slot: slot, Fenced: fenced, Fence: l.Fence(), Token: l.Token()}
+			Permits: permits, Slot: slot, Fenced: fenced, Fence: l.Fence(), Token: l.Token(), Metadata: l.Metadata()}
 		if keys := l.Keys(); len(keys) > 1 {
 			nl.Keys = keys // a hold of each: the checker's windows are on every one
 		}
@@ -682,6 +682,11 @@ func (wl *nemWorkload) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, n
 		owner = fmt.Sprintf("req-%d", r.IntN(3))
 		opts = append(opts, redlock.WithOwner(owner))
 	}
+	md := ""
+	if r.IntN(2) == 0 { // holder metadata, which the values carry (history.checkMetadata)
+		md = name
+		opts = append(opts, redlock.WithMetadata(md))
+	}
 	try := r.IntN(3) == 0
 	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, 2*time.Second))
 	defer cancel()
@@ -727,6 +732,11 @@ func (wl *nemWorkload) acquire(r *rand.Rand, slot *nemSlot, c *redlock.Client, n
 		return nil, nil
 	}
 	nl := wl.rec.acquired(l, name, owner, slot.fenced, shared, permits, ttl, history.Span{Start: start, End: end})
+	if l.Metadata() != md && owner == "" {
+		wl.rec.mu.Lock()
+		wl.rec.wrong("lock #%d of %s: Metadata() %q, stored %q", nl.ID, name, l.Metadata(), md)
+		wl.rec.mu.Unlock()
+	}
 	held := fmt.Sprintf("fence %d", l.Fence())
 	if permits > 0 {
 		held = fmt.Sprintf("slot %d", nl.Slot)

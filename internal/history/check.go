@@ -70,6 +70,9 @@ type Lock struct {
 	// nodes (checkLate).
 	Token string
 	TTLs  []time.Duration
+	// Metadata is what it stored with WithMetadata, which its values on
+	// the nodes carry (checkMetadata).
+	Metadata string
 
 	// Acquires are the calls that returned this Lock: the first, then its
 	// owner's re-entries.
@@ -261,6 +264,7 @@ func Check(r *Record) *Verdict {
 	checkKilled(v, r)
 	checkStarved(v, r)
 	checkLate(v, r)
+	checkMetadata(v, r)
 	for _, k := range r.Leftovers {
 		v.add("leftovers", k.Key, time.Time{}, "%s", k)
 	}

@@ -3,6 +3,8 @@ package history
 import (
 	"strings"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // A released Lock's write that lands on a node after the Release, and
@@ -82,9 +84,17 @@ func checkLate(v *Verdict, r *Record) {
 }
 
 // valueToken is the token of the Lock that wrote a lock key's value (its
-// token, a dot and a generation), "" for any other value: a tombstone, a
-// shared key, permits.
+// token, its metadata, a dot and a generation), "" for any other value: a
+// tombstone, a shared key, permits.
 func valueToken(v string) string {
+	token, _, _ := strings.Cut(valuePrefix(v), script.MetaMark)
+	token, _, _ = strings.Cut(token, "~")
+	return token
+}
+
+// valuePrefix is the prefix of the Lock that wrote a lock key's value,
+// without its dot, "" for any other value.
+func valuePrefix(v string) string {
 	if v == "" || strings.ContainsAny(v[:1], "!^#") {
 		return ""
 	}
@@ -95,6 +105,26 @@ func valueToken(v string) string {
 	if dot <= 0 {
 		return ""
 	}
-	token, _, _ := strings.Cut(v[:dot], "~")
-	return token
+	return v[:dot]
+}
+
+// checkMetadata: a value seen on a node carries the metadata of the Lock
+// whose token it holds (WithMetadata), whatever the faults did to it; a
+// value of a Lock of an owner (whose Locks share a token) is not judged.
+func checkMetadata(v *Verdict, r *Record) {
+	byToken := make(map[string]*Lock)
+	for _, l := range r.Locks {
+		if l.Token != "" && l.Owner == "" {
+			byToken[l.Token] = l
+		}
+	}
+	for _, s := range r.Seen {
+		l := byToken[valueToken(s.Value)]
+		if l == nil {
+			continue
+		}
+		if md := script.Metadata(valuePrefix(s.Value)); md != l.Metadata {
+			v.add("metadata", s.Key, s.At, "%s: lock #%d (%s) stored metadata %q, the node's value carries %q", s, l.ID, l.Client, l.Metadata, md)
+		}
+	}
 }

@@ -1,10 +1,13 @@
 package history
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // TestCheckLate feeds checkLate hand-made histories: a released Lock's
@@ -105,4 +108,40 @@ func TestLinkCutIsNoNodeDown(t *testing.T) {
 	assert.Empty(t, links.quorumDown())
 	nodes := &Record{Nodes: 3, Down: []NodeDown{{Node: 0, Interval: iv}, {Node: 1, Interval: iv}}}
 	assert.NotEmpty(t, nodes.quorumDown())
+}
+
+// TestCheckMetadata feeds checkMetadata hand-made histories: a node's value
+// of a Lock must carry that Lock's metadata; one with other metadata, or
+// none where the Lock stored some, is a finding.
+func TestCheckMetadata(t *testing.T) {
+	p := script.NewPrefixes("", false, "w1@p0")
+	other := script.NewPrefixes("", false, "w2@p1")
+	bare := script.NewPrefixes("", false, "")
+	lock := func(token, md string) *Lock {
+		return &Lock{ID: 1, Client: "w1", Key: "k", Token: token, Metadata: md, Acquires: []Span{{at(0), at(10)}}}
+	}
+	v := func(pr script.Prefixes, gen uint64) string { return pr.At(gen).S }
+	swapped := p.Token + strings.TrimPrefix(v(other, 2), other.Token) // p's token, other's metadata
+	tests := []struct {
+		name  string
+		lock  *Lock
+		value string
+		found bool
+	}{
+		{"its own metadata", lock(p.Token, "w1@p0"), v(p, 1), false},
+		{"carrying tombstone entries", lock(p.Token, "w1@p0"), v(p, 3) + ",1700000000000!0123456789abcdef:3", false},
+		{"no metadata stored, none carried", lock(bare.Token, ""), v(bare, 1), false},
+		{"another Lock's value", lock(p.Token, "w1@p0"), v(other, 1), false},
+		{"a tombstone", lock(p.Token, "w1@p0"), "!0123456789abcdef:3", false},
+		{"another Lock's metadata under its token", lock(p.Token, "w1@p0"), swapped, true},
+		{"metadata lost", lock(p.Token, "w1@p0"), p.Token + ".1", true},
+		{"metadata where it stored none", lock(p.Token, ""), v(p, 1), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var verdict Verdict
+			checkMetadata(&verdict, &Record{Locks: []*Lock{tc.lock}, Seen: []NodeKey{{Node: 0, Key: "k", Value: tc.value, At: at(50)}}})
+			assert.Equal(t, tc.found, verdict.Count("metadata") > 0, "%s: %v", tc.value, verdict.Found)
+		})
+	}
 }

@@ -213,7 +213,7 @@ func (rec *Recorder) acquired(l *redlock.Lock, worker, owner string, fenced, sha
 	nl := rec.locks[l]
 	if nl == nil {
 		nl = &history.Lock{Client: worker, Key: l.Key(), Owner: owner, Shared: shared,
-			Permits: permits, Slot: slot, Fenced: fenced, Fence: l.Fence(), Token: l.Token()}
+			Permits: permits, Slot: slot, Fenced: fenced, Fence: l.Fence(), Token: l.Token(), Metadata: l.Metadata()}
 		if keys := l.Keys(); len(keys) > 1 {
 			nl.Keys = keys
 		}

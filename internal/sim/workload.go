@@ -198,6 +198,11 @@ func (wl *Workload) acquire(r *rand.Rand, slot *Slot, c *redlock.Client, name, k
 		owner = fmt.Sprintf("req-%d", r.IntN(3))
 		opts = append(opts, redlock.WithOwner(owner))
 	}
+	md := ""
+	if r.IntN(2) == 0 { // holder metadata, which the values carry
+		md = name
+		opts = append(opts, redlock.WithMetadata(md))
+	}
 	try := r.IntN(3) == 0
 	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, 2*time.Second))
 	defer cancel()
@@ -240,6 +245,9 @@ func (wl *Workload) acquire(r *rand.Rand, slot *Slot, c *redlock.Client, name, k
 		return nil, nil
 	}
 	nl := wl.Rec.acquired(l, name, owner, slot.fenced, shared, permits, ttl, history.Span{Start: start, End: end})
+	if l.Metadata() != md && owner == "" {
+		wl.Rec.wrong("lock #%d of %s: Metadata() %q, stored %q", nl.ID, name, l.Metadata(), md)
+	}
 	wl.Rec.setProc(nl.ID, c)
 	wl.Rec.acquireEnd(evKeys)
 	held := fmt.Sprintf("fence %d", l.Fence())
