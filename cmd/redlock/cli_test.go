@@ -702,3 +702,40 @@ func TestRunSeveralKeys(t *testing.T) {
 		t.Errorf("--key a --key a: the command saw %q, want %q", one.stdout, "a|unset")
 	}
 }
+
+// TestStatusMetadata: what run --metadata stores with its lock, status shows:
+// the quorum holder's in a line of its own and in the JSON report, per node
+// too. The command runs status itself while it holds the lock. Metadata
+// that is not one line of UTF-8 within MaxMetadataLen is a usage error.
+func TestStatusMetadata(t *testing.T) {
+	_, nodes := startServers(t, 3)
+	const key, md = "metadata-report", "host web-3 pid 42"
+	check := bin + " status --nodes " + nodes + " --key " + key
+	r := redlockRun(t, "run", "--nodes", nodes, "--key", key, "--metadata", md, "--",
+		"sh", "-c", check+" && "+check+" --json")
+	wantExit(t, r, 0)
+	_, js, ok := strings.Cut(r.stdout, "verdict: held by a quorum")
+	if !ok || !strings.Contains(js, "\nholder metadata: "+md+"\n") {
+		t.Fatalf("status does not show the holder's metadata line:\n%s", r.stdout)
+	}
+	var st keyStatus
+	if err := json.Unmarshal([]byte(js[strings.Index(js, "{"):]), &st); err != nil {
+		t.Fatalf("%v:\n%s", err, r.stdout)
+	}
+	if st.Verdict != verdictHeld || st.Metadata != md {
+		t.Fatalf("status %+v, want held with metadata %q", st, md)
+	}
+	held := 0
+	for _, n := range st.Nodes {
+		if n.Held && n.Metadata == md {
+			held++
+		}
+	}
+	if held < st.Quorum {
+		t.Fatalf("the metadata is on %d nodes, fewer than the quorum: %+v", held, st.Nodes)
+	}
+
+	for _, bad := range []string{strings.Repeat("x", redlock.MaxMetadataLen+1), "two\nlines"} {
+		wantExit(t, redlockRun(t, "run", "--nodes", nodes, "--key", key, "--metadata", bad, "--", "true"), exitUsage)
+	}
+}

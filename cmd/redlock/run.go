@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redlock-go/redlock"
 )
@@ -154,8 +156,9 @@ func runCmd(args []string) error {
 	permits := fs.Int("permits", 0, "take one of the key's `n` permits (1 to "+strconv.Itoa(redlock.MaxPermits)+"): at most n runs with --permits n hold it at once; the command gets its slot as $REDLOCK_PERMIT; one --key, no --shared or --fencing")
 	grace := durationVar(fs, "grace", 0, "the `duration` between SIGTERM and SIGKILL when the lock is lost; shorter than --ttl (default: a third of --ttl)")
 	guard := durationVar(fs, "restart-guard", 0, "count a node that restarted or lost its data only this `duration` after it is back, at least the longest TTL in use (default $"+restartGuardEnv+", 0: off)")
+	metadata := fs.String("metadata", "", "store `text` with the lock, which redlock status shows: who runs it (a host, a pid); at most "+strconv.Itoa(redlock.MaxMetadataLen)+" bytes of UTF-8, one line")
 	verbose := fs.Bool("verbose", false, "log each step on stderr")
-	if err := parseFlags(fs, "--key K [--key K2 ...] [--nodes NODE,...] [--ttl 30s] [--wait D] [--conflict-exit-code 75] [--fencing | --shared | --permits n] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]", runHelp, args); err != nil {
+	if err := parseFlags(fs, "--key K [--key K2 ...] [--nodes NODE,...] [--ttl 30s] [--wait D] [--conflict-exit-code 75] [--fencing | --shared | --permits n] [--metadata TEXT] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]", runHelp, args); err != nil {
 		return err
 	}
 	if !grace.set {
@@ -207,11 +210,13 @@ func runCmd(args []string) error {
 		return usageError(fs, "--grace %v must be shorter than --ttl %v: the command must be stopped before the lock can pass to another holder", grace.d, ttl.d)
 	case guard.d < 0:
 		return usageError(fs, "--restart-guard must not be negative")
+	case len(*metadata) > redlock.MaxMetadataLen || !utf8.ValidString(*metadata) || strings.IndexFunc(*metadata, unicode.IsControl) >= 0:
+		return usageError(fs, "--metadata must be at most %d bytes of UTF-8 on one line, without control characters", redlock.MaxMetadataLen)
 	case fs.NArg() == 0:
 		return usageError(fs, "no command to run: give it after --")
 	}
 	what := quoteKeys(keys) // "k", or "a", "b" for several keys, or "k" (shared), or "k" (a permit of 3)
-	var acqOpts []redlock.AcquireOption
+	acqOpts := []redlock.AcquireOption{redlock.WithMetadata(*metadata)}
 	switch {
 	case *shared:
 		what += " (shared)"

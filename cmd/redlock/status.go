@@ -42,6 +42,8 @@ type keyState struct {
 	Held      bool   `json:"held"`
 	// Holder is the start of the holder's token; never the whole value.
 	Holder string `json:"holder,omitempty"`
+	// Metadata is what the holder stored with it (redlock.WithMetadata).
+	Metadata string `json:"metadata,omitempty"`
 	// TTLMillis is the key's remaining time to live; -1 when it has none
 	// (not written by the library), absent when the key is.
 	TTLMillis *int64 `json:"ttl_ms,omitempty"`
@@ -62,7 +64,8 @@ type keyState struct {
 
 // sharedHolder is one shared lock holding the key.
 type sharedHolder struct {
-	Holder string `json:"holder"` // the start of its token, as keyState.Holder
+	Holder   string `json:"holder"`             // the start of its token, as keyState.Holder
+	Metadata string `json:"metadata,omitempty"` // as keyState.Metadata
 	// TTLMillis is its remaining time to live: on the node, or in
 	// keyStatus.SharedHolders the time left before fewer than a quorum
 	// of nodes hold it.
@@ -73,8 +76,9 @@ type sharedHolder struct {
 
 // permitHolder is one permit holding the key.
 type permitHolder struct {
-	Slot   int    `json:"slot"`   // its slot, 0 to n-1
-	Holder string `json:"holder"` // the start of its token, as keyState.Holder
+	Slot     int    `json:"slot"`               // its slot, 0 to n-1
+	Holder   string `json:"holder"`             // the start of its token, as keyState.Holder
+	Metadata string `json:"metadata,omitempty"` // as keyState.Metadata
 	// TTLMillis is its remaining time to live: on the node, or in
 	// keyStatus.PermitHolders the time left before fewer than a quorum
 	// of nodes hold it.
@@ -91,9 +95,10 @@ type keyStatus struct {
 	Nodes   []keyState `json:"nodes"`
 	Verdict string     `json:"verdict"`
 	// Holder and HeldOn are the quorum's holder and how many nodes hold it,
-	// with verdict held.
-	Holder string `json:"holder,omitempty"`
-	HeldOn int    `json:"held_on,omitempty"`
+	// with verdict held, and Metadata what that holder stored.
+	Holder   string `json:"holder,omitempty"`
+	HeldOn   int    `json:"held_on,omitempty"`
+	Metadata string `json:"metadata,omitempty"`
 	// Shared is how many shared locks a quorum holds the key for, and
 	// SharedHolders are those locks, longest-lived first, with verdict
 	// shared.
@@ -175,13 +180,13 @@ func readStatus(ctx context.Context, nodes []node, key string) *keyStatus {
 			if ns.Held {
 				s.Held = true
 				if len(ns.Shared) == 0 && len(ns.Permits) == 0 {
-					s.Holder, s.token = ns.Holder, ns.Holder
+					s.Holder, s.token, s.Metadata = ns.Holder, ns.Holder, ns.Metadata
 				}
 				for _, h := range ns.Shared {
-					s.Shared = append(s.Shared, sharedHolder{Holder: h.Holder, TTLMillis: h.TTL.Milliseconds()})
+					s.Shared = append(s.Shared, sharedHolder{Holder: h.Holder, Metadata: h.Metadata, TTLMillis: h.TTL.Milliseconds()})
 				}
 				for _, h := range ns.Permits {
-					s.Permits = append(s.Permits, permitHolder{Slot: h.Slot, Holder: h.Holder, TTLMillis: h.TTL.Milliseconds()})
+					s.Permits = append(s.Permits, permitHolder{Slot: h.Slot, Holder: h.Holder, Metadata: h.Metadata, TTLMillis: h.TTL.Milliseconds()})
 				}
 				if len(ns.Permits) > 0 {
 					s.Count = ns.Count
@@ -222,6 +227,7 @@ type permitOn struct {
 // when a quorum holds it for one permit or more.
 func (st *keyStatus) judge() {
 	count := map[string]int{}
+	meta := map[string]string{}       // a holder's metadata, by the start of its token
 	shares := map[string][]int64{}    // a shared lock's TTL on each node that holds it
 	permits := map[permitOn][]int64{} // a permit's TTL on each node that holds it
 	holding := 0
@@ -232,18 +238,21 @@ func (st *keyStatus) judge() {
 		holding++
 		if len(n.Shared) == 0 && len(n.Permits) == 0 {
 			count[n.token]++
+			meta[n.token] = n.Metadata
 		}
 		for _, h := range n.Shared {
 			shares[h.Holder] = append(shares[h.Holder], h.TTLMillis)
+			meta[h.Holder] = h.Metadata
 		}
 		for _, h := range n.Permits {
+			meta[h.Holder] = h.Metadata
 			p := permitOn{count: n.Count, slot: h.Slot, holder: h.Holder}
 			permits[p] = append(permits[p], h.TTLMillis)
 		}
 	}
 	for token, c := range count {
 		if c >= st.Quorum {
-			st.Verdict, st.Holder, st.HeldOn = verdictHeld, shortHolder(token), c
+			st.Verdict, st.Holder, st.HeldOn, st.Metadata = verdictHeld, shortHolder(token), c, meta[token]
 			return
 		}
 	}
@@ -251,7 +260,7 @@ func (st *keyStatus) judge() {
 		if len(ttls) >= st.Quorum {
 			// Once the quorum-th longest runs out, fewer than a quorum hold it.
 			slices.Sort(ttls)
-			st.SharedHolders = append(st.SharedHolders, sharedHolder{Holder: holder, TTLMillis: ttls[len(ttls)-st.Quorum], HeldOn: len(ttls)})
+			st.SharedHolders = append(st.SharedHolders, sharedHolder{Holder: holder, Metadata: meta[holder], TTLMillis: ttls[len(ttls)-st.Quorum], HeldOn: len(ttls)})
 		}
 	}
 	if len(st.SharedHolders) > 0 {
@@ -267,7 +276,7 @@ func (st *keyStatus) judge() {
 			// count: every permit found here has the same.
 			slices.Sort(ttls)
 			st.Count = p.count
-			st.PermitHolders = append(st.PermitHolders, permitHolder{Slot: p.slot, Holder: p.holder, TTLMillis: ttls[len(ttls)-st.Quorum], HeldOn: len(ttls)})
+			st.PermitHolders = append(st.PermitHolders, permitHolder{Slot: p.slot, Holder: p.holder, Metadata: meta[p.holder], TTLMillis: ttls[len(ttls)-st.Quorum], HeldOn: len(ttls)})
 		}
 	}
 	if len(st.PermitHolders) > 0 {
@@ -337,14 +346,17 @@ func printStatus(st *keyStatus) {
 	switch st.Verdict {
 	case verdictHeld:
 		fmt.Printf("verdict: held by a quorum (%s… on %d of %d nodes)\n", st.Holder, st.HeldOn, len(st.Nodes))
+		if st.Metadata != "" {
+			fmt.Printf("holder metadata: %s\n", st.Metadata)
+		}
 	case verdictShared:
 		for _, h := range st.SharedHolders {
-			fmt.Printf("shared by %s… for %v on %d of %d nodes\n", h.Holder, time.Duration(h.TTLMillis)*time.Millisecond, h.HeldOn, len(st.Nodes))
+			fmt.Printf("shared by %s… for %v on %d of %d nodes%s\n", h.Holder, time.Duration(h.TTLMillis)*time.Millisecond, h.HeldOn, len(st.Nodes), metaNote(h.Metadata))
 		}
 		fmt.Printf("verdict: shared by a quorum (%s)\n", plural(st.Shared, "lock"))
 	case verdictPermits:
 		for _, h := range st.PermitHolders {
-			fmt.Printf("slot %d of %d held by %s… for %v on %d of %d nodes\n", h.Slot, st.Count, h.Holder, time.Duration(h.TTLMillis)*time.Millisecond, h.HeldOn, len(st.Nodes))
+			fmt.Printf("slot %d of %d held by %s… for %v on %d of %d nodes%s\n", h.Slot, st.Count, h.Holder, time.Duration(h.TTLMillis)*time.Millisecond, h.HeldOn, len(st.Nodes), metaNote(h.Metadata))
 		}
 		fmt.Printf("verdict: permits held by a quorum (%d of %d)\n", st.Permits, st.Count)
 	case verdictFree:
@@ -354,6 +366,15 @@ func printStatus(st *keyStatus) {
 	default:
 		fmt.Printf("verdict: unknown (only %d of %d nodes answered, fewer than the quorum of %d)\n", st.reachable(), len(st.Nodes), st.Quorum)
 	}
+}
+
+// metaNote is what a holder's line adds for its metadata: nothing when it
+// has none, so that the line reads as it did before holder metadata.
+func metaNote(md string) string {
+	if md == "" {
+		return ""
+	}
+	return ", metadata: " + md
 }
 
 // cellChars bounds a table cell that a node's answer fills.
