@@ -113,9 +113,11 @@ func (r *Record) pausedDo(ls []*Lock, both Interval) bool {
 // without. Another Lock takes an exclusive
 // Lock's key by any acquire of it (but a permit's), a shared Lock's by an
 // exclusive acquire (a writer is let in), a permit's by a permit in its
-// slot. A bound that runs past End is not judged (the end-of-run probes
-// judge the keys then).
+// slot. The time in which no quorum of nodes could be asked does not count
+// (killDeadline). A bound that runs past End is not judged (the end-of-run
+// probes judge the keys then).
 func checkKilled(v *Verdict, r *Record) {
+	down := r.quorumDown()
 	for _, k := range r.Kills {
 		for _, l := range r.Locks {
 			if l.Proc != k.Proc || l.Do || !slices.ContainsFunc(l.held(), func(iv Interval) bool { return iv.Contains(k.At) }) {
@@ -125,7 +127,7 @@ func checkKilled(v *Verdict, r *Record) {
 			for _, iv := range l.valid() {
 				free = Latest(free, iv.To)
 			}
-			deadline := free.Add(r.KillBound)
+			deadline := r.killDeadline(free, down)
 			if !r.End.IsZero() && deadline.After(r.End) {
 				continue
 			}
@@ -142,6 +144,28 @@ func checkKilled(v *Verdict, r *Record) {
 				}
 			}
 		}
+	}
+}
+
+// killDeadline is when another Lock must have taken a killed holder's key
+// that was free from free on: KillBound later, not counting the time in
+// which no quorum of nodes could be asked (down: Record.quorumDown), as
+// when a majority was faulty or within its restart guard. Then no Lock can
+// take any key, which is the guard's documented cost, no lockout.
+func (r *Record) killDeadline(free time.Time, down []Interval) time.Time {
+	deadline := free.Add(r.KillBound)
+	for {
+		var lost time.Duration
+		for _, d := range down {
+			if x := Intersect(d, Interval{free, deadline}); !x.Empty() {
+				lost += x.Len()
+			}
+		}
+		next := free.Add(r.KillBound + lost)
+		if !next.After(deadline) {
+			return deadline
+		}
+		deadline = next
 	}
 }
 

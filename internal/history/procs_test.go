@@ -86,6 +86,32 @@ func TestNemesisCheckerProcesses(t *testing.T) {
 		{"a Do running under another holder, no pause", doOverlap, "lease", 0, 0},
 		{"a killed holder's key taken after its validity", killed(lock(1, "p1", 0, 10, 100, -1), lock(2, "p2", 20, 150, 400, 380)), "", 0, 0},
 		{"a killed holder's key never taken again", killed(lock(1, "p1", 0, 10, 100, -1), lock(2, "p2", 20, 350, 400, 380)), "lockout", 0, 0},
+		// A majority of 5 nodes down over [120, 220): no Lock could take
+		// the key then, so the bound runs to 400, past lock 2's 350.
+		{"a killed holder's key taken late, after a majority was down", func() Record {
+			r := killed(lock(1, "p1", 0, 10, 100, -1), lock(2, "p2", 20, 350, 400, 380))
+			r.Nodes = 5
+			for i := range 3 {
+				r.Down = append(r.Down, NodeDown{Node: i, Interval: Interval{at(120), at(220)}})
+			}
+			return r
+		}(), "", 0, 0},
+		{"a killed holder's key taken late, a minority down", func() Record {
+			r := killed(lock(1, "p1", 0, 10, 100, -1), lock(2, "p2", 20, 350, 400, 380))
+			r.Nodes = 5
+			for i := range 2 {
+				r.Down = append(r.Down, NodeDown{Node: i, Interval: Interval{at(120), at(220)}})
+			}
+			return r
+		}(), "lockout", 0, 0},
+		{"a killed holder's key, a majority down before it was free only", func() Record {
+			r := killed(lock(1, "p1", 0, 10, 100, -1), lock(2, "p2", 20, 350, 400, 380))
+			r.Nodes = 5
+			for i := range 3 {
+				r.Down = append(r.Down, NodeDown{Node: i, Interval: Interval{at(0), at(100)}})
+			}
+			return r
+		}(), "lockout", 0, 0},
 		{"a killed holder's key, the run ended first", func() Record {
 			r := killed(lock(1, "p1", 0, 10, 100, -1), lock(2, "p2", 20, 350, 400, 380))
 			r.End = at(250)
