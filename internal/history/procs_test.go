@@ -60,6 +60,16 @@ func TestNemesisCheckerProcesses(t *testing.T) {
 	killed := func(l1 *Lock, l2 *Lock) Record {
 		return Record{Locks: []*Lock{l1, l2}, Kills: []Kill{{"p1", at(50)}}, KillBound: 200 * time.Millisecond}
 	}
+	// lateWithDown: lock 2 takes a killed holder's key at 350, 250 after
+	// it was free (the bound is 200), with n of 5 nodes down over [from, to).
+	lateWithDown := func(n, from, to int) Record {
+		r := killed(lock(1, "p1", 0, 10, 100, -1), lock(2, "p2", 20, 350, 400, 380))
+		r.Nodes = 5
+		for i := range n {
+			r.Down = append(r.Down, NodeDown{Node: i, Interval: Interval{at(from), at(to)}})
+		}
+		return r
+	}
 
 	tests := []struct {
 		name           string
@@ -88,30 +98,9 @@ func TestNemesisCheckerProcesses(t *testing.T) {
 		{"a killed holder's key never taken again", killed(lock(1, "p1", 0, 10, 100, -1), lock(2, "p2", 20, 350, 400, 380)), "lockout", 0, 0},
 		// A majority of 5 nodes down over [120, 220): no Lock could take
 		// the key then, so the bound runs to 400, past lock 2's 350.
-		{"a killed holder's key taken late, after a majority was down", func() Record {
-			r := killed(lock(1, "p1", 0, 10, 100, -1), lock(2, "p2", 20, 350, 400, 380))
-			r.Nodes = 5
-			for i := range 3 {
-				r.Down = append(r.Down, NodeDown{Node: i, Interval: Interval{at(120), at(220)}})
-			}
-			return r
-		}(), "", 0, 0},
-		{"a killed holder's key taken late, a minority down", func() Record {
-			r := killed(lock(1, "p1", 0, 10, 100, -1), lock(2, "p2", 20, 350, 400, 380))
-			r.Nodes = 5
-			for i := range 2 {
-				r.Down = append(r.Down, NodeDown{Node: i, Interval: Interval{at(120), at(220)}})
-			}
-			return r
-		}(), "lockout", 0, 0},
-		{"a killed holder's key, a majority down before it was free only", func() Record {
-			r := killed(lock(1, "p1", 0, 10, 100, -1), lock(2, "p2", 20, 350, 400, 380))
-			r.Nodes = 5
-			for i := range 3 {
-				r.Down = append(r.Down, NodeDown{Node: i, Interval: Interval{at(0), at(100)}})
-			}
-			return r
-		}(), "lockout", 0, 0},
+		{"a killed holder's key taken late, after a majority was down", lateWithDown(3, 120, 220), "", 0, 0},
+		{"a killed holder's key taken late, a minority down", lateWithDown(2, 120, 220), "lockout", 0, 0},
+		{"a killed holder's key, a majority down before it was free only", lateWithDown(3, 0, 100), "lockout", 0, 0},
 		{"a killed holder's key, the run ended first", func() Record {
 			r := killed(lock(1, "p1", 0, 10, 100, -1), lock(2, "p2", 20, 350, 400, 380))
 			r.End = at(250)
