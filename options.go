@@ -55,11 +55,14 @@ func defaultConfig() config {
 }
 
 func (c *config) validate() error {
+	if c.bad == nil {
+		if why := retry.Check(c.retry); why != "" {
+			return invalid("%s", why)
+		}
+	}
 	switch {
 	case c.bad != nil:
 		return c.bad
-	case retry.Check(c.retry) != "":
-		return invalid("%s", retry.Check(c.retry))
 	case c.clock == nil:
 		return invalid("WithClock: nil clock")
 	case c.nodeTimeoutFixed < 0:

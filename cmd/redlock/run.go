@@ -16,10 +16,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // forwarded are the signals run passes on to its command.
@@ -173,8 +172,9 @@ func runCmd(args []string) error {
 	}
 	permitsGiven := false // --permits 0 is an error, not the flag's absence
 	fs.Visit(func(f *flag.Flag) { permitsGiven = permitsGiven || f.Name == "permits" })
-	keys := kf.distinct() // a key given twice is held once
-	slices.Sort(keys)     // as the library orders them, and Lock.Keys
+	badMetadata := script.CheckMetadata(*metadata, redlock.MaxMetadataLen) // the library's own rule
+	keys := kf.distinct()                                                  // a key given twice is held once
+	slices.Sort(keys)                                                      // as the library orders them, and Lock.Keys
 	switch {
 	case len(keys) == 0 || len(keys) == 1 && keys[0] == "":
 		return usageError(fs, "--key is required")
@@ -210,8 +210,9 @@ func runCmd(args []string) error {
 		return usageError(fs, "--grace %v must be shorter than --ttl %v: the command must be stopped before the lock can pass to another holder", grace.d, ttl.d)
 	case guard.d < 0:
 		return usageError(fs, "--restart-guard must not be negative")
-	case len(*metadata) > redlock.MaxMetadataLen || !utf8.ValidString(*metadata) || strings.IndexFunc(*metadata, unicode.IsControl) >= 0:
-		return usageError(fs, "--metadata must be at most %d bytes of UTF-8 on one line, without control characters", redlock.MaxMetadataLen)
+	case badMetadata != "":
+		return usageError(fs, "--metadata: %s; it must be at most %d bytes of UTF-8 on one line, without control characters",
+			badMetadata, redlock.MaxMetadataLen)
 	case fs.NArg() == 0:
 		return usageError(fs, "no command to run: give it after --")
 	}
