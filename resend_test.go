@@ -432,15 +432,26 @@ func TestRollbackNotStarved(t *testing.T) {
 				for _, i := range []int{0, 2} {
 					require.NoError(t, e.direct[i].Set(ctx, key, "someone-else.1", time.Minute).Err())
 				}
-				e.proxies[1].SetDropReplies(true)
-				dropped := time.Now()
+				// Node 1 drops replies from the attempt's write on, for 60
+				// ms: the write and the rollback's tombstone after it land,
+				// their replies are lost, and so are those of the busy
+				// calls meanwhile. Turned on before the write instead, the
+				// drop would keep it waiting behind busy calls whose
+				// replies never come, until the node's flights count as
+				// stalled (4 times their average): on a loaded machine
+				// past the write's 50 ms, every try (CI, 172c531).
+				started := e.proxies[1].DropRepliesFrom(func(b []byte) bool { return bytes.Contains(b, []byte(key)) })
 				_, err = c.TryAcquire(ctx, key, resendTTL)
 				require.ErrorIs(t, err, redlock.ErrNotAcquired)
-				// The write, or the rollback's tombstone after it, is on
-				// node 1: commands go through, only replies are lost. On a
-				// loaded machine the write may miss its deadline unsent.
+				// On a loaded machine the write may still miss its deadline
+				// unsent.
 				reached := soon(2*time.Second, func() bool { return e.bed.Get(1, key) != "" })
-				time.Sleep(time.Until(dropped.Add(60 * time.Millisecond)))
+				select {
+				case <-started:
+					time.Sleep(60 * time.Millisecond)
+				default:
+					reached = false
+				}
 				e.proxies[1].SetDropReplies(false)
 				if !reached {
 					// The replies the node dropped meanwhile left the

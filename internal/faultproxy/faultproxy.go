@@ -49,6 +49,9 @@ type Proxy struct {
 	holdReset  bool              // reset the client's side of the connection once caught
 	holdCaught chan struct{}     // closed when the armed catch catches a chunk
 	holds      []*hold
+	// The drop fault armed to start with a chunk (DropRepliesFrom).
+	dropFrom    func([]byte) bool
+	dropStarted chan struct{}
 	// changed is closed and replaced whenever a fault setting changes, so
 	// goroutines waiting on the old settings (a pending delay) re-evaluate.
 	changed chan struct{}
@@ -119,7 +122,23 @@ func (p *Proxy) SetBlackhole(on bool) {
 // landed, reply lost" case. Dropped bytes are gone for good; as with the
 // blackhole the client stream is out of sync afterwards.
 func (p *Proxy) SetDropReplies(on bool) {
-	p.update(func() { p.dropReplies = on })
+	p.update(func() { p.dropReplies, p.dropFrom = on, nil })
+}
+
+// DropRepliesFrom arms SetDropReplies(true) to start as the next chunk
+// that match accepts arrives from a client, before it goes to the server:
+// that chunk's reply is dropped, and every reply after it, until
+// SetDropReplies or Reset turns the fault off (which also disarms it). The
+// channel it returns is closed when the drop starts. Unlike turning the
+// fault on at once, a call made next is not kept waiting behind calls
+// whose replies the drop swallowed: it left before any reply was lost.
+// match runs under the proxy's lock and must not call it.
+func (p *Proxy) DropRepliesFrom(match func([]byte) bool) <-chan struct{} {
+	started := make(chan struct{})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropFrom, p.dropStarted = match, started
+	return started
 }
 
 // SetRefuse makes the node look down: every open connection is reset at
@@ -244,6 +263,7 @@ func (p *Proxy) ReleaseHeld() {
 func (p *Proxy) Reset() {
 	p.update(func() {
 		p.delay, p.blackhole, p.dropReplies, p.refuse = 0, false, false, false
+		p.dropFrom = nil
 	})
 	p.ReleaseHeld()
 }
@@ -290,6 +310,13 @@ func (p *Proxy) intake(l *link, data []byte) (keep bool, h *hold) {
 	defer p.mu.Unlock()
 	if p.blackhole {
 		return false, nil
+	}
+	if p.dropFrom != nil && p.dropFrom(data) {
+		// Before the chunk is queued: its reply cannot pass.
+		p.dropReplies, p.dropFrom = true, nil
+		close(p.dropStarted)
+		close(p.changed)
+		p.changed = make(chan struct{})
 	}
 	if p.holdArmed && p.holdMatch(data) {
 		h = &hold{link: l, release: make(chan struct{}), forwarded: make(chan struct{}), reset: p.holdReset, data: bytes.Clone(data)}

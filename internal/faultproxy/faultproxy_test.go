@@ -2,6 +2,7 @@ package faultproxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -210,6 +211,45 @@ func TestDropReplies(t *testing.T) {
 
 	p.Reset()
 	mustPing(t, c)
+}
+
+// TestDropRepliesFrom: the drop starts with the matching chunk, whose
+// command runs and whose reply is lost; calls before it are answered, and
+// the fault stays on for calls after it until turned off, which also
+// disarms a catch that never came.
+func TestDropRepliesFrom(t *testing.T) {
+	p, direct := setup(t)
+	c := proxied(t, p)
+	mustPing(t, c)
+
+	started := p.DropRepliesFrom(func(b []byte) bool { return bytes.Contains(b, []byte("drf")) })
+	if err := c.Set(ctxFor(t, time.Second), "before", "1", 0).Err(); err != nil {
+		t.Fatalf("SET before the match: %v, want an answer", err)
+	}
+	select {
+	case <-started:
+		t.Fatal("the drop started before the matching chunk")
+	default:
+	}
+	err := c.Set(ctxFor(t, 200*time.Millisecond), "drf", "landed", 0).Err()
+	if !nodetest.IsTimeout(err) {
+		t.Fatalf("the matching SET: err=%v, want a timeout", err)
+	}
+	<-started
+	if got := nodetest.Get(t, context.Background(), direct, "drf"); got != "landed" {
+		t.Fatalf("direct GET drf = %q; want the matching SET to have run", got)
+	}
+	if err := c.Set(ctxFor(t, 200*time.Millisecond), "after", "1", 0).Err(); !nodetest.IsTimeout(err) {
+		t.Fatalf("a SET after the match: err=%v, want a timeout (the drop stays on)", err)
+	}
+	p.SetDropReplies(false)
+	mustPing(t, c)
+
+	p.DropRepliesFrom(func(b []byte) bool { return bytes.Contains(b, []byte("never")) })
+	p.SetDropReplies(false)
+	if err := c.Set(ctxFor(t, time.Second), "never", "1", 0).Err(); err != nil {
+		t.Fatalf("a SET that matches a disarmed catch: %v, want an answer", err)
+	}
 }
 
 func TestRefuse(t *testing.T) {
