@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -447,6 +448,49 @@ func (c *Conn) Close() error {
 	n.send(c, nil, true)
 	return nil
 }
+
+// SyscallConn lets go-redis check a pooled connection before it hands it
+// out, as it checks a socket (a peek that must not block): a connection
+// whose peer closed it, or that was reset, fails the check, and so does one
+// with bytes nobody asked for. Without it go-redis would take a connection
+// a crashed node closed for a live one, and the next command on it would
+// fail (TestShimStaleConnections).
+func (c *Conn) SyscallConn() (syscall.RawConn, error) { return peek{c}, nil }
+
+// peek is a Conn's syscall.RawConn: Read answers go-redis's check without
+// calling its function, which would read a real socket.
+type peek struct{ c *Conn }
+
+var (
+	errPeekData    = errors.New("sim: unexpected data on an idle connection")
+	errNoRawAccess = errors.New("sim: no raw access to a simulated connection")
+)
+
+// Read reports what a peek at the connection would find: an error for a
+// closed, reset or finished connection or unread bytes, nil (nothing to
+// read yet) for a live one.
+func (p peek) Read(func(fd uintptr) bool) error {
+	c := p.c
+	c.net.mu.Lock()
+	defer c.net.mu.Unlock()
+	switch h := c.in; {
+	case h.reset:
+		return errReset
+	case c.closed:
+		return net.ErrClosed
+	case len(h.buf) > 0:
+		return errPeekData
+	case h.eof:
+		return io.EOF
+	}
+	return nil
+}
+
+// Control and Write are not used by go-redis.
+func (peek) Control(func(fd uintptr)) error { return errNoRawAccess }
+
+// Write is not used by go-redis.
+func (peek) Write(func(fd uintptr) bool) error { return errNoRawAccess }
 
 // LocalAddr and RemoteAddr are the link's ends.
 func (c *Conn) LocalAddr() net.Addr { return c.addr(c.client) }

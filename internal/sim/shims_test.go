@@ -500,3 +500,43 @@ func (nz *normalizer) apply(s string) string {
 	s = reHex.ReplaceAllStringFunc(s, name("H"))
 	return reClock.ReplaceAllString(s, "N")
 }
+
+// TestShimStaleConnections: connections pooled before a restart are not
+// used after it. go-redis checks a pooled connection before it hands it
+// out (a peek at the socket), finds the restarted server's EOF, and dials
+// again: no command fails, even one that go-redis would not send twice.
+// A simulated connection answers the same check (Conn.SyscallConn); one
+// that did not would fail a command per stale connection, and a delete
+// parked for its next try would lose a try to each.
+func TestShimStaleConnections(t *testing.T) {
+	const pooled = 4
+	got := each(t, func(t *testing.T, b backend, c *redis.Client) []string {
+		ctx := within(t)
+		conns := make([]*redis.Conn, pooled)
+		for i := range conns {
+			conns[i] = c.Conn()
+			require.NoError(t, conns[i].Ping(ctx).Err())
+		}
+		for _, cn := range conns {
+			require.NoError(t, cn.Close()) // back to the pool, idle
+		}
+		require.GreaterOrEqual(t, int(c.PoolStats().IdleConns), pooled)
+		b.restart()
+		time.Sleep(100 * time.Millisecond) // the EOF reaches the client
+		var out []string
+		for range pooled + 1 {
+			cmd := redis.NewStatusCmd(ctx, "ping")
+			_ = c.Process(ctx, noRetry{cmd})
+			out = append(out, reply(cmd.Result()))
+		}
+		return out
+	})
+	want := slices.Repeat([]string{"PONG"}, pooled+1)
+	assert.Equal(t, want, got[0], "redis-server")
+	assert.Equal(t, got[0], got[1], "redis-server, then the simulated node")
+}
+
+// noRetry is a command go-redis sends once, as the library's are.
+type noRetry struct{ *redis.StatusCmd }
+
+func (noRetry) NoRetry() bool { return true }
