@@ -332,7 +332,7 @@ func (c *Client) newLock(key string, ac acquireConfig) *Lock {
 		extending: make(chan struct{}, 1),
 		holds:     1,
 	}
-	if c.cfg.fencing {
+	if c.cfg.fencing || ac.fenced {
 		l.fenceKey = script.CounterKey(key)
 	}
 	if l.kind == nil {

@@ -42,13 +42,17 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, v script.Value, acq *
 }
 
 // fenceHorizon is the fencing counters' horizon in milliseconds, for the
-// ops that keep them, or nil without fencing.
-func (c *Client) fenceHorizon() any {
-	if c.cfg.fencing {
+// ops of l that keep them, or nil when l is not fenced.
+func (c *Client) fenceHorizon(l *Lock) any {
+	if l.fenced() {
 		return c.cfg.horizonArg
 	}
 	return nil
 }
+
+// fenced tells whether l's ops keep fencing counters: the Client's
+// WithFencing, or an Election's Lock, which is always fenced.
+func (l *Lock) fenced() bool { return l.fenceKey != "" || l.keysAndCounters != nil }
 
 // FenceKey returns the name of the fencing counter WithFencing keeps beside
 // key on every node: for an ACL's key patterns, or to inspect a node (the

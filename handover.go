@@ -27,15 +27,15 @@ type handOffer struct {
 
 // handsOver reports whether this Client's locks may be handed over: the
 // handover script neither fences nor guards against restarts.
-func (c *Client) handsOver() bool {
-	return !c.cfg.fencing && c.cfg.restartGuard == 0
+func (c *Client) handsOver(l *Lock) bool {
+	return !c.cfg.fencing && !l.fenced() && c.cfg.restartGuard == 0
 }
 
 // newOffer makes the offer a waiting Acquire of l for ttl posts, so that a
 // Release of this Client may hand it the key; nil when this Client does not
 // hand over (fencing or the restart guard is on).
 func (c *Client) newOffer(l *Lock, ttl time.Duration, ttlArg any) *handOffer {
-	if !c.handsOver() {
+	if !c.handsOver(l) {
 		return nil
 	}
 	return &handOffer{l: l, ttl: ttl, ttlArg: ttlArg}

@@ -223,6 +223,7 @@ type acquireConfig struct {
 	permitsSet bool
 	kind       kind   // the primitive the options chose; nil: exclusive
 	metadata   string // WithMetadata's
+	fenced     bool   // fenced whatever the Client's WithFencing (an Election's)
 }
 
 // WithMetadata stores md with the Lock on every node it writes, for

@@ -35,7 +35,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	until := c.cfg.validUntil(start, ttl)
 	v := l.nextValue(ttl)
 
-	op := l.kind.acquireOp(l, v, ttlArg, c.fenceHorizon())
+	op := l.kind.acquireOp(l, v, ttlArg, c.fenceHorizon(l))
 	if c.cfg.restartGuard > 0 {
 		op = guarded(op, c.cfg.guardArg)
 	}
@@ -45,7 +45,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	t, err := c.nodes.SendAndCount(ctx, l.seq, spec)
 	acq := t
 	var fence uint64
-	if err == nil && t.Reached() && c.cfg.fencing && l.kind.fences() {
+	if err == nil && t.Reached() && l.fenced() && l.kind.fences() {
 		fence, t, err = c.commitFence(ctx, l, v, t, timeout, ttl)
 	}
 	quorum := err == nil && t.Reached()

@@ -93,7 +93,7 @@ func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, tt
 	v := l.nextValue(ttl)
 	newUntil := c.cfg.validUntil(start, ttl)
 	timeout := c.cfg.nodeTimeout(ttl)
-	op := l.kind.extendOp(l, v, ttl.Milliseconds(), l.Fence(), c.fenceHorizon())
+	op := l.kind.extendOp(l, v, ttl.Milliseconds(), l.Fence(), c.fenceHorizon(l))
 	t, err := c.nodes.SendAndCount(ctx, l.seq, engine.WriteRound(op, timeout, ttl))
 	ok := err == nil && t.Reached() && c.cfg.clock.Now().Before(newUntil)
 
@@ -185,7 +185,7 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration, held b
 	// The next waiter of this Client, if it offers, is handed the key in
 	// the same round (handover.go).
 	var gone []bool
-	if c.handsOver() && l.kind.handsOver() {
+	if c.handsOver(l) && l.kind.handsOver() {
 		if off, settled, subscribed, streak := c.waits.ClaimOffer(l.key); off != nil {
 			if gone = c.handOver(ctx, l, off, settled, subscribed, streak); engine.Count(gone) >= c.nodes.Quorum {
 				return nil
