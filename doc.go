@@ -37,9 +37,10 @@
 // Each topic is explained once, in the repository's docs directory:
 // [algorithm] (the algorithm, the guarantee's reasons, the restart guard),
 // [waiting] (a busy key, handover), [lease] (KeepAlive, Do, Close),
-// [fencing], [owners] (WithOwner, reentrancy), [multikey] (AcquireAll,
-// several keys), [shared] (Shared, readers and writers), [permits]
-// (Permits, a semaphore), [late-writes] (rollbacks, tombstones),
+// [fencing], [election] (leaders and their terms), [owners] (WithOwner,
+// reentrancy), [multikey] (AcquireAll, several keys), [shared] (Shared,
+// readers and writers), [permits] (Permits, a semaphore), [late-writes]
+// (rollbacks, tombstones),
 // [operations] (clients, ACL, dead nodes, errors), [observability] and
 // [internals] (glossary, files, lock order).
 //
@@ -47,6 +48,7 @@
 // [waiting]: https://github.com/redlock-go/redlock/blob/main/docs/waiting.md
 // [lease]: https://github.com/redlock-go/redlock/blob/main/docs/lease.md
 // [fencing]: https://github.com/redlock-go/redlock/blob/main/docs/fencing.md
+// [election]: https://github.com/redlock-go/redlock/blob/main/docs/election.md
 // [owners]: https://github.com/redlock-go/redlock/blob/main/docs/owners.md
 // [multikey]: https://github.com/redlock-go/redlock/blob/main/docs/multikey.md
 // [shared]: https://github.com/redlock-go/redlock/blob/main/docs/shared.md

@@ -83,6 +83,21 @@ func readmeFencedLease(ctx context.Context, nodes []redis.UniversalClient, db *s
 	})
 }
 
+// readmeElection is the README's "## Leader election" block.
+func readmeElection(ctx context.Context, locks *redlock.Client, host string, schedule func(ctx context.Context, term uint64) error) error {
+	election, err := locks.Election("scheduler:leader", 10*time.Second)
+	if err != nil {
+		return err
+	}
+	// Campaigns, runs the function while this process leads, and
+	// campaigns again when the leadership is lost, until ctx ends.
+	return election.Run(ctx, host, func(ctx context.Context, leader *redlock.Leadership) error {
+		// ctx ends before the leadership's validity does (cause ErrLockLost):
+		// stop then. Writes carry the term; storage refuses lower terms.
+		return schedule(ctx, leader.Term())
+	})
+}
+
 // readmeLeaseDo and readmeLeaseKeepAlive are the blocks of docs/lease.md.
 func readmeLeaseDo(ctx context.Context, locks *redlock.Client, buildReport func(context.Context) error) {
 	err := locks.Do(ctx, "reports:daily", 10*time.Second, func(ctx context.Context, _ *redlock.Lock) error {

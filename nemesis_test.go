@@ -699,6 +699,7 @@ var nemMinRates = []nemRate{
 	{"fenced locks", 0.2, ""},          // 53 to 169
 	{"fenced writes", 1.5, ""},         // 315 to 1,476
 	{"stale writes refused", 0.05, ""}, // 1 to 20
+	{"leaderships", 0.05, ""},          // Campaigns that returned, a tenth of the rounds'
 	{"faults", 0.5, ""},                // 70 to 125
 	// Shared Locks. A shared Do that returned nil is too rare to
 	// require.
@@ -788,6 +789,9 @@ func (run *nemRun) activity(r *history.Record, v *history.Verdict) map[string]in
 			}
 			if l.Fenced && !l.Shared {
 				a["fenced locks"]++ // a shared one has no fence
+			}
+			if l.Election {
+				a["leaderships"]++
 			}
 		}
 	}

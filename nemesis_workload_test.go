@@ -148,6 +148,7 @@ func (rec *nemRecorder) add(m nemMsg) {
 //   - lease: a look at a KeepAlive context;
 //   - wait, waited: a call that may wait for a key started (m.Wait, with
 //     its id in m.N), returned at m.At, with a Lock if m.Text is "got";
+//   - elected: lock m.ID is a leadership (Election.Campaign);
 //   - call: a call m.Name ended with outcome m.Text;
 //   - event: a line of the timeline; wrong: what the library got wrong.
 func (rec *nemRecorder) apply(m nemMsg) {
@@ -170,6 +171,8 @@ func (rec *nemRecorder) apply(m nemMsg) {
 		if m.TTL > 0 {
 			l.TTLs = append(l.TTLs, m.TTL)
 		}
+	case "elected":
+		l.Election = true
 	case "proof":
 		l.Proofs = append(l.Proofs, m.Proof)
 	case "cap":
@@ -329,7 +332,7 @@ var nemOpKinds = []struct {
 	name  string
 	calls []string
 }{
-	{"acquire", []string{"acquire", "try-acquire", "acquire-waiter"}}, // exclusive, of one key
+	{"acquire", []string{"acquire", "try-acquire", "acquire-waiter", "campaign"}}, // exclusive, of one key; a campaign is one
 	{"all", []string{"acquire-all", "try-acquire-all"}},
 	{"shared", []string{"acquire-shared", "try-acquire-shared", "acquire-shared-waiter"}},
 	{"permits", []string{"acquire-permit", "try-acquire-permit"}},
@@ -471,6 +474,13 @@ func (rec *nemRecorder) look(nl *history.Lock, l *redlock.Lock, kctx context.Con
 	defer rec.mu.Unlock()
 	rec.send(nemMsg{Op: "lease", Lease: &history.LeaseObs{LockID: nl.ID, Key: nl.Key, At: at, Live: live, Before: before, After: after}})
 	return live
+}
+
+// elected marks nl a leadership (history.Lock.Election).
+func (rec *nemRecorder) elected(nl *history.Lock) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.send(nemMsg{Op: "elected", ID: nl.ID})
 }
 
 // do records a Do call whose function ran. gotShared is what its Lock's
@@ -618,6 +628,8 @@ func (wl *nemWorkload) worker(i, w int, stop <-chan struct{}) {
 			wl.keepAliveRun(r, slot, c, name, key, ttl, 0)
 		case stalled:
 			wl.pausedRun(r, name, key, ttl)
+		case p >= 90:
+			wl.electRun(r, c, name, key, ttl)
 		default:
 			wl.plainRun(r, slot, c, name, key, ttl, 0)
 		}
@@ -947,6 +959,57 @@ func (wl *nemWorkload) keepAliveRun(r *rand.Rand, slot *nemSlot, c *redlock.Clie
 	cancel()
 	wl.rec.event(nemNow(), nl.AllKeys(), "keep-alive of lock #%d ends: %v", nl.ID, context.Cause(kctx))
 	wl.release(l, nl)
+}
+
+// electRun campaigns for key's leadership with a random deadline (some
+// end the campaign mid-round), then leads as keepAliveRun holds: it looks
+// at the leadership's context and writes to the fenced store with its term
+// while the context is live, for up to three TTLs, and resigns. Leaderships
+// are fenced whatever the Client's fencing, and compete with every other
+// Lock of the key: the exclusion, fencing and lease rules judge them as
+// Locks, and the terms rule their terms' order.
+func (wl *nemWorkload) electRun(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration) {
+	el, err := c.Election(key, ttl)
+	if err != nil {
+		wl.rec.mu.Lock()
+		wl.rec.wrong("Election(%q, %v) of %s: %v", key, ttl, name, err)
+		wl.rec.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, 2*time.Second))
+	defer cancel()
+	wid := wl.rec.waiting([]string{key}, false, ttl)
+	start := nemNow()
+	ld, err := el.Campaign(ctx, name)
+	end := nemNow()
+	wl.rec.waited(wid, err == nil)
+	wl.rec.op("campaign", err)
+	if err != nil {
+		wl.rec.event(end, []string{key}, "%s campaign(ttl %v) from %s: %v", name, ttl, start.Format("15:04:05.000000"), err)
+		return
+	}
+	l := redlock.LeadershipLock(ld)
+	nl := wl.rec.acquired(l, name, "", true, false, 0, ttl, history.Span{Start: start, End: end})
+	wl.rec.elected(nl)
+	if ld.Term() != l.Fence() || ld.Value() != name {
+		wl.rec.mu.Lock()
+		wl.rec.wrong("leadership #%d of %s: Term() %d (fence %d), Value() %q", nl.ID, name, ld.Term(), l.Fence(), ld.Value())
+		wl.rec.mu.Unlock()
+	}
+	wl.rec.event(end, []string{key}, "%s campaign(ttl %v) from %s: lock #%d (token %s, term %d, until %s)", name, ttl,
+		start.Format("15:04:05.000000"), nl.ID, l.Token(), ld.Term(), stamp(ld.Until()).Format("15:04:05.000000"))
+	work := logDur(r, 5*time.Millisecond, 3*ttl)
+	began := time.Now()
+	for time.Since(began) < work {
+		if !wl.rec.look(nl, l, ld.Context()) {
+			break
+		}
+		wl.rec.prove(nl, l)
+		time.Sleep(randDur(r, 2*time.Millisecond, 30*time.Millisecond)) // the write's work, as in plainRun
+		wl.write(nl)
+	}
+	wl.rec.event(nemNow(), []string{key}, "leadership #%d ends: %v", nl.ID, context.Cause(ld.Context()))
+	wl.release(l, nl) // Resign is the Lock's Release
 }
 
 // doRun runs Do (with permits, on one of the n permits of key; otherwise

@@ -63,7 +63,10 @@ type Lock struct {
 	// then has a fence and writes to the fenced store.
 	Fenced bool
 	Fence  uint64 // 0 without fencing, and for a shared Lock or a permit
-	Do     bool   // a Do call: Proofs are the moments its context was live
+	// Election: a leadership (Election.Campaign), always fenced: its
+	// Fence is its term (checkTerms).
+	Election bool
+	Do       bool // a Do call: Proofs are the moments its context was live
 	// Token is Lock.Token(), what its values on the nodes start with; ""
 	// when not recorded (a Do call). TTLs are the TTLs it asked for, its
 	// acquire's and each Extend's, in order: what its values lived on the
@@ -265,6 +268,7 @@ func Check(r *Record) *Verdict {
 	checkStarved(v, r)
 	checkLate(v, r)
 	checkMetadata(v, r)
+	checkTerms(v, r)
 	for _, k := range r.Leftovers {
 		v.add("leftovers", k.Key, time.Time{}, "%s", k)
 	}

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -125,6 +126,43 @@ func checkMetadata(v *Verdict, r *Record) {
 		}
 		if md := script.Metadata(valuePrefix(s.Value)); md != l.Metadata {
 			v.add("metadata", s.Key, s.At, "%s: lock #%d (%s) stored metadata %q, the node's value carries %q", s, l.ID, l.Client, l.Metadata, md)
+		}
+	}
+}
+
+// checkTerms: a leadership's term is higher than that of every leadership
+// of its key that was elected (its Campaign returned) before its own
+// Campaign began, and is not 0. Terms are fences, which docs/fencing.md
+// argues increase from holder to holder: this is that argument's claim for
+// the order of election, which a store that refuses lower terms relies on.
+func checkTerms(v *Verdict, r *Record) {
+	byKey := make(map[string][]*Lock)
+	for _, l := range r.Locks {
+		if !l.Election || len(l.Acquires) == 0 {
+			continue
+		}
+		if l.Fence == 0 {
+			v.add("terms", l.Key, l.Acquires[0].End, "%q: %s was elected without a term", l.Key, l.Describe())
+			continue
+		}
+		byKey[l.Key] = append(byKey[l.Key], l)
+	}
+	for key, ls := range byKey {
+		slices.SortFunc(ls, func(a, b *Lock) int { return a.Acquires[0].End.Compare(b.Acquires[0].End) })
+		// top is, of the leaderships elected so far (in the order of
+		// their election), the one with the highest term.
+		var top *Lock
+		j := 0
+		for _, l := range ls {
+			for ; j < len(ls) && ls[j].Acquires[0].End.Before(l.Acquires[0].Start); j++ {
+				if top == nil || ls[j].Fence > top.Fence {
+					top = ls[j]
+				}
+			}
+			if top != nil && l.Fence <= top.Fence {
+				v.add("terms", key, l.Acquires[0].End, "%q: %s, elected from %s, has a term no higher than that of %s, elected at %s",
+					key, l.Describe(), l.Acquires[0].Start.Format("15:04:05.000000"), top.Describe(), top.Acquires[0].End.Format("15:04:05.000000"))
+			}
 		}
 	}
 }

@@ -145,3 +145,33 @@ func TestCheckMetadata(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckTerms: hand-made histories of one key's leaderships. A term no
+// higher than an earlier leader's is found; one of a campaign that ran
+// beside the earlier one's is not judged.
+func TestCheckTerms(t *testing.T) {
+	lead := func(id int, from, to int, term uint64) *Lock {
+		return &Lock{ID: id, Client: "w", Key: "k", Election: true, Fenced: true, Fence: term, Acquires: []Span{{at(from), at(to)}}}
+	}
+	tests := []struct {
+		name  string
+		locks []*Lock
+		found int
+	}{
+		{"increasing", []*Lock{lead(1, 0, 10, 5), lead(2, 20, 30, 7), lead(3, 40, 50, 9)}, 0},
+		{"a lower term after", []*Lock{lead(1, 0, 10, 5), lead(2, 20, 30, 4)}, 1},
+		{"an equal term after", []*Lock{lead(1, 0, 10, 5), lead(2, 20, 30, 5)}, 1},
+		{"lower than an earlier one's, not the last's", []*Lock{lead(1, 0, 10, 9), lead(2, 20, 30, 12), lead(3, 40, 50, 10)}, 1},
+		{"campaigns at once", []*Lock{lead(1, 0, 30, 5), lead(2, 20, 40, 4)}, 0},
+		{"no term", []*Lock{lead(1, 0, 10, 0)}, 1},
+		{"other keys apart", []*Lock{lead(1, 0, 10, 5), {ID: 2, Client: "w", Key: "j", Election: true, Fence: 3, Acquires: []Span{{at(20), at(30)}}}}, 0},
+		{"not leaderships", []*Lock{{ID: 1, Key: "k", Fence: 5, Acquires: []Span{{at(0), at(10)}}}, {ID: 2, Key: "k", Fence: 4, Acquires: []Span{{at(20), at(30)}}}}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var verdict Verdict
+			checkTerms(&verdict, &Record{Locks: tc.locks})
+			assert.Equal(t, tc.found, verdict.Count("terms"), "%v", verdict.Found)
+		})
+	}
+}
