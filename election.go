@@ -5,7 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/leadership"
 )
+
+func init() {
+	leadership.Lock = func(ld any) any { return ld.(*Leadership).l }
+}
 
 // Election is a campaign for the leadership of one key through a Client:
 // at most one leader at a time within the Redlock assumptions, each with a

@@ -235,6 +235,13 @@ func (rec *Recorder) acquired(l *redlock.Lock, worker, owner string, fenced, sha
 	return nl
 }
 
+// elected marks nl a leadership (history.Lock.Election).
+func (rec *Recorder) elected(nl *history.Lock) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	nl.Election = true
+}
+
 // prove records the validity l claims now; a permit must still hold the
 // slot it was judged in.
 func (rec *Recorder) prove(nl *history.Lock, l *redlock.Lock) {
@@ -348,7 +355,7 @@ var opKinds = []struct {
 	name  string
 	calls []string
 }{
-	{"acquire", []string{"acquire", "try-acquire"}},
+	{"acquire", []string{"acquire", "try-acquire", "campaign"}}, // a campaign is an exclusive acquire
 	{"all", []string{"acquire-all", "try-acquire-all"}},
 	{"shared", []string{"acquire-shared", "try-acquire-shared"}},
 	{"permits", []string{"acquire-permit", "try-acquire-permit"}},

@@ -35,7 +35,7 @@ type Config struct {
 	// default, 3 retries).
 	MaxRetries int
 	// The workload's mix (Workload).
-	Owners, Shared, Permits, Multi, Stalled, Long bool
+	Owners, Shared, Permits, Multi, Stalled, Long, Elections bool
 	// ReplaceEvery: about this often a slot's Client is closed and a new
 	// one takes its place (0: never).
 	ReplaceEvery time.Duration
@@ -82,7 +82,7 @@ func Run(cfg Config) *Result {
 		keys[i] = fmt.Sprintf("sim:k%d", i)
 	}
 	wl := &Workload{Seed: cfg.Seed, Keys: keys, Owners: cfg.Owners, Shared: cfg.Shared, Permits: cfg.Permits,
-		Multi: cfg.Multi, Stalled: cfg.Stalled, Long: cfg.Long, Think: cfg.Think, Rec: rec, Store: store, Trace: trace, Closed: w.Closed}
+		Multi: cfg.Multi, Stalled: cfg.Stalled, Long: cfg.Long, Elections: cfg.Elections, Think: cfg.Think, Rec: rec, Store: store, Trace: trace, Closed: w.Closed}
 	if cfg.Permits {
 		wl.Sems = []Sem{{"sim:sem0", 2}, {"sim:sem1", 3}}
 	}

@@ -63,7 +63,7 @@ func Guarded(seed uint64, dur time.Duration) Config {
 		Faults: []string{FaultDelay, FaultBlackhole, FaultPartition, FaultDrop, FaultHoldReset, FaultHoldReset, FaultHoldReset,
 			FaultStop, FaultCrash, FaultRestartEmpty, FaultFlush, FaultClock},
 		FaultEvery: 500 * time.Millisecond, Think: 200 * time.Millisecond,
-		Owners: true, Shared: true, Permits: true, Multi: true, Stalled: true, Long: true,
+		Owners: true, Shared: true, Permits: true, Multi: true, Stalled: true, Long: true, Elections: true,
 		ReplaceEvery: 90 * time.Second, ResidueBound: 2 * time.Second,
 	}
 }

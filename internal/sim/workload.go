@@ -12,6 +12,7 @@ import (
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/history"
+	"github.com/redlock-go/redlock/internal/leadership"
 )
 
 // The workload is the nemesis's (the root package's
@@ -55,11 +56,14 @@ type Workload struct {
 	Multi   bool
 	Stalled bool // the stalled-holder round (a holder sleeping past its validity, then writing)
 	Long    bool // one Lock in LongEvery with a long TTL
-	Think   time.Duration
-	Slots   []*Slot
-	Rec     *Recorder
-	Store   *Store
-	Trace   *Trace
+	// Elections: a tenth of the rounds campaign for a key's leadership
+	// (electRun).
+	Elections bool
+	Think     time.Duration
+	Slots     []*Slot
+	Rec       *Recorder
+	Store     *Store
+	Trace     *Trace
 	// Closed reports whether a Client was closed (its go-redis clients
 	// with it): a Lock of it whose Release ends after that may have left
 	// its values on the nodes, to expire with their TTL.
@@ -106,6 +110,8 @@ func (wl *Workload) Run(w int, stop <-chan struct{}) {
 			wl.keepAliveRun(r, slot, c, name, key, ttl, 0)
 		case stalled:
 			wl.pausedRun(r, name, key, min(ttl, ShortTTL))
+		case wl.Elections && p >= 90:
+			wl.electRun(r, c, name, key, ttl)
 		default:
 			wl.plainRun(r, slot, c, name, key, ttl, 0)
 		}
@@ -417,6 +423,53 @@ func (wl *Workload) keepAliveRun(r *rand.Rand, slot *Slot, c *redlock.Client, na
 	cancel()
 	wl.Trace.AddKeys("op", -1, nl.AllKeys(), "keep-alive of lock #%d ends: %v", nl.ID, context.Cause(kctx))
 	wl.release(c, l, nl)
+}
+
+// electRun campaigns for key's leadership with a random deadline, leads
+// as keepAliveRun holds (looking at the leadership's context, writing to
+// the fenced store with its term while it is live), and resigns. The
+// checker judges a leadership as the fenced Lock it is, and by the terms
+// rule (history.Lock.Election).
+func (wl *Workload) electRun(r *rand.Rand, c *redlock.Client, name, key string, ttl time.Duration) {
+	el, err := c.Election(key, ttl)
+	if err != nil {
+		wl.Rec.wrong("Election(%q, %v) of %s: %v", key, ttl, name, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, 2*time.Second))
+	defer cancel()
+	start := wl.Rec.Now()
+	wl.Rec.acquireStart([]string{key})
+	ld, err := el.Campaign(ctx, name)
+	end := wl.Rec.Now()
+	wl.Rec.op("campaign", err)
+	if err != nil {
+		wl.Rec.acquireEnd([]string{key})
+		wl.Trace.AddKeys("op", -1, []string{key}, "%s campaign(ttl %v) from %s: %v", name, ttl, Since(wl.Trace.start, start), err)
+		return
+	}
+	l := leadership.Lock(ld).(*redlock.Lock)
+	nl := wl.Rec.acquired(l, name, "", true, false, 0, ttl, history.Span{Start: start, End: end})
+	wl.Rec.elected(nl)
+	wl.Rec.setProc(nl.ID, c)
+	wl.Rec.acquireEnd([]string{key})
+	if ld.Term() != l.Fence() || ld.Value() != name {
+		wl.Rec.wrong("leadership #%d of %s: Term() %d (fence %d), Value() %q", nl.ID, name, ld.Term(), l.Fence(), ld.Value())
+	}
+	wl.Trace.AddKeys("op", -1, []string{key}, "%s campaign(ttl %v) from %s: lock #%d (token %s, term %d, until %s)", name, ttl,
+		Since(wl.Trace.start, start), nl.ID, l.Token(), ld.Term(), Since(wl.Trace.start, ld.Until()))
+	work := logDur(r, 5*time.Millisecond, 3*ttl)
+	began := time.Now()
+	for time.Since(began) < wl.work(work) {
+		if !wl.Rec.look(nl, l, ld.Context()) {
+			break
+		}
+		wl.Rec.prove(nl, l)
+		time.Sleep(randDur(r, 2*time.Millisecond, 30*time.Millisecond))
+		wl.write(nl)
+	}
+	wl.Trace.AddKeys("op", -1, []string{key}, "leadership #%d ends: %v", nl.ID, context.Cause(ld.Context()))
+	wl.release(c, l, nl) // Resign is the Lock's Release
 }
 
 // doRun runs Do (on a permit, shared, or DoAll) with work that sometimes
