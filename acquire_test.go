@@ -339,7 +339,7 @@ func TestReservedKeys(t *testing.T) {
 	plain, guarded := e.client(), e.client(redlock.WithRestartGuard(time.Second))
 	ctx := t.Context()
 	for _, c := range []*redlock.Client{plain, guarded} {
-		for _, key := range []string{"redlock:boot", "{orders}:redlock:fence", "orders:redlock:fence:abcd"} {
+		for _, key := range []string{"redlock:boot", "{orders}:redlock:fence", "orders:redlock:fence:abcd", "{orders}:redlock:leaders"} {
 			_, err := c.TryAcquire(ctx, key, time.Second)
 			require.ErrorIs(t, err, redlock.ErrInvalidArgument, key)
 		}

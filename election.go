@@ -1,12 +1,20 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/engine"
 	"github.com/redlock-go/redlock/internal/leadership"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 func init() {
@@ -61,7 +69,15 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 	for failed := 1; ; failed++ {
 		l, err := e.c.Acquire(ctx, e.key, e.ttl, opts...)
 		if err == nil {
-			return &Leadership{l: l, ctx: l.KeepAlive(context.Background())}, nil
+			ld := &Leadership{l: l, ctx: l.KeepAlive(context.Background())}
+			// Elected: record the term for observers, once more if no node
+			// did. A leadership that no record holds still leads; observers
+			// do not see it.
+			if !e.settle(ctx, ld) && ld.ctx.Err() == nil {
+				e.settle(ctx, ld)
+			}
+			e.keepSettled(ld)
+			return ld, nil
 		}
 		if ctx == nil || ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidArgument) {
 			return nil, err
@@ -149,3 +165,206 @@ func (ld *Leadership) Until() time.Time { return ld.l.Until() }
 // is released on the nodes, so that the next campaigner is woken at once.
 // It runs even when ctx has ended, within the Client's cleanup timeout.
 func (ld *Leadership) Resign(ctx context.Context) error { return ld.l.Release(ctx) }
+
+// Leader is an elected leader as a quorum of nodes holds it.
+type Leader struct {
+	Value string // what it campaigned with
+	Term  uint64 // its term
+	// TTL is how long a quorum still holds it unless it renews, from
+	// when Leader returned: an observer cannot know that it leads beyond.
+	TTL time.Duration
+}
+
+// settle records ld's term in its key's record of elected terms, on the
+// nodes that still hold its value (settle.lua): observers count only the
+// leaders whose term a record holds, which a failed attempt's never is. It
+// runs after the Lock was granted, under the Lock's own lanes, whatever
+// ctx does, and reports whether a node recorded it.
+func (e *Election) settle(ctx context.Context, ld *Leadership) bool {
+	c, l := e.c, ld.l
+	op := engine.Op{Script: settleScript, Read: script.ReadFenceCommit,
+		Keys: [engine.MaxKeys]string{e.key, script.LeadersKey(e.key)}, NKeys: 2,
+		Args: [engine.MaxArgs]any{l.vals.Any().Prefix, strconv.FormatUint(l.Fence(), 10), c.cfg.horizonArg}, NArgs: 3}
+	t, err := c.nodes.SendAndCount(context.WithoutCancel(ctx), l.seq, engine.WriteRound(op, c.cfg.nodeTimeout(e.ttl), e.ttl))
+	return err == nil && t.Confirmed > 0
+}
+
+// keepSettled records ld's term again every half of the record's life (the
+// fence horizon) while it leads, so that a long leadership stays in the
+// record observers read.
+func (e *Election) keepSettled(ld *Leadership) {
+	every := max(e.c.cfg.fenceHorizon/2, e.ttl)
+	t := time.NewTimer(every)
+	go func() {
+		defer t.Stop()
+		for {
+			select {
+			case <-ld.ctx.Done():
+				return
+			case <-t.C:
+			}
+			if e.c.nodes.Life.BeginCall() != nil {
+				return
+			}
+			e.settle(context.Background(), ld)
+			e.c.nodes.Life.EndCall()
+			t.Reset(every)
+		}
+	}()
+}
+
+// Leader reads the current leader: the elected leadership that a quorum
+// of nodes holds, with the Value it campaigned with and its Term. It
+// fails with ErrNoLeader when there is none, and with an error matching
+// ErrUnavailable when too few nodes answered to tell. What it reports was
+// a real leader (its Campaign elected it) at some time while Leader ran;
+// a value that a quorum holds for an attempt that then failed is never
+// reported, nor a minority's. That it still leads when Leader returns,
+// nobody can know: TTL bounds how long it may.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	if ctx == nil {
+		return Leader{}, invalid("election on %q: nil context", showKey(e.key))
+	}
+	c := e.c
+	if err := c.nodes.Life.BeginCall(); err != nil {
+		return Leader{}, fmt.Errorf("%w: %q: %w", ErrNoLeader, showKey(e.key), err)
+	}
+	defer c.nodes.Life.EndCall()
+	start := time.Now()
+	reads, answered := engine.ReadAll(ctx, c.nodes, inspectTimeout, func(ctx context.Context, i int) leaderRead {
+		return e.readNode(ctx, i)
+	})
+	terms := make(map[string]uint64) // the elected terms any node's record holds, by token
+	held := make(map[string][]time.Duration)
+	asked := 0
+	for i, r := range reads {
+		if !answered[i] || r.err != nil || c.nodes.Vote(engine.Reply{Node: i, Status: engine.OK}).Status != engine.OK {
+			continue
+		}
+		asked++
+		for tok, term := range r.terms {
+			terms[tok] = max(terms[tok], term)
+		}
+		if r.token != "" {
+			held[r.token] = append(held[r.token], r.ttl)
+		}
+	}
+	q := c.nodes.Quorum
+	var best Leader
+	found := false
+	for tok, ttls := range held {
+		term, elected := terms[tok]
+		if !elected || len(ttls) < q || found && term <= best.Term {
+			continue
+		}
+		// The quorum's shortest: once it runs out, fewer than a quorum hold.
+		slices.Sort(ttls)
+		best, found = Leader{Value: script.Metadata(tok), Term: term, TTL: max(ttls[len(ttls)-q]-time.Since(start), 0)}, true
+	}
+	switch {
+	case found:
+		return best, nil
+	case asked < q:
+		return Leader{}, fmt.Errorf("%w: %q: %d of %d nodes answered", ErrUnavailable, showKey(e.key), asked, len(reads))
+	}
+	return Leader{}, fmt.Errorf("%w: %q", ErrNoLeader, showKey(e.key))
+}
+
+// leaderRead is one node's answer to the leader script: the exclusive
+// holder's whole token and remaining TTL, if any, and the elected terms
+// its record holds, by token.
+type leaderRead struct {
+	token string
+	ttl   time.Duration
+	terms map[string]uint64
+	err   error
+}
+
+func (e *Election) readNode(ctx context.Context, i int) leaderRead {
+	var r leaderRead
+	op := engine.Op{Script: leaderScript, Keys: [engine.MaxKeys]string{e.key, script.LeadersKey(e.key)}, NKeys: 2}
+	op.Read = func(cmd *redis.Cmd) engine.Reply {
+		v, err := cmd.Slice()
+		if err != nil || len(v) != 3 {
+			return engine.Reply{Err: script.Unexpected(v)}
+		}
+		value, _ := v[0].(string)
+		pttl, _ := v[1].(int64)
+		rec, _ := v[2].(string)
+		if tok, ok := script.HolderToken(value); ok && value != "" && value[0] != '^' && value[0] != '#' && pttl > 0 {
+			r.token, r.ttl = tok, time.Duration(pttl)*time.Millisecond
+		}
+		r.terms = make(map[string]uint64)
+		for _, entry := range strings.Split(rec, ";") {
+			term, tok, ok := strings.Cut(entry, "=")
+			n, err := strconv.ParseUint(term, 10, 64)
+			if ok && err == nil {
+				r.terms[tok] = n
+			}
+		}
+		return engine.Reply{Status: engine.OK}
+	}
+	if rep := e.c.nodes.Call(ctx, i, &op); rep.Status != engine.OK {
+		return leaderRead{err: cmp.Or(rep.Err, ErrNoReply)}
+	}
+	return r
+}
+
+// Observe reports the leaders as Leader reads them, each change once (a
+// new term, or a value), until ctx ends; then it closes the channel. It
+// reads again when a quorum of nodes announce a release of the key (one
+// subscription per node, shared with the Client's waiters), soon after,
+// and every third of the TTL otherwise, for what no announcement tells (an
+// expiry, a new leader). Errors (no leader, nodes that do not answer) are
+// not reported: a reader that must know them calls Leader.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	out := make(chan Leader)
+	if ctx == nil {
+		close(out)
+		return out
+	}
+	go e.observe(ctx, out)
+	return out
+}
+
+func (e *Election) observe(ctx context.Context, out chan<- Leader) {
+	defer close(out)
+	w, _ := e.c.waits.Watch([]string{e.key})
+	defer e.c.waits.Unwatch(w)
+	every := max(e.ttl/3, time.Millisecond)
+	var last Leader
+	soon := time.Duration(0) // after a release: read again soon, for the next leader
+	for {
+		e.c.waits.Forget(w)
+		ld, err := e.Leader(ctx)
+		if err == nil && (ld.Term != last.Term || ld.Value != last.Value) {
+			select {
+			case out <- ld:
+				last = ld
+			case <-ctx.Done():
+				return
+			}
+		}
+		wait := every
+		if soon > 0 {
+			if err == nil && ld.Term != 0 {
+				soon = 0 // found the next leader
+			} else {
+				wait, soon = min(soon, every), soon*2
+			}
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-w.Wake:
+			soon = 10 * time.Millisecond
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-e.c.nodes.Life.Closing:
+			timer.Stop()
+			return
+		}
+		timer.Stop()
+	}
+}

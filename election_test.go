@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/nodetest"
 )
 
 // termStore is a fenced store on a node of its own reach: a write carries
@@ -245,6 +246,8 @@ func TestElectionInvalid(t *testing.T) {
 	key := newKey(t)
 	_, err := c.Election("", time.Second)
 	assert.ErrorIs(t, err, redlock.ErrInvalidArgument)
+	_, err = c.Election("{k}:redlock:leaders", time.Second)
+	assert.ErrorIs(t, err, redlock.ErrInvalidArgument, "a record of terms' name")
 	_, err = c.Election(key, -time.Second)
 	assert.ErrorIs(t, err, redlock.ErrInvalidArgument)
 	el, err := c.Election(key, time.Second)
@@ -259,4 +262,144 @@ func TestElectionInvalid(t *testing.T) {
 	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
 	assert.ErrorIs(t, err, context.Canceled)
 	e.requireNoKey(key)
+}
+
+// TestElectionLeaderAndObserve: Leader and Observe report the elected
+// leaders, each with its value and term, and no leader between them; an
+// observer sees the next leader within a second of the release (TTL 10 s:
+// not by its poll).
+func TestElectionLeaderAndObserve(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	key := newKey(t)
+	obs, err := e.client().Election(key, 10*time.Second)
+	require.NoError(t, err)
+	ctx := t.Context()
+	_, err = obs.Leader(ctx)
+	require.ErrorIs(t, err, redlock.ErrNoLeader)
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	seen := obs.Observe(octx)
+
+	a, err := e.client().Election(key, 10*time.Second)
+	require.NoError(t, err)
+	la, err := a.Campaign(ctx, "host-a")
+	require.NoError(t, err)
+	got, err := obs.Leader(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "host-a", got.Value)
+	assert.Equal(t, la.Term(), got.Term)
+	assert.InDelta(t, float64(10*time.Second), float64(got.TTL), float64(2*time.Second))
+	select {
+	case l := <-seen:
+		assert.Equal(t, redlock.Leader{Value: "host-a", Term: la.Term()}, redlock.Leader{Value: l.Value, Term: l.Term})
+	case <-time.After(10 * time.Second):
+		t.Fatal("the observer did not see a")
+	}
+
+	b, err := e.client().Election(key, 10*time.Second)
+	require.NoError(t, err)
+	elected := make(chan *redlock.Leadership, 1)
+	go func() {
+		lb, err := b.Campaign(ctx, "host-b")
+		assert.NoError(t, err)
+		elected <- lb
+	}()
+	time.Sleep(200 * time.Millisecond)
+	resigned := time.Now()
+	require.NoError(t, la.Resign(ctx))
+	lb := <-elected
+	require.NotNil(t, lb)
+	select {
+	case l := <-seen:
+		took := time.Since(resigned)
+		t.Logf("the observer saw b %v after a resigned", took)
+		assert.Equal(t, "host-b", l.Value)
+		assert.Equal(t, lb.Term(), l.Term)
+		assert.Less(t, took, 2*time.Second, "the observer was not woken by the release")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the observer did not see b")
+	}
+	require.NoError(t, lb.Resign(ctx))
+	require.Eventually(t, func() bool {
+		_, err := obs.Leader(ctx)
+		return errors.Is(err, redlock.ErrNoLeader)
+	}, 5*time.Second, 10*time.Millisecond)
+	stop()
+	for range seen { // closed once ctx ends
+	}
+}
+
+// TestElectionLeaderOnlyElected: a value a quorum holds that no election
+// elected (a plain Lock's, as an attempt that wrote a quorum and failed
+// leaves for a moment) is no leader; nor is a leader that only a minority
+// still holds; with one node cut off a leader is still read, with two the
+// read fails as unavailable.
+func TestElectionLeaderOnlyElected(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	key := newKey(t)
+	c := e.client()
+	el, err := c.Election(key, 10*time.Second)
+	require.NoError(t, err)
+	ctx := t.Context()
+
+	plain, err := c.Acquire(ctx, key, 10*time.Second, redlock.WithMetadata("not-elected"))
+	require.NoError(t, err)
+	_, err = el.Leader(ctx)
+	require.ErrorIs(t, err, redlock.ErrNoLeader, "a value no election elected was reported")
+	require.NoError(t, plain.Release(ctx))
+
+	ld, err := el.Campaign(ctx, "leader")
+	require.NoError(t, err)
+	e.proxies[2].SetBlackhole(true)
+	got, err := el.Leader(ctx)
+	require.NoError(t, err, "one node cut off")
+	assert.Equal(t, ld.Term(), got.Term)
+	e.proxies[1].SetBlackhole(true)
+	_, err = el.Leader(ctx)
+	require.ErrorIs(t, err, redlock.ErrUnavailable, "two nodes cut off")
+	assert.NotErrorIs(t, err, redlock.ErrNoLeader)
+	e.resetFaults()
+
+	for _, i := range []int{0, 1} { // a majority lost the key: a minority's value
+		require.NoError(t, e.direct[i].Del(ctx, key).Err())
+	}
+	_, err = el.Leader(ctx)
+	require.ErrorIs(t, err, redlock.ErrNoLeader, "a minority's value was reported")
+	_ = ld.Resign(ctx)
+}
+
+// TestSettleScript: the record of elected terms, on one node. A settle
+// records only while the node holds the Lock's value (a late copy after
+// the release, or under another Lock, records nothing), keeps the four
+// highest terms, highest first, and lives for the life it is given.
+func TestSettleScript(t *testing.T) {
+	e := newEnv(t, 1, fastClients)
+	rc := e.direct[0]
+	ctx := t.Context()
+	settle := redis.NewScript(nodetest.ScriptSource(t, "settle.lua"))
+	key := newKey(t)
+	rec := key + ":record"
+	run := func(prefix string, term uint64) int64 {
+		n, err := settle.Run(ctx, rc, []string{key, rec}, prefix, term, 60000).Int64()
+		require.NoError(t, err)
+		return n
+	}
+	assert.Equal(t, int64(0), run("AAA.", 5), "no value: nothing recorded")
+	require.NoError(t, rc.Set(ctx, key, "BBB.3", time.Minute).Err())
+	assert.Equal(t, int64(0), run("AAA.", 5), "another Lock's value")
+	assert.Equal(t, int64(0), rc.Exists(ctx, rec).Val())
+	require.NoError(t, rc.Set(ctx, key, "AAA.7", time.Minute).Err())
+	assert.Equal(t, int64(1), run("AAA.", 5))
+	assert.Equal(t, int64(1), run("AAA.", 5), "a duplicate")
+	assert.Equal(t, "5=AAA", rc.Get(ctx, rec).Val())
+	for i, tok := range []string{"CCC", "DDD", "EEE", "FFF"} {
+		require.NoError(t, rc.Set(ctx, key, tok+".1", time.Minute).Err())
+		run(tok+".", uint64(10+i))
+	}
+	assert.Equal(t, "13=FFF;12=EEE;11=DDD;10=CCC", rc.Get(ctx, rec).Val(), "the four highest terms")
+	require.NoError(t, rc.Set(ctx, key, "GGG.1", time.Minute).Err())
+	run("GGG.", 2) // a late copy of an old term's settle
+	assert.Equal(t, "13=FFF;12=EEE;11=DDD;10=CCC", rc.Get(ctx, rec).Val())
+	pttl := rc.PTTL(ctx, rec).Val()
+	assert.True(t, pttl > 50*time.Second && pttl <= time.Minute, "pttl %v", pttl)
 }

@@ -66,6 +66,10 @@ var (
 	// ErrReleased is the cause of a KeepAlive context that ended because
 	// Release was called on its lock.
 	ErrReleased = errors.New("redlock: lock released")
+	// ErrNoLeader means Election.Leader found no elected leader that a
+	// quorum of nodes holds: none leads, or one is being elected, or the
+	// one that led has just lost its leadership.
+	ErrNoLeader = errors.New("redlock: no leader")
 
 	// The per-node causes, found in NodeError.Err.
 

@@ -77,6 +77,10 @@ var (
 	restartGuardSrc string
 	//go:embed scripts/handover.lua
 	handoverSrc string
+	//go:embed scripts/settle.lua
+	settleSrc string
+	//go:embed scripts/leader.lua
+	leaderSrc string
 	//go:embed scripts/inspect.lua
 	inspectSrc string
 	//go:embed scripts/shared.lua
@@ -126,6 +130,8 @@ var (
 	fenceCommitScript   = def("commit", "", counterSrc, fenceCommitSrc)
 	handoverScript      = def("handover", "", takeFair, handoverSrc)
 	inspectScript       = def("inspect", "", inspectSrc)
+	settleScript        = def("settle", "", settleSrc) // an elected leadership's term (election.go)
+	leaderScript        = def("leader", "", leaderSrc) // an observer's read (election.go)
 	announceScript      = def("announce", "", libSrc, waitSrc, announceSrc) // a waiting Lock (announce.go)
 
 	// Several keys, all or none (multikey.go).
@@ -241,6 +247,8 @@ func reservedKey(key string) string {
 		return "a waiting room's name"
 	case strings.Contains(key, sideSuffix):
 		return "a side tombstone's name"
+	case strings.Contains(key, script.LeadersSuffix):
+		return "an election's record of terms"
 	}
 	return ""
 }

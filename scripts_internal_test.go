@@ -34,6 +34,8 @@ const (
 	lockB   = "X~B." // another Lock of the same owner
 	lockY   = "Y."   // a Lock of nobody's owner
 	fenceOf = ":fence"
+	// leadersOf names the record of elected terms beside the test's key.
+	leadersOf = ":leaders"
 )
 
 func newScriptNode(t *testing.T) *scriptNode {
@@ -115,6 +117,15 @@ func (n *scriptNode) restore(p string, gen int, ttlMs int) int64 {
 // leaving what refuses p's writes up to generation tomb for 2 s.
 func (n *scriptNode) release(p string, limit, tomb int) int64 {
 	return n.code(releaseScript, []string{n.key}, p, limit, tomb, 2000)
+}
+
+func (n *scriptNode) settle(p string, term int) int64 {
+	return n.code(settleScript, []string{n.key, n.key + leadersOf}, p, term, 60_000)
+}
+
+// record is the node's record of elected terms for the key (settle.lua).
+func (n *scriptNode) record() string {
+	return n.rc.Get(context.Background(), n.key+leadersOf).Val()
 }
 
 func (n *scriptNode) commit(p string, fence int) int64 {
@@ -546,6 +557,23 @@ func init() {
 		if s.name != "guard marker" {
 			lateCases = append(lateCases, lateCase{"restart_guard", s.name, notMarker})
 		}
+	}
+	// settle records the Lock's term only where the node holds its
+	// value: a late copy of it records nothing once the Lock's value is
+	// gone, or under another Lock.
+	for _, s := range lateStates {
+		holds := s.name == "chain head" || s.name == "carries"
+		lateCases = append(lateCases, lateCase{"settle", s.name, func(t *testing.T, n *scriptNode) {
+			before := n.get()
+			if !holds {
+				assert.EqualValues(t, 0, n.settle(lockA, 10))
+				assert.Empty(t, n.record(), "recorded without the Lock's value")
+			} else {
+				assert.EqualValues(t, 1, n.settle(lockA, 10))
+				assert.Equal(t, "10="+strings.TrimSuffix(lockA, "."), n.record())
+			}
+			assert.Equal(t, before, n.get(), "the key is left as it was")
+		}})
 	}
 	lateCases = append(lateCases, lateCase{"restart_guard", "guard marker", func(t *testing.T, n *scriptNode) {
 		assert.EqualValues(t, 3, n.guarded(), "another run's marker: the node is new from now")

@@ -265,6 +265,15 @@ func exerciseEveryFeature(t *testing.T, fresh func() []redis.UniversalClient) {
 	require.NoError(t, kctx.Err())
 	require.NoError(t, kept.Release(ctx))
 	require.NoError(t, c1.Do(ctx, "lock:do", time.Minute, func(context.Context, *redlock.Lock) error { return nil }))
+	// An election: its settle and leader scripts, and the record's key.
+	el, err := c1.Election("lock:leader", time.Minute)
+	require.NoError(t, err)
+	ld, err := el.Campaign(ctx, "host-a")
+	require.NoError(t, err)
+	leader, err := el.Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ld.Term(), leader.Term)
+	require.NoError(t, ld.Resign(ctx))
 
 	// A shared Lock and a permit, each acquired, extended, inspected and
 	// released.

@@ -71,6 +71,8 @@ var scriptParts = map[string][]string{
 	"release_all.lua":        {"lib.lua", "release.lua"},
 	"handover.lua":           {"lib.lua", "take.lua", "wait.lua", "take_fair.lua"},
 	"inspect.lua":            nil,
+	"settle.lua":             nil,
+	"leader.lua":             nil,
 	"announce.lua":           {"lib.lua", "wait.lua"},
 	"acquire_shared.lua":     {"lib.lua", "shared.lua", "wait.lua"},
 	"extend_shared.lua":      {"lib.lua", "shared.lua"},

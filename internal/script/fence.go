@@ -24,21 +24,36 @@ func FenceAbove(readings ...int64) uint64 {
 // tag. A key with a '}' but no valid tag is hashed whole and cannot be a tag:
 // its counter gets a short suffix chosen to land in the same slot. A Lock
 // computes it once.
-func CounterKey(key string) string {
-	if open := strings.IndexByte(key, '{'); open >= 0 {
-		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
-			return key + FenceSuffix
-		}
-	}
-	if strings.IndexByte(key, '}') < 0 {
-		return "{" + key + "}" + FenceSuffix
-	}
-	return slotSuffix(key, key+FenceSuffix+":")
-}
+func CounterKey(key string) string { return beside(key, FenceSuffix) }
 
 // FenceSuffix is in every fencing counter's name, and in no lock's key
 // (reservedKey).
 const FenceSuffix = ":redlock:fence"
+
+// LeadersKey names an election key's record of elected terms (settle.lua),
+// in key's slot as CounterKey's counter is.
+func LeadersKey(key string) string { return beside(key, LeadersSuffix) }
+
+// LeadersSuffix is in every record of elected terms' name, and in no lock's
+// key (reservedKey).
+const LeadersSuffix = ":redlock:leaders"
+
+// beside names a key in key's Redis Cluster slot with suffix, for a script
+// that touches both: appending to a key that has a hash tag keeps the tag,
+// a key without one becomes the tag, and a key with a '}' but no valid tag,
+// which is hashed whole, gets a short suffix more chosen to land in its
+// slot.
+func beside(key, suffix string) string {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			return key + suffix
+		}
+	}
+	if strings.IndexByte(key, '}') < 0 {
+		return "{" + key + "}" + suffix
+	}
+	return slotSuffix(key, key+suffix+":")
+}
 
 // slotSuffix returns prefix plus four characters from [0-9a-z] such that the
 // whole hashes to key's slot, key having no valid hash tag (nor can the

@@ -151,6 +151,9 @@ func TestFenceKeySameSlot(t *testing.T) {
 		"ünïcödé", strings.Repeat("k", 1000), "{}", "{}{a}", "a}b", "}", "a}{b", "}{}{",
 	}
 	for _, k := range keys {
+		if lk := LeadersKey(k); slot(lk) != slot(k) || lk == k || lk == CounterKey(k) {
+			t.Errorf("LeadersKey(%q) = %q: slot %d, key's slot %d", k, lk, slot(lk), slot(k))
+		}
 		fk := CounterKey(k)
 		if fk == k {
 			t.Errorf("fenceKeyFor(%q) is the key itself", k)

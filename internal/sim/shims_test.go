@@ -241,7 +241,7 @@ func TestShimExpiry(t *testing.T) {
 // TestShimLibrary runs one sequence of the library's calls, touching every
 // script it has (acquire, its fast path, fenced, all, shared, permits,
 // extend, restore, release, handover aside, inspect, an owner's take over,
-// the restart guard), on three redis-servers and on three simulated nodes,
+// an election's settle and leader reads, the restart guard), on three redis-servers and on three simulated nodes,
 // and compares each call's outcome and what each node holds after it, with
 // tokens, hashes and clock readings named by their first appearance and
 // TTLs in whole seconds.
@@ -458,6 +458,19 @@ func librarySequence(t *testing.T, nodes []redis.UniversalClient, dump func() st
 	step("inspect k1", err, fmt.Sprint(ks.Held))
 	step("release k1", l1.Release(ctx))
 	step("release k1 twice", l1.Release(ctx))
+	el1, err := c1.Election("k7", ttl)
+	require.NoError(t, err)
+	el2, err := c2.Election("k7", ttl)
+	require.NoError(t, err)
+	_, err = el2.Leader(ctx)
+	step("no leader yet", err)
+	ld, err := el1.Campaign(ctx, "host-a")
+	step("campaign", err)
+	got, err := el2.Leader(ctx)
+	step("leader", err, got.Value, fmt.Sprint(got.Term == ld.Term()))
+	step("resign", ld.Resign(ctx))
+	_, err = el2.Leader(ctx)
+	step("no leader after", err)
 	cg := newClient(redlock.WithRestartGuard(time.Second))
 	_, err = cg.TryAcquire(ctx, "k6", ttl)
 	step("guarded, new nodes", err)
