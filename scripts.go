@@ -130,8 +130,8 @@ var (
 	fenceCommitScript   = def("commit", "", counterSrc, fenceCommitSrc)
 	handoverScript      = def("handover", "", takeFair, handoverSrc)
 	inspectScript       = def("inspect", "", inspectSrc)
-	settleScript        = def("settle", "", settleSrc) // an elected leadership's term (election.go)
-	leaderScript        = def("leader", "", leaderSrc) // an observer's read (election.go)
+	settleScript        = def("settle", "", settleSrc)                      // an elected leadership's term (election.go)
+	leaderScript        = def("leader", "", leaderSrc)                      // an observer's read (election.go)
 	announceScript      = def("announce", "", libSrc, waitSrc, announceSrc) // a waiting Lock (announce.go)
 
 	// Several keys, all or none (multikey.go).
