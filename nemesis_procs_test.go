@@ -88,19 +88,20 @@ type nemWorkerConfig struct {
 // nemMsg is one record a worker process streams to TestNemesis, a JSON
 // line; nemRecorder.apply says what each Op means.
 type nemMsg struct {
-	Op    string            `json:"op"`
-	ID    int               `json:"id,omitempty"`
-	N     int               `json:"n,omitempty"`
-	Lock  *history.Lock     `json:"lock,omitempty"`
-	Span  history.Span      `json:"span"`
-	Proof history.Proof     `json:"proof"`
-	Lease *history.LeaseObs `json:"lease,omitempty"`
-	Wait  *history.Wait     `json:"wait,omitempty"`
-	At    time.Time         `json:"at"`
-	Keys  []string          `json:"keys,omitempty"`
-	Name  string            `json:"name,omitempty"`
-	Text  string            `json:"text,omitempty"`
-	TTL   time.Duration     `json:"ttl,omitempty"` // an acquire's or an Extend's (cap's)
+	Op    string               `json:"op"`
+	ID    int                  `json:"id,omitempty"`
+	N     int                  `json:"n,omitempty"`
+	Lock  *history.Lock        `json:"lock,omitempty"`
+	Span  history.Span         `json:"span"`
+	Proof history.Proof        `json:"proof"`
+	Lease *history.LeaseObs    `json:"lease,omitempty"`
+	Wait  *history.Wait        `json:"wait,omitempty"`
+	Obs   *history.Observation `json:"obs,omitempty"`
+	At    time.Time            `json:"at"`
+	Keys  []string             `json:"keys,omitempty"`
+	Name  string               `json:"name,omitempty"`
+	Text  string               `json:"text,omitempty"`
+	TTL   time.Duration        `json:"ttl,omitempty"` // an acquire's or an Extend's (cap's)
 }
 
 // TestNemesisWorkerProcess is a worker process of TestNemesis, which runs

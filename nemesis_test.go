@@ -700,6 +700,7 @@ var nemMinRates = []nemRate{
 	{"fenced writes", 1.5, ""},         // 315 to 1,476
 	{"stale writes refused", 0.05, ""}, // 1 to 20
 	{"leaderships", 0.05, ""},          // Campaigns that returned, a tenth of the rounds'
+	{"observed leaders", 0.02, ""},     // Election.Leader and Observe reports of a leader
 	{"faults", 0.5, ""},                // 70 to 125
 	// Shared Locks. A shared Do that returned nil is too rare to
 	// require.
@@ -767,6 +768,7 @@ func (run *nemRun) activity(r *history.Record, v *history.Verdict) map[string]in
 		"faults":               int(run.faults.Load()),
 		"stopped writer waits": int(run.writerStops.Load()),
 		"long reads":           v.LongReads,
+		"observed leaders":     observedLeaders(r),
 	}
 	for _, l := range r.Locks {
 		switch {
@@ -975,7 +977,7 @@ func (run *nemRun) probePermits(c *redlock.Client, sem nemSem, bound time.Durati
 }
 
 // leftovers lists the lock keys of this run that a node still holds, fence
-// counters and tombstones aside.
+// counters, records of elected terms and tombstones aside.
 func (run *nemRun) leftovers(t *testing.T) []history.NodeKey {
 	t.Helper()
 	var out []history.NodeKey
@@ -985,7 +987,9 @@ func (run *nemRun) leftovers(t *testing.T) []history.NodeKey {
 		keys, err := d.Keys(ctx, prefix+"*").Result()
 		require.NoError(t, err)
 		for _, k := range keys {
-			if strings.Contains(k, ":redlock:fence") || strings.HasSuffix(k, ":warm") {
+			// Fencing counters and records of elected terms outlive
+			// their Locks by design, a fence horizon.
+			if strings.Contains(k, ":redlock:fence") || strings.Contains(k, ":redlock:leaders") || strings.HasSuffix(k, ":warm") {
 				continue
 			}
 			v := nodetest.Get(t, ctx, d, k) // GET expires a key that is due
@@ -1326,4 +1330,15 @@ func commas(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// observedLeaders counts the observers' reports of a leader.
+func observedLeaders(r *history.Record) int {
+	n := 0
+	for _, o := range r.Observations {
+		if !o.None {
+			n++
+		}
+	}
+	return n
 }

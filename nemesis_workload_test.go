@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -95,6 +96,8 @@ type nemRecorder struct {
 	byID   map[int]*history.Lock
 	all    []*history.Lock
 	leases []history.LeaseObs
+	// observations are the observers' reports (Election.Leader, Observe).
+	observations []history.Observation
 	// waits are the calls that may wait for a key, by id: recorded when
 	// they start, so that a call whose process is killed is known.
 	waits   map[int]*history.Wait
@@ -149,6 +152,7 @@ func (rec *nemRecorder) add(m nemMsg) {
 //   - wait, waited: a call that may wait for a key started (m.Wait, with
 //     its id in m.N), returned at m.At, with a Lock if m.Text is "got";
 //   - elected: lock m.ID is a leadership (Election.Campaign);
+//   - observed: an observer's report, m.Obs;
 //   - call: a call m.Name ended with outcome m.Text;
 //   - event: a line of the timeline; wrong: what the library got wrong.
 func (rec *nemRecorder) apply(m nemMsg) {
@@ -173,6 +177,8 @@ func (rec *nemRecorder) apply(m nemMsg) {
 		}
 	case "elected":
 		l.Election = true
+	case "observed":
+		rec.observations = append(rec.observations, *m.Obs)
 	case "proof":
 		l.Proofs = append(l.Proofs, m.Proof)
 	case "cap":
@@ -476,6 +482,13 @@ func (rec *nemRecorder) look(nl *history.Lock, l *redlock.Lock, kctx context.Con
 	return live
 }
 
+// observed records an observer's report.
+func (rec *nemRecorder) observed(o history.Observation) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.send(nemMsg{Op: "observed", Obs: &o})
+}
+
 // elected marks nl a leadership (history.Lock.Election).
 func (rec *nemRecorder) elected(nl *history.Lock) {
 	rec.mu.Lock()
@@ -534,6 +547,11 @@ func (rec *nemRecorder) record(horizon time.Time) *history.Record {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	r := &history.Record{Leases: slices.Clone(rec.leases)}
+	for _, o := range rec.observations {
+		if horizon.IsZero() || o.Span.End.Before(horizon) {
+			r.Observations = append(r.Observations, o)
+		}
+	}
 	// A call still running at the horizon: a reader's is not judged yet,
 	// a writer's waits until then.
 	for _, id := range rec.waitIDs {
@@ -629,7 +647,9 @@ func (wl *nemWorkload) worker(i, w int, stop <-chan struct{}) {
 		case stalled:
 			wl.pausedRun(r, name, key, ttl)
 		case p >= 90:
-			wl.electRun(r, c, name, key, ttl)
+			wl.electRun(r, c, name, wl.electionKey(r), ttl)
+		case p >= 85:
+			wl.observeRun(r, c, wl.electionKey(r), ttl)
 		default:
 			wl.plainRun(r, slot, c, name, key, ttl, 0)
 		}
@@ -982,15 +1002,20 @@ func (wl *nemWorkload) electRun(r *rand.Rand, c *redlock.Client, name, key strin
 	start := nemNow()
 	ld, err := el.Campaign(ctx, name)
 	end := nemNow()
-	wl.rec.waited(wid, err == nil)
-	wl.rec.op("campaign", err)
 	if err != nil {
+		wl.rec.waited(wid, false)
+		wl.rec.op("campaign", err)
 		wl.rec.event(end, []string{key}, "%s campaign(ttl %v) from %s: %v", name, ttl, start.Format("15:04:05.000000"), err)
 		return
 	}
+	// Recorded before the campaign's wait ends: a process killed between
+	// them leaves the wait open, which excuses an observer's report of
+	// its term (history.checkObserved).
 	l := redlock.LeadershipLock(ld)
 	nl := wl.rec.acquired(l, name, "", true, false, 0, ttl, history.Span{Start: start, End: end})
 	wl.rec.elected(nl)
+	wl.rec.waited(wid, true)
+	wl.rec.op("campaign", nil)
 	if ld.Term() != l.Fence() || ld.Value() != name {
 		wl.rec.mu.Lock()
 		wl.rec.wrong("leadership #%d of %s: Term() %d (fence %d), Value() %q", nl.ID, name, ld.Term(), l.Fence(), ld.Value())
@@ -1010,6 +1035,44 @@ func (wl *nemWorkload) electRun(r *rand.Rand, c *redlock.Client, name, key strin
 	}
 	wl.rec.event(nemNow(), []string{key}, "leadership #%d ends: %v", nl.ID, context.Cause(ld.Context()))
 	wl.release(l, nl) // Resign is the Lock's Release
+}
+
+// electionKey is one of the pool's first two keys: campaigns meet, and
+// observers find leaders, as often on a pool of many keys as on a small
+// one. Other Locks take them too.
+func (wl *nemWorkload) electionKey(r *rand.Rand) string { return wl.keys[r.IntN(min(2, len(wl.keys)))] }
+
+// observeRun observes key's leaders: one Election.Leader, then Observe's
+// reports for the rest of a random deadline. Each report is recorded with
+// the window in which its read was made: Leader's call, or for Observe
+// from its start or its previous report (it reads after each send) to
+// this one's arrival (history.checkObserved).
+func (wl *nemWorkload) observeRun(r *rand.Rand, c *redlock.Client, key string, ttl time.Duration) {
+	el, err := c.Election(key, ttl)
+	if err != nil {
+		wl.rec.mu.Lock()
+		wl.rec.wrong("Election(%q, %v): %v", key, ttl, err)
+		wl.rec.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 50*time.Millisecond, time.Second))
+	defer cancel()
+	start := nemNow()
+	ld, err := el.Leader(ctx)
+	end := nemNow()
+	wl.rec.op("leader", err)
+	switch {
+	case err == nil:
+		wl.rec.observed(history.Observation{Key: key, Span: history.Span{Start: start, End: end}, Term: ld.Term, Value: ld.Value})
+	case errors.Is(err, redlock.ErrNoLeader):
+		wl.rec.observed(history.Observation{Key: key, Span: history.Span{Start: start, End: end}, None: true})
+	}
+	from := nemNow()
+	for ld := range el.Observe(ctx) {
+		now := nemNow()
+		wl.rec.observed(history.Observation{Key: key, Span: history.Span{Start: from, End: now}, Term: ld.Term, Value: ld.Value})
+		from = now
+	}
 }
 
 // doRun runs Do (with permits, on one of the n permits of key; otherwise

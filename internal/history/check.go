@@ -182,6 +182,9 @@ type Record struct {
 	// and StarvedBound how long beyond a writer's turn and a live writer's
 	// wait a shared Acquire may be refused (0: not judged).
 	Waits        []Wait
+	// Observations are the Election.Leader calls that reported a leader
+	// or none (checkObserved).
+	Observations []Observation
 	Down         []NodeDown
 	Nodes        int
 	StarvedBound time.Duration
@@ -269,6 +272,7 @@ func Check(r *Record) *Verdict {
 	checkLate(v, r)
 	checkMetadata(v, r)
 	checkTerms(v, r)
+	checkObserved(v, r)
 	for _, k := range r.Leftovers {
 		v.add("leftovers", k.Key, time.Time{}, "%s", k)
 	}

@@ -166,3 +166,90 @@ func checkTerms(v *Verdict, r *Record) {
 		}
 	}
 }
+
+// Observation is one Election.Leader call on Key in Span: the leader it
+// reported (Term, Value), or None when it reported ErrNoLeader.
+type Observation struct {
+	Key   string
+	Span  Span
+	Term  uint64
+	Value string
+	None  bool
+}
+
+// observedSlack is how long after a leadership's last claimed validity
+// (or its Release) a quorum may still hold its value for an observer: the
+// nodes' keys outlive the holder's validity by the drift allowance, 1 %
+// of the TTL and 2 ms (redlock.DefaultDriftFactor), here at most that of
+// the longest TTL, 2 s, with room for a late timer.
+const observedSlack = 50 * time.Millisecond
+
+// checkObserved: a leader an observer reported was a real leader at some
+// time within the observation: a leadership of the key with that term and
+// value, elected (its Campaign begun) before the observation ended, and not
+// ended (its last claimed validity, or its Release, and observedSlack)
+// before the observation began. A term no recorded leadership had is
+// excused only while a campaign of the key, begun before, had its process
+// killed under it (within its TTL of the kill). A report of no leader is
+// not judged: an observer may miss a leader, never invent one.
+func checkObserved(v *Verdict, r *Record) {
+	byTerm := make(map[string]map[uint64]*Lock)
+	for _, l := range r.Locks {
+		if !l.Election || len(l.Acquires) == 0 {
+			continue
+		}
+		if byTerm[l.Key] == nil {
+			byTerm[l.Key] = make(map[uint64]*Lock)
+		}
+		byTerm[l.Key][l.Fence] = l
+	}
+	killed := make(map[string]time.Time)
+	for _, k := range r.Kills {
+		killed[k.Proc] = k.At
+	}
+	// inFlight: a campaign of the key whose process was killed before it
+	// returned (or before its leadership was recorded) may have been
+	// elected, and its value live until its TTL after the kill.
+	inFlight := func(o Observation) bool {
+		for _, w := range r.Waits {
+			if !w.End.IsZero() || w.Shared || !slices.Contains(w.Keys, o.Key) || !w.Start.Before(o.Span.End) {
+				continue
+			}
+			if at, ok := killed[w.Proc]; !ok || o.Span.Start.Before(at.Add(w.TTL+observedSlack+r.Slack)) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, o := range r.Observations {
+		if o.None {
+			continue
+		}
+		l := byTerm[o.Key][o.Term]
+		if l == nil && inFlight(o) {
+			continue
+		}
+		if l == nil {
+			v.add("observers", o.Key, o.Span.End, "%q: an observer reported term %d (value %q) from %s to %s, which no leadership of the key had",
+				o.Key, o.Term, o.Value, o.Span.Start.Format("15:04:05.000000"), o.Span.End.Format("15:04:05.000000"))
+			continue
+		}
+		var end time.Time
+		for _, p := range l.Proofs {
+			end = Latest(end, p.Until)
+		}
+		for _, s := range l.Releases {
+			end = Latest(end, s.End)
+		}
+		switch {
+		case o.Value != l.Metadata:
+			v.add("observers", o.Key, o.Span.End, "%q: an observer reported %s with value %q, which it campaigned with %q", o.Key, l.Describe(), o.Value, l.Metadata)
+		case o.Span.End.Before(l.Acquires[0].Start):
+			v.add("observers", o.Key, o.Span.End, "%q: an observer reported %s from %s to %s, before its campaign began at %s",
+				o.Key, l.Describe(), o.Span.Start.Format("15:04:05.000000"), o.Span.End.Format("15:04:05.000000"), l.Acquires[0].Start.Format("15:04:05.000000"))
+		case !end.IsZero() && o.Span.Start.After(end.Add(observedSlack+r.Slack)):
+			v.add("observers", o.Key, o.Span.End, "%q: an observer reported %s from %s to %s, after its leadership ended at %s",
+				o.Key, l.Describe(), o.Span.Start.Format("15:04:05.000000"), o.Span.End.Format("15:04:05.000000"), end.Format("15:04:05.000000"))
+		}
+	}
+}

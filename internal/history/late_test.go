@@ -175,3 +175,37 @@ func TestCheckTerms(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckObserved: hand-made observations of one leadership, elected in
+// [10, 20] ms, valid until 100 ms. A report of another term, another value,
+// before the campaign, or after the end is found; one of no leader is not
+// judged.
+func TestCheckObserved(t *testing.T) {
+	lead := &Lock{ID: 1, Client: "w", Key: "k", Election: true, Fenced: true, Fence: 7, Metadata: "host-a",
+		Acquires: []Span{{at(10), at(20)}}, Proofs: []Proof{{at(20), at(100)}}}
+	tests := []struct {
+		name  string
+		obs   Observation
+		found int
+	}{
+		{"while it led", Observation{Key: "k", Span: Span{at(30), at(40)}, Term: 7, Value: "host-a"}, 0},
+		{"beside its campaign", Observation{Key: "k", Span: Span{at(5), at(15)}, Term: 7, Value: "host-a"}, 0},
+		{"just after its validity", Observation{Key: "k", Span: Span{at(110), at(120)}, Term: 7, Value: "host-a"}, 0},
+		{"a term nobody had", Observation{Key: "k", Span: Span{at(30), at(40)}, Term: 8, Value: "host-a"}, 1},
+		{"another value", Observation{Key: "k", Span: Span{at(30), at(40)}, Term: 7, Value: "host-b"}, 1},
+		{"before its campaign", Observation{Key: "k", Span: Span{at(1), at(5)}, Term: 7, Value: "host-a"}, 1},
+		{"long after its end", Observation{Key: "k", Span: Span{at(300), at(310)}, Term: 7, Value: "host-a"}, 1},
+		{"another key's term", Observation{Key: "j", Span: Span{at(30), at(40)}, Term: 7, Value: "host-a"}, 1},
+		{"no leader", Observation{Key: "k", Span: Span{at(300), at(310)}, None: true}, 0},
+		{"a killed campaign's, within its TTL", Observation{Key: "k", Span: Span{at(60), at(70)}, Term: 9, Value: "host-c"}, 0},
+		{"a killed campaign's, past its TTL", Observation{Key: "k", Span: Span{at(400), at(410)}, Term: 9, Value: "host-c"}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var verdict Verdict
+			checkObserved(&verdict, &Record{Locks: []*Lock{lead}, Observations: []Observation{tc.obs},
+				Waits: []Wait{{Proc: "p1", Keys: []string{"k"}, TTL: 100 * time.Millisecond, Span: Span{Start: at(40)}}}, Kills: []Kill{{Proc: "p1", At: at(50)}}})
+			assert.Equal(t, tc.found, verdict.Count("observers"), "%v", verdict.Found)
+		})
+	}
+}

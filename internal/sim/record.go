@@ -20,15 +20,17 @@ import (
 // what the residue rule needs: each Lock's token and when it ended, and
 // the acquire calls under way per key. All times are the bubble's.
 type Recorder struct {
-	mu      sync.Mutex
-	trace   *Trace
-	ids     int
-	locks   map[*redlock.Lock]*history.Lock
-	all     []*history.Lock
-	leases  []history.LeaseObs
-	results map[string]int // "call: outcome" counts
-	writers map[string][]*history.Writer
-	byLock  map[int]*history.Writer
+	mu     sync.Mutex
+	trace  *Trace
+	ids    int
+	locks  map[*redlock.Lock]*history.Lock
+	all    []*history.Lock
+	leases []history.LeaseObs
+	// observations are the observers' reports (Election.Leader, Observe).
+	observations []history.Observation
+	results      map[string]int // "call: outcome" counts
+	writers      map[string][]*history.Writer
+	byLock       map[int]*history.Writer
 	// holds counts per Lock ID the acquires (an owner's re-entries
 	// included) that no Release has ended yet: the Lock ends with the
 	// last.
@@ -235,6 +237,13 @@ func (rec *Recorder) acquired(l *redlock.Lock, worker, owner string, fenced, sha
 	return nl
 }
 
+// observed records an observer's report.
+func (rec *Recorder) observed(o history.Observation) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.observations = append(rec.observations, o)
+}
+
 // elected marks nl a leadership (history.Lock.Election).
 func (rec *Recorder) elected(nl *history.Lock) {
 	rec.mu.Lock()
@@ -323,7 +332,7 @@ func (rec *Recorder) doEnded(d *history.Lock, fd history.Lock, gotShared, gotPer
 func (rec *Recorder) Record() *history.Record {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	r := &history.Record{Leases: slices.Clone(rec.leases)}
+	r := &history.Record{Leases: slices.Clone(rec.leases), Observations: slices.Clone(rec.observations)}
 	for _, l := range rec.all {
 		if len(l.Acquires) == 0 {
 			continue

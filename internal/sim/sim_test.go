@@ -12,6 +12,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/history"
 )
 
 // TestSim runs the simulator: the library's Client, go-redis's clients and
@@ -159,6 +161,9 @@ func runSim(t *testing.T, cfg Config) (*Result, time.Duration) {
 	t.Logf("%v simulated in %v of wall time (%.1f simulated hours per wall minute); %d trace events",
 		res.Simulated.Round(time.Second), wall.Round(time.Millisecond), res.Simulated.Hours()/wall.Minutes(), res.Trace.Len())
 	t.Logf("outcomes: %s", res.Outcomes)
+	if cfg.Elections {
+		t.Log(electionLine(res.Record))
+	}
 	if res.Violations() > 0 || len(res.Wrongs) > 0 {
 		t.Logf("replay: %s", replay(t, cfg))
 	}
@@ -225,4 +230,24 @@ func bubble(t *testing.T, f func(*testing.T)) {
 	synctest.Test(t, f)
 	runtime.GC()
 	runtime.GC()
+}
+
+// electionLine counts what the elections did: the leaderships, and the
+// observers' reports of a leader and of none, which the terms and
+// observers rules judged.
+func electionLine(r *history.Record) string {
+	leaderships, seen, none := 0, 0, 0
+	for _, l := range r.Locks {
+		if l.Election {
+			leaderships++
+		}
+	}
+	for _, o := range r.Observations {
+		if o.None {
+			none++
+		} else {
+			seen++
+		}
+	}
+	return fmt.Sprintf("elections: %d leaderships, %d observer reports of a leader, %d of none", leaderships, seen, none)
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -111,7 +112,9 @@ func (wl *Workload) Run(w int, stop <-chan struct{}) {
 		case stalled:
 			wl.pausedRun(r, name, key, min(ttl, ShortTTL))
 		case wl.Elections && p >= 90:
-			wl.electRun(r, c, name, key, ttl)
+			wl.electRun(r, c, name, wl.electionKey(r), ttl)
+		case wl.Elections && p >= 85:
+			wl.observeRun(r, c, wl.electionKey(r), ttl)
 		default:
 			wl.plainRun(r, slot, c, name, key, ttl, 0)
 		}
@@ -470,6 +473,41 @@ func (wl *Workload) electRun(r *rand.Rand, c *redlock.Client, name, key string, 
 	}
 	wl.Trace.AddKeys("op", -1, []string{key}, "leadership #%d ends: %v", nl.ID, context.Cause(ld.Context()))
 	wl.release(c, l, nl) // Resign is the Lock's Release
+}
+
+// electionKey is one of the pool's first two keys: campaigns meet, and
+// observers find leaders, as often on a pool of many keys as on a small
+// one. Other Locks take them too.
+func (wl *Workload) electionKey(r *rand.Rand) string { return wl.Keys[r.IntN(min(2, len(wl.Keys)))] }
+
+// observeRun observes key's leaders: one Election.Leader, then Observe's
+// reports for the rest of a random deadline, each recorded with the window
+// in which its read was made (history.checkObserved).
+func (wl *Workload) observeRun(r *rand.Rand, c *redlock.Client, key string, ttl time.Duration) {
+	el, err := c.Election(key, ttl)
+	if err != nil {
+		wl.Rec.wrong("Election(%q, %v): %v", key, ttl, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 50*time.Millisecond, time.Second))
+	defer cancel()
+	start := wl.Rec.Now()
+	ld, err := el.Leader(ctx)
+	end := wl.Rec.Now()
+	wl.Rec.op("leader", err)
+	switch {
+	case err == nil:
+		wl.Rec.observed(history.Observation{Key: key, Span: history.Span{Start: start, End: end}, Term: ld.Term, Value: ld.Value})
+	case errors.Is(err, redlock.ErrNoLeader):
+		wl.Rec.observed(history.Observation{Key: key, Span: history.Span{Start: start, End: end}, None: true})
+	}
+	from := wl.Rec.Now()
+	for ld := range el.Observe(ctx) {
+		now := wl.Rec.Now()
+		wl.Rec.observed(history.Observation{Key: key, Span: history.Span{Start: from, End: now}, Term: ld.Term, Value: ld.Value})
+		wl.Trace.AddKeys("op", -1, []string{key}, "observed term %d (%q) from %s", ld.Term, ld.Value, Since(wl.Trace.start, from))
+		from = now
+	}
 }
 
 // doRun runs Do (on a permit, shared, or DoAll) with work that sometimes
