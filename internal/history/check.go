@@ -181,7 +181,7 @@ type Record struct {
 	// intervals in which a node was out of every quorum, of Nodes nodes,
 	// and StarvedBound how long beyond a writer's turn and a live writer's
 	// wait a shared Acquire may be refused (0: not judged).
-	Waits        []Wait
+	Waits []Wait
 	// Observations are the Election.Leader calls that reported a leader
 	// or none (checkObserved).
 	Observations []Observation
