@@ -3,11 +3,13 @@ package redlock
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,7 +20,7 @@ import (
 )
 
 func init() {
-	leadership.Lock = func(ld any) any { return ld.(*Leadership).l }
+	leadership.Lock = func(ld any) any { return ld.(*Leadership).lock() }
 }
 
 // Election is a campaign for the leadership of one key through a Client:
@@ -50,11 +52,46 @@ func (c *Client) Election(key string, ttl time.Duration) (*Election, error) {
 	return &Election{c: c, key: key, ttl: ttl}, nil
 }
 
-// Leadership is one term of leadership, from a Campaign that returned it
-// until its Context ends.
+// Leadership is a leadership, from a Campaign that returned it until its
+// Context ends: a fenced Lock of an owner id of its own, renewed by
+// KeepAlive, and after each Proclaim the Lock of the same owner that took
+// the key over from the one before.
 type Leadership struct {
-	l   *Lock
-	ctx context.Context
+	e      *Election
+	owner  string
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex // lock order: before Lock.mu
+	l        *Lock      // the Lock that holds the key now
+	stopKA   context.CancelFunc
+	resigned bool
+}
+
+// lock is the Lock that holds the leadership's key now.
+func (ld *Leadership) lock() *Lock {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	return ld.l
+}
+
+// hold makes l the leadership's Lock and renews it; the leadership's
+// context ends with l's KeepAlive's, unless a Proclaim replaced l first.
+// Called with ld.mu held; it returns how to stop the renewal of the Lock
+// it replaced (nil for the first).
+func (ld *Leadership) hold(l *Lock) (stopOld context.CancelFunc) {
+	kaCtx, stop := context.WithCancel(context.Background())
+	kctx := l.KeepAlive(kaCtx)
+	stopOld, ld.l, ld.stopKA = ld.stopKA, l, stop
+	context.AfterFunc(kctx, func() {
+		ld.mu.Lock()
+		current := ld.l == l
+		ld.mu.Unlock()
+		if current {
+			ld.cancel(context.Cause(kctx))
+		}
+	})
+	return stopOld
 }
 
 // Campaign waits until the caller leads, or ctx ends, and returns its
@@ -65,17 +102,20 @@ type Leadership struct {
 // matching ErrNotAcquired and ctx.Err()), when the Client closes
 // (ErrClosed), or with ErrInvalidArgument for a bad value.
 func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
-	opts := []AcquireOption{WithMetadata(value), acquireOptionFunc(func(c *acquireConfig) { c.fenced = true })}
+	// An owner id of the leadership's own: its Proclaim takes the key
+	// over from its Lock with another of the id (docs/owners.md); nobody
+	// else has the id, so nobody else takes it over.
+	owner := "election:" + rand.Text()
+	opts := e.options(owner, value)
 	for failed := 1; ; failed++ {
 		l, err := e.c.Acquire(ctx, e.key, e.ttl, opts...)
 		if err == nil {
-			ld := &Leadership{l: l, ctx: l.KeepAlive(context.Background())}
-			// Elected: record the term for observers, once more if no node
-			// did. A leadership that no record holds still leads; observers
-			// do not see it.
-			if !e.settle(ctx, ld) && ld.ctx.Err() == nil {
-				e.settle(ctx, ld)
-			}
+			ld := &Leadership{e: e, owner: owner}
+			ld.ctx, ld.cancel = context.WithCancelCause(context.Background())
+			ld.mu.Lock()
+			ld.hold(l)
+			ld.mu.Unlock()
+			e.recordTerm(ctx, ld, l)
 			e.keepSettled(ld)
 			return ld, nil
 		}
@@ -152,19 +192,75 @@ func (ld *Leadership) Context() context.Context { return ld.ctx }
 // Term is the leadership's fence: higher than every earlier leader's term
 // on this key, across Clients and processes, and through the loss of a
 // minority's data (docs/fencing.md). Give it with each write to storage
-// that keeps the highest term it has seen and refuses lower ones.
-func (ld *Leadership) Term() uint64 { return ld.l.Fence() }
+// that keeps the highest term it has seen and refuses lower ones. A
+// Proclaim gives the leadership a new term, higher than its last.
+func (ld *Leadership) Term() uint64 { return ld.lock().Fence() }
 
-// Value is the value the leadership campaigned with.
-func (ld *Leadership) Value() string { return ld.l.Metadata() }
+// Value is the value the leadership campaigned with, or last proclaimed.
+func (ld *Leadership) Value() string { return ld.lock().Metadata() }
 
 // Until is when the leadership's validity ends unless it is renewed.
-func (ld *Leadership) Until() time.Time { return ld.l.Until() }
+func (ld *Leadership) Until() time.Time { return ld.lock().Until() }
 
 // Resign ends the leadership: its Context ends with ErrReleased and its key
 // is released on the nodes, so that the next campaigner is woken at once.
 // It runs even when ctx has ended, within the Client's cleanup timeout.
-func (ld *Leadership) Resign(ctx context.Context) error { return ld.l.Release(ctx) }
+// Resign a leadership that was lost too, as a Lock is released all the
+// same: the Client forgets it then.
+func (ld *Leadership) Resign(ctx context.Context) error {
+	ld.mu.Lock()
+	ld.resigned = true
+	l := ld.l
+	ld.mu.Unlock()
+	err := l.Release(ctx)
+	ld.cancel(ErrReleased) // at once, not when the Lock's context tells: a lost leadership's cause stays
+	return err
+}
+
+// Proclaim changes the leadership's value without an election, as etcd's
+// does: a Lock of the leadership's own owner id takes the key over with the
+// new value, and a new term, higher than the last, which observers see
+// with it; then the replaced Lock is released, deleting its value where
+// the takeover did not reach. The leadership's Context goes on. When the takeover fails (no
+// quorum: an error matching ErrNotAcquired), what it replaced is put back
+// and the leadership stays as it was, value and term; when the leadership
+// has ended, it fails with ErrNotHeld. A value Campaign would refuse is
+// ErrInvalidArgument.
+func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
+	e := ld.e
+	if err := ld.ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %q: the leadership ended: %w", ErrNotHeld, showKey(e.key), context.Cause(ld.ctx))
+	}
+	l, ttl, err := e.c.prepare(ctx, e.key, e.ttl, e.options(ld.owner, value))
+	if err != nil {
+		return err
+	}
+	defer e.c.nodes.Life.EndCall()
+	// On the nodes at once, not through the owner's Lock of this Client,
+	// which an Acquire of the id would re-enter.
+	if _, err := e.c.keep(e.c.acquireOnNodes(ctx, l, ttl, false)); err != nil {
+		return err
+	}
+	ld.mu.Lock()
+	if ld.resigned || ld.ctx.Err() != nil {
+		ld.mu.Unlock()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.c.cfg.cleanupTimeout)
+		defer cancel()
+		return errors.Join(fmt.Errorf("%w: %q: the leadership ended meanwhile: %w", ErrNotHeld, showKey(e.key), context.Cause(ld.ctx)), l.Release(rctx))
+	}
+	old := ld.l
+	stopOld := ld.hold(l)
+	ld.mu.Unlock()
+	stopOld()
+	e.recordTerm(ctx, ld, l)
+	// The replaced Lock holds nothing where the takeover reached; where
+	// it did not (a node that did not answer), its value would stay until
+	// its TTL: released, it goes.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.c.cfg.cleanupTimeout)
+	defer cancel()
+	_ = old.Release(rctx) // ErrNotHeld where the takeover holds: nothing of it left
+	return nil
+}
 
 // Leader is an elected leader as a quorum of nodes holds it.
 type Leader struct {
@@ -175,13 +271,27 @@ type Leader struct {
 	TTL time.Duration
 }
 
-// settle records ld's term in its key's record of elected terms, on the
+// options are the acquire options of a leadership's Locks.
+func (e *Election) options(owner, value string) []AcquireOption {
+	return []AcquireOption{WithOwner(owner), WithMetadata(value), acquireOptionFunc(func(c *acquireConfig) { c.fenced = true })}
+}
+
+// recordTerm records the term of l, the leadership's Lock just granted,
+// for observers: once more if no node did. A leadership that no record
+// holds still leads; observers do not see it.
+func (e *Election) recordTerm(ctx context.Context, ld *Leadership, l *Lock) {
+	if !e.settle(ctx, l) && ld.ctx.Err() == nil {
+		e.settle(ctx, l)
+	}
+}
+
+// settle records l's term in its key's record of elected terms, on the
 // nodes that still hold its value (settle.lua): observers count only the
 // leaders whose term a record holds, which a failed attempt's never is. It
 // runs after the Lock was granted, under the Lock's own lanes, whatever
 // ctx does, and reports whether a node recorded it.
-func (e *Election) settle(ctx context.Context, ld *Leadership) bool {
-	c, l := e.c, ld.l
+func (e *Election) settle(ctx context.Context, l *Lock) bool {
+	c := e.c
 	op := engine.Op{Script: settleScript, Read: script.ReadFenceCommit,
 		Keys: [engine.MaxKeys]string{e.key, script.LeadersKey(e.key)}, NKeys: 2,
 		Args: [engine.MaxArgs]any{l.vals.Any().Prefix, strconv.FormatUint(l.Fence(), 10), c.cfg.horizonArg}, NArgs: 3}
@@ -206,7 +316,7 @@ func (e *Election) keepSettled(ld *Leadership) {
 			if e.c.nodes.Life.BeginCall() != nil {
 				return
 			}
-			e.settle(context.Background(), ld)
+			e.settle(context.Background(), ld.lock())
 			e.c.nodes.Life.EndCall()
 			t.Reset(every)
 		}

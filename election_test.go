@@ -403,3 +403,64 @@ func TestSettleScript(t *testing.T) {
 	pttl := rc.PTTL(ctx, rec).Val()
 	assert.True(t, pttl > 50*time.Second && pttl <= time.Minute, "pttl %v", pttl)
 }
+
+// TestElectionProclaim: Proclaim changes the leader's value and gives it a
+// higher term without ending its context; observers see both. A Proclaim
+// that cannot reach a quorum fails and leaves the leadership as it was,
+// one with a bad value is ErrInvalidArgument, and one after Resign is
+// ErrNotHeld.
+func TestElectionProclaim(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	key := newKey(t)
+	c := e.client()
+	el, err := c.Election(key, 10*time.Second)
+	require.NoError(t, err)
+	obs, err := e.client().Election(key, 10*time.Second)
+	require.NoError(t, err)
+	ctx := t.Context()
+	ld, err := el.Campaign(ctx, "v1")
+	require.NoError(t, err)
+	t1 := ld.Term()
+
+	require.NoError(t, ld.Proclaim(ctx, "v2"))
+	t2 := ld.Term()
+	assert.Greater(t, t2, t1)
+	assert.Equal(t, "v2", ld.Value())
+	got, err := obs.Leader(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, redlock.Leader{Value: "v2", Term: t2}, redlock.Leader{Value: got.Value, Term: got.Term})
+	assert.NoError(t, ld.Context().Err(), "Proclaim ended the leadership's context")
+	ks, err := c.Inspect(ctx, key)
+	require.NoError(t, err)
+	shown := 0
+	for _, n := range ks.Nodes {
+		if n.Metadata == "v2" {
+			shown++
+		}
+	}
+	assert.GreaterOrEqual(t, shown, 2, "Inspect shows the proclaimed value on a quorum: %+v", ks.Nodes)
+
+	assert.ErrorIs(t, ld.Proclaim(ctx, "bad\nvalue"), redlock.ErrInvalidArgument)
+
+	e.proxies[1].SetBlackhole(true)
+	e.proxies[2].SetBlackhole(true)
+	err = ld.Proclaim(ctx, "v3")
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	assert.Equal(t, t2, ld.Term(), "a failed Proclaim changed the term")
+	assert.Equal(t, "v2", ld.Value())
+	e.resetFaults()
+	require.Eventually(t, func() bool {
+		got, err := obs.Leader(ctx)
+		return err == nil && got.Term == t2 && got.Value == "v2"
+	}, 5*time.Second, 10*time.Millisecond, "the failed Proclaim's rollback did not put v2 back")
+	assert.NoError(t, ld.Context().Err())
+
+	require.NoError(t, ld.Resign(ctx))
+	assert.ErrorIs(t, context.Cause(ld.Context()), redlock.ErrReleased)
+	assert.ErrorIs(t, ld.Proclaim(ctx, "v4"), redlock.ErrNotHeld)
+	require.Eventually(t, func() bool {
+		_, err := obs.Leader(ctx)
+		return errors.Is(err, redlock.ErrNoLeader)
+	}, 5*time.Second, 10*time.Millisecond)
+	e.eventuallyNoKey(key, 5*time.Second)
+}

@@ -461,6 +461,15 @@ func (rec *nemRecorder) releasing(nl *history.Lock) int {
 	return len(rec.byID[nl.ID].Releases) - 1
 }
 
+// releasedWithin records a Release of nl made within s, by a call of
+// another name: a Proclaim releases the Lock it replaced.
+func (rec *nemRecorder) releasedWithin(nl *history.Lock, s history.Span) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.send(nemMsg{Op: "releasing", ID: nl.ID, At: s.Start})
+	rec.send(nemMsg{Op: "released", ID: nl.ID, N: len(rec.byID[nl.ID].Releases) - 1, At: s.End})
+}
+
 func (rec *nemRecorder) released(nl *history.Lock, i int, err error) {
 	end := nemNow()
 	rec.mu.Lock()
@@ -648,7 +657,7 @@ func (wl *nemWorkload) worker(i, w int, stop <-chan struct{}) {
 			wl.pausedRun(r, name, key, ttl)
 		case p >= 90:
 			wl.electRun(r, c, name, wl.electionKey(r), ttl)
-		case p >= 85:
+		case p >= 80:
 			wl.observeRun(r, c, wl.electionKey(r), ttl)
 		default:
 			wl.plainRun(r, slot, c, name, key, ttl, 0)
@@ -1011,8 +1020,11 @@ func (wl *nemWorkload) electRun(r *rand.Rand, c *redlock.Client, name, key strin
 	// Recorded before the campaign's wait ends: a process killed between
 	// them leaves the wait open, which excuses an observer's report of
 	// its term (history.checkObserved).
+	// Its Locks share an owner (a Proclaim takes the key over from the
+	// one before), whose token stands for the owner's id.
 	l := redlock.LeadershipLock(ld)
-	nl := wl.rec.acquired(l, name, "", true, false, 0, ttl, history.Span{Start: start, End: end})
+	owner := l.Token()
+	nl := wl.rec.acquired(l, name, owner, true, false, 0, ttl, history.Span{Start: start, End: end})
 	wl.rec.elected(nl)
 	wl.rec.waited(wid, true)
 	wl.rec.op("campaign", nil)
@@ -1024,6 +1036,10 @@ func (wl *nemWorkload) electRun(r *rand.Rand, c *redlock.Client, name, key strin
 	wl.rec.event(end, []string{key}, "%s campaign(ttl %v) from %s: lock #%d (token %s, term %d, until %s)", name, ttl,
 		start.Format("15:04:05.000000"), nl.ID, l.Token(), ld.Term(), stamp(ld.Until()).Format("15:04:05.000000"))
 	work := logDur(r, 5*time.Millisecond, 3*ttl)
+	proclaimAt := time.Duration(-1)
+	if r.IntN(3) == 0 {
+		proclaimAt = randDur(r, 0, work+1)
+	}
 	began := time.Now()
 	for time.Since(began) < work {
 		if !wl.rec.look(nl, l, ld.Context()) {
@@ -1032,9 +1048,56 @@ func (wl *nemWorkload) electRun(r *rand.Rand, c *redlock.Client, name, key strin
 		wl.rec.prove(nl, l)
 		time.Sleep(randDur(r, 2*time.Millisecond, 30*time.Millisecond)) // the write's work, as in plainRun
 		wl.write(nl)
+		if proclaimAt >= 0 && time.Since(began) >= proclaimAt {
+			proclaimAt = -1
+			if l2, nl2 := wl.proclaim(r, ld, nl, name, owner, key, ttl); l2 != nil {
+				l, nl = l2, nl2
+				wl.write(nl)
+			}
+		}
 	}
 	wl.rec.event(nemNow(), []string{key}, "leadership #%d ends: %v", nl.ID, context.Cause(ld.Context()))
-	wl.release(l, nl) // Resign is the Lock's Release
+	i := wl.rec.releasing(nl)
+	rstart := nemNow()
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = ld.Resign(ctx)
+	wl.rec.released(nl, i, err)
+	wl.rec.event(nemNow(), []string{key}, "resign of lock #%d from %s: %v", nl.ID, rstart.Format("15:04:05.000000"), err)
+}
+
+// proclaim proclaims a new value for leadership ld, whose Lock is the
+// owner's: on success its new Lock, of a new term, took the key over from
+// the last, and is recorded as a new leadership of the owner (the checker
+// ends the last one's windows where the takeover began), and the replaced
+// one as released within the call.
+func (wl *nemWorkload) proclaim(r *rand.Rand, ld *redlock.Leadership, replaced *history.Lock, name, owner, key string, ttl time.Duration) (*redlock.Lock, *history.Lock) {
+	value := name + "'"
+	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, time.Second))
+	defer cancel()
+	wid := wl.rec.waiting([]string{key}, false, ttl)
+	start := nemNow()
+	err := ld.Proclaim(ctx, value)
+	end := nemNow()
+	if err != nil {
+		wl.rec.waited(wid, false)
+		wl.rec.op("proclaim", err)
+		wl.rec.event(end, []string{key}, "%s proclaim from %s: %v", name, start.Format("15:04:05.000000"), err)
+		return nil, nil
+	}
+	l := redlock.LeadershipLock(ld)
+	nl := wl.rec.acquired(l, name, owner, true, false, 0, ttl, history.Span{Start: start, End: end})
+	wl.rec.elected(nl)
+	wl.rec.releasedWithin(replaced, history.Span{Start: start, End: end})
+	wl.rec.waited(wid, true)
+	wl.rec.op("proclaim", nil)
+	if ld.Value() != value || l.Metadata() != value || ld.Term() != l.Fence() {
+		wl.rec.mu.Lock()
+		wl.rec.wrong("leadership #%d of %s after Proclaim: Value() %q, Term() %d, fence %d", nl.ID, name, ld.Value(), ld.Term(), l.Fence())
+		wl.rec.mu.Unlock()
+	}
+	wl.rec.event(end, []string{key}, "%s proclaim from %s: lock #%d (token %s, term %d)", name, start.Format("15:04:05.000000"), nl.ID, l.Token(), ld.Term())
+	return l, nl
 }
 
 // electionKey is one of the pool's first two keys: campaigns meet, and
@@ -1055,7 +1118,7 @@ func (wl *nemWorkload) observeRun(r *rand.Rand, c *redlock.Client, key string, t
 		wl.rec.mu.Unlock()
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 50*time.Millisecond, time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 50*time.Millisecond, 2*time.Second))
 	defer cancel()
 	start := nemNow()
 	ld, err := el.Leader(ctx)

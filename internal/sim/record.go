@@ -284,6 +284,16 @@ func (rec *Recorder) releasing(nl *history.Lock) int {
 	return len(nl.Releases) - 1
 }
 
+// unreleasing takes back Release i of nl, recorded before a call that
+// would have released it and did not (a Proclaim that failed).
+func (rec *Recorder) unreleasing(nl *history.Lock, i int) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if i == len(nl.Releases)-1 {
+		nl.Releases = nl.Releases[:i]
+	}
+}
+
 func (rec *Recorder) released(nl *history.Lock, i int) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()

@@ -113,7 +113,7 @@ func (wl *Workload) Run(w int, stop <-chan struct{}) {
 			wl.pausedRun(r, name, key, min(ttl, ShortTTL))
 		case wl.Elections && p >= 90:
 			wl.electRun(r, c, name, wl.electionKey(r), ttl)
-		case wl.Elections && p >= 85:
+		case wl.Elections && p >= 80:
 			wl.observeRun(r, c, wl.electionKey(r), ttl)
 		default:
 			wl.plainRun(r, slot, c, name, key, ttl, 0)
@@ -451,8 +451,11 @@ func (wl *Workload) electRun(r *rand.Rand, c *redlock.Client, name, key string, 
 		wl.Trace.AddKeys("op", -1, []string{key}, "%s campaign(ttl %v) from %s: %v", name, ttl, Since(wl.Trace.start, start), err)
 		return
 	}
+	// Its Locks share an owner (a Proclaim takes the key over from the
+	// one before), whose token stands for the owner's id.
 	l := leadership.Lock(ld).(*redlock.Lock)
-	nl := wl.Rec.acquired(l, name, "", true, false, 0, ttl, history.Span{Start: start, End: end})
+	owner := l.Token()
+	nl := wl.Rec.acquired(l, name, owner, true, false, 0, ttl, history.Span{Start: start, End: end})
 	wl.Rec.elected(nl)
 	wl.Rec.setProc(nl.ID, c)
 	wl.Rec.acquireEnd([]string{key})
@@ -462,6 +465,10 @@ func (wl *Workload) electRun(r *rand.Rand, c *redlock.Client, name, key string, 
 	wl.Trace.AddKeys("op", -1, []string{key}, "%s campaign(ttl %v) from %s: lock #%d (token %s, term %d, until %s)", name, ttl,
 		Since(wl.Trace.start, start), nl.ID, l.Token(), ld.Term(), Since(wl.Trace.start, ld.Until()))
 	work := logDur(r, 5*time.Millisecond, 3*ttl)
+	proclaimAt := time.Duration(-1)
+	if r.IntN(3) == 0 {
+		proclaimAt = randDur(r, 0, work+1)
+	}
 	began := time.Now()
 	for time.Since(began) < wl.work(work) {
 		if !wl.Rec.look(nl, l, ld.Context()) {
@@ -470,9 +477,49 @@ func (wl *Workload) electRun(r *rand.Rand, c *redlock.Client, name, key string, 
 		wl.Rec.prove(nl, l)
 		time.Sleep(randDur(r, 2*time.Millisecond, 30*time.Millisecond))
 		wl.write(nl)
+		if proclaimAt >= 0 && time.Since(began) >= wl.work(proclaimAt) {
+			proclaimAt = -1
+			if l2, nl2 := wl.proclaim(r, c, ld, nl, name, owner, key, ttl); l2 != nil {
+				l, nl = l2, nl2
+				wl.write(nl)
+			}
+		}
 	}
 	wl.Trace.AddKeys("op", -1, []string{key}, "leadership #%d ends: %v", nl.ID, context.Cause(ld.Context()))
-	wl.release(c, l, nl) // Resign is the Lock's Release
+	wl.release(c, l, nl) // Resign releases the leadership's Lock
+}
+
+// proclaim proclaims a new value for leadership ld: on success its new
+// Lock, of a new term, took the key over from the last, replaced, which
+// it released, and is recorded as a new leadership of the owner.
+func (wl *Workload) proclaim(r *rand.Rand, c *redlock.Client, ld *redlock.Leadership, replaced *history.Lock, name, owner, key string, ttl time.Duration) (*redlock.Lock, *history.Lock) {
+	value := name + "'"
+	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, time.Second))
+	defer cancel()
+	start := wl.Rec.Now()
+	wl.Rec.acquireStart([]string{key})
+	i := wl.Rec.releasing(replaced) // within the call, if it succeeds
+	err := ld.Proclaim(ctx, value)
+	end := wl.Rec.Now()
+	wl.Rec.op("proclaim", err)
+	if err != nil {
+		wl.Rec.unreleasing(replaced, i)
+		wl.Rec.acquireEnd([]string{key})
+		wl.Trace.AddKeys("op", -1, []string{key}, "%s proclaim from %s: %v", name, Since(wl.Trace.start, start), err)
+		return nil, nil
+	}
+	l := leadership.Lock(ld).(*redlock.Lock)
+	nl := wl.Rec.acquired(l, name, owner, true, false, 0, ttl, history.Span{Start: start, End: end})
+	wl.Rec.elected(nl)
+	wl.Rec.setProc(nl.ID, c)
+	wl.Rec.released(replaced, i)
+	wl.Rec.ended(replaced.ID, end)
+	wl.Rec.acquireEnd([]string{key})
+	if ld.Value() != value || l.Metadata() != value || ld.Term() != l.Fence() {
+		wl.Rec.wrong("leadership #%d of %s after Proclaim: Value() %q, Term() %d, fence %d", nl.ID, name, ld.Value(), ld.Term(), l.Fence())
+	}
+	wl.Trace.AddKeys("op", -1, []string{key}, "%s proclaim from %s: lock #%d (token %s, term %d)", name, Since(wl.Trace.start, start), nl.ID, l.Token(), ld.Term())
+	return l, nl
 }
 
 // electionKey is one of the pool's first two keys: campaigns meet, and
@@ -489,7 +536,7 @@ func (wl *Workload) observeRun(r *rand.Rand, c *redlock.Client, key string, ttl 
 		wl.Rec.wrong("Election(%q, %v): %v", key, ttl, err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 50*time.Millisecond, time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 50*time.Millisecond, 2*time.Second))
 	defer cancel()
 	start := wl.Rec.Now()
 	ld, err := el.Leader(ctx)
