@@ -97,10 +97,8 @@ func TestElectionOneLeaderAtATime(t *testing.T) {
 func TestElectionResignWakesNext(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
 	key := newKey(t)
-	a, err := e.client().Election(key, 10*time.Second)
-	require.NoError(t, err)
-	b, err := e.client().Election(key, 10*time.Second)
-	require.NoError(t, err)
+	a := election(t, e.client(), key, 10*time.Second)
+	b := election(t, e.client(), key, 10*time.Second)
 	ctx := t.Context()
 	la, err := a.Campaign(ctx, "a")
 	require.NoError(t, err)
@@ -137,10 +135,8 @@ func TestElectionFailoverAndStaleTerm(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
 	key := newKey(t)
 	const ttl = time.Second
-	a, err := e.client().Election(key, ttl)
-	require.NoError(t, err)
-	b, err := e.directClient().Election(key, ttl)
-	require.NoError(t, err)
+	a := election(t, e.client(), key, ttl)
+	b := election(t, e.directClient(), key, ttl)
 	ctx := t.Context()
 	la, err := a.Campaign(ctx, "a")
 	require.NoError(t, err)
@@ -186,8 +182,7 @@ func TestElectionFailoverAndStaleTerm(t *testing.T) {
 func TestElectionRunLeadsAgain(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
 	key := newKey(t)
-	el, err := e.client().Election(key, time.Second)
-	require.NoError(t, err)
+	el := election(t, e.client(), key, time.Second)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var terms []uint64
@@ -227,10 +222,9 @@ func TestElectionRunEnds(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
 	c := e.client()
 	key := newKey(t)
-	el, err := c.Election(key, 5*time.Second)
-	require.NoError(t, err)
+	el := election(t, c, key, 5*time.Second)
 	boom := errors.New("boom")
-	err = el.Run(t.Context(), "", func(context.Context, *redlock.Leadership) error { return boom })
+	err := el.Run(t.Context(), "", func(context.Context, *redlock.Leadership) error { return boom })
 	require.ErrorIs(t, err, boom)
 	e.eventuallyNoKey(key, 5*time.Second)
 	calls := 0
@@ -250,8 +244,7 @@ func TestElectionInvalid(t *testing.T) {
 	assert.ErrorIs(t, err, redlock.ErrInvalidArgument, "a record of terms' name")
 	_, err = c.Election(key, -time.Second)
 	assert.ErrorIs(t, err, redlock.ErrInvalidArgument)
-	el, err := c.Election(key, time.Second)
-	require.NoError(t, err)
+	el := election(t, c, key, time.Second)
 	_, err = el.Campaign(t.Context(), "bad\x00value")
 	assert.ErrorIs(t, err, redlock.ErrInvalidArgument)
 	assert.ErrorIs(t, el.Run(t.Context(), "", nil), redlock.ErrInvalidArgument)
@@ -271,17 +264,15 @@ func TestElectionInvalid(t *testing.T) {
 func TestElectionLeaderAndObserve(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
 	key := newKey(t)
-	obs, err := e.client().Election(key, 10*time.Second)
-	require.NoError(t, err)
+	obs := election(t, e.client(), key, 10*time.Second)
 	ctx := t.Context()
-	_, err = obs.Leader(ctx)
+	_, err := obs.Leader(ctx)
 	require.ErrorIs(t, err, redlock.ErrNoLeader)
 	octx, stop := context.WithCancel(ctx)
 	defer stop()
 	seen := obs.Observe(octx)
 
-	a, err := e.client().Election(key, 10*time.Second)
-	require.NoError(t, err)
+	a := election(t, e.client(), key, 10*time.Second)
 	la, err := a.Campaign(ctx, "host-a")
 	require.NoError(t, err)
 	got, err := obs.Leader(ctx)
@@ -296,8 +287,7 @@ func TestElectionLeaderAndObserve(t *testing.T) {
 		t.Fatal("the observer did not see a")
 	}
 
-	b, err := e.client().Election(key, 10*time.Second)
-	require.NoError(t, err)
+	b := election(t, e.client(), key, 10*time.Second)
 	elected := make(chan *redlock.Leadership, 1)
 	go func() {
 		lb, err := b.Campaign(ctx, "host-b")
@@ -338,8 +328,7 @@ func TestElectionLeaderOnlyElected(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
 	key := newKey(t)
 	c := e.client()
-	el, err := c.Election(key, 10*time.Second)
-	require.NoError(t, err)
+	el := election(t, c, key, 10*time.Second)
 	ctx := t.Context()
 
 	plain, err := c.Acquire(ctx, key, 10*time.Second, redlock.WithMetadata("not-elected"))
@@ -413,10 +402,8 @@ func TestElectionProclaim(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
 	key := newKey(t)
 	c := e.client()
-	el, err := c.Election(key, 10*time.Second)
-	require.NoError(t, err)
-	obs, err := e.client().Election(key, 10*time.Second)
-	require.NoError(t, err)
+	el := election(t, c, key, 10*time.Second)
+	obs := election(t, e.client(), key, 10*time.Second)
 	ctx := t.Context()
 	ld, err := el.Campaign(ctx, "v1")
 	require.NoError(t, err)
@@ -463,4 +450,12 @@ func TestElectionProclaim(t *testing.T) {
 		return errors.Is(err, redlock.ErrNoLeader)
 	}, 5*time.Second, 10*time.Millisecond)
 	e.eventuallyNoKey(key, 5*time.Second)
+}
+
+// election is c's campaign for key's leadership, for ttl.
+func election(t *testing.T, c *redlock.Client, key string, ttl time.Duration) *redlock.Election {
+	t.Helper()
+	el, err := c.Election(key, ttl)
+	require.NoError(t, err)
+	return el
 }
