@@ -62,7 +62,7 @@ type Leadership struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu       sync.Mutex // lock order: before Lock.mu
+	mu       sync.Mutex // lock order: first, before a lease's (docs/internals.md)
 	l        *Lock      // the Lock that holds the key now
 	stopKA   context.CancelFunc
 	resigned bool
