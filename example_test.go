@@ -448,3 +448,42 @@ func ExampleLock_Fence() {
 	// A: stale fence
 	// value: from B
 }
+
+func ExampleClient_Election() {
+	var nodes []redis.UniversalClient
+	for _, addr := range exampleAddrs() {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
+	}
+	locks, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close(context.Background())
+	election, err := locks.Election("scheduler:leader", 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
+
+	// Run campaigns, leads while it can, and campaigns again when the
+	// leadership is lost, until ctx ends; here the work is done at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = election.Run(ctx, "host-a", func(ctx context.Context, leader *redlock.Leadership) error {
+		// Anyone can see who leads, and with which term.
+		seen, err := election.Leader(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Println("leader:", seen.Value, "same term:", seen.Term == leader.Term())
+		return nil // done: Run resigns and returns
+	})
+	fmt.Println("run:", err)
+	_, err = election.Leader(ctx)
+	fmt.Println("after:", errors.Is(err, redlock.ErrNoLeader))
+	// Output:
+	// leader: host-a same term: true
+	// run: <nil>
+	// after: true
+}
