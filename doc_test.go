@@ -286,6 +286,33 @@ func TestReadmeFencedLease(t *testing.T) {
 	e.eventuallyNoKey("orders:submit", 5*time.Second)
 }
 
+// TestReadmeElection runs the README's election block: schedule runs while
+// the process leads, with its term, and another campaigner cannot lead
+// meanwhile; when schedule returns, Run resigns and returns.
+func TestReadmeElection(t *testing.T) {
+	e := newEnv(t, 3, fastClients)
+	locks, other := e.client(), e.client()
+	ctx := t.Context()
+	rival, err := other.Election("scheduler:leader", time.Second)
+	require.NoError(t, err)
+	ran := 0
+	err = readmeElection(ctx, locks, "host-a", func(ctx context.Context, term uint64) error {
+		ran++
+		require.NotZero(t, term)
+		leader, err := rival.Leader(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, redlock.Leader{Value: "host-a", Term: term}, redlock.Leader{Value: leader.Value, Term: leader.Term})
+		tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err = rival.Campaign(tctx, "host-b")
+		require.ErrorIs(t, err, redlock.ErrNotAcquired, "another led meanwhile")
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, ran)
+	e.eventuallyNoKey("scheduler:leader", 5*time.Second)
+}
+
 // TestReadmeLeaseDo runs docs/lease.md's Do block: the report is built
 // while the lock is held and released after it; when the lock is lost,
 // buildReport's ctx ends with a cause matching ErrLockLost.
