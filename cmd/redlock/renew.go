@@ -17,19 +17,29 @@ import (
 // grace it gives the command between SIGTERM and SIGKILL, and the margin
 // its SIGKILL needs, so that both fit before Until.
 func keepAlive(ctx context.Context, l *redlock.Lock, before time.Duration) context.Context {
-	out, cancel := context.WithCancelCause(l.KeepAlive(ctx))
+	return endBefore(l.KeepAlive(ctx), l.Until, before, quoteKeys(l.Keys()))
+}
+
+// endBefore returns a context that ends when renewed does (a KeepAlive's,
+// or a leadership's Context, which ends just before its Until), or, with a
+// cause matching redlock.ErrLockLost, once no more than before of the
+// validity that until reads is left without a renewal having moved it: the
+// grace and kill margin of the command's stop must fit in what is left.
+// what names the lock in that cause.
+func endBefore(renewed context.Context, until func() time.Time, before time.Duration, what string) context.Context {
+	out, cancel := context.WithCancelCause(renewed)
 	go func() {
 		for {
-			until := l.Until()
-			timer := time.NewTimer(time.Until(until) - before)
+			valid := until()
+			timer := time.NewTimer(time.Until(valid) - before)
 			select {
 			case <-out.Done():
 				timer.Stop()
 				return
 			case <-timer.C:
 			}
-			if l.Until().Equal(until) { // no renewal since: KeepAlive is still retrying
-				cancel(fmt.Errorf("%w: %s not renewed while %v of validity was left", redlock.ErrLockLost, quoteKeys(l.Keys()), before))
+			if until().Equal(valid) { // no renewal since: KeepAlive is still retrying
+				cancel(fmt.Errorf("%w: %s not renewed while %v of validity was left", redlock.ErrLockLost, what, before))
 				return
 			}
 		}

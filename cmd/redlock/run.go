@@ -300,7 +300,7 @@ func runCmd(args []string) error {
 
 	renewing, stopRenewing := context.WithCancel(context.Background())
 	lost := keepAlive(renewing, lock, termLeadFor(ttl.d, grace.d))
-	code, runErr := supervise(fs.Args(), lock, *fencing, stopSpec{grace: grace.d, margin: killMarginFor(ttl.d)}, lost, sigs, logf)
+	code, runErr := supervise("redlock run", fs.Args(), lockEnv(lock, *fencing), lock.Until, stopSpec{grace: grace.d, margin: killMarginFor(ttl.d)}, lost, sigs, logf)
 	stopping.Store(true)
 	stopRenewing()
 
@@ -575,27 +575,38 @@ type stopSpec struct {
 	grace, margin time.Duration
 }
 
-// supervise runs the command in a process group of its own under the lock
-// and returns its exit status once no process of the group is left. It
-// forwards signals to the group. When lost ends, or when the command exits
-// leaving processes in its group, the group gets SIGTERM and then SIGKILL,
-// by spec; a lost lock returns exitSoftware.
-func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, lost context.Context,
+// lockEnv is what run adds to its command's environment: the key (or the
+// keys), the fence with --fencing, the slot of a permit.
+func lockEnv(lock *redlock.Lock, fencing bool) []string {
+	var env []string
+	if keys := lock.Keys(); len(keys) > 1 {
+		// No one key would be right for $REDLOCK_KEY: none is set.
+		env = append(env, "REDLOCK_KEYS="+strings.Join(keys, "\n"))
+	} else {
+		env = append(env, "REDLOCK_KEY="+lock.Key())
+	}
+	if fencing {
+		env = append(env, "REDLOCK_FENCE="+strconv.FormatUint(lock.Fence(), 10))
+	}
+	if slot, ok := lock.Permit(); ok {
+		env = append(env, "REDLOCK_PERMIT="+strconv.Itoa(slot))
+	}
+	return env
+}
+
+// supervise runs the command in a process group of its own, with env added
+// to its environment, while the lock (or leadership) whose validity until
+// reads is held, and returns its exit status once no process of the group
+// is left. It forwards signals to the group. When lost ends, or when the
+// command exits leaving processes in its group, the group gets SIGTERM and
+// then SIGKILL, by spec; a lost lock returns exitSoftware. name ("redlock
+// run", "redlock elect") starts what it says on stderr. run and elect share
+// it, so that a leader's command is stopped exactly as a lock holder's is.
+func supervise(name string, argv, env []string, until func() time.Time, spec stopSpec, lost context.Context,
 	sigs <-chan os.Signal, logf func(string, ...any)) (int, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	if keys := lock.Keys(); len(keys) > 1 {
-		// No one key would be right for $REDLOCK_KEY: none is set.
-		cmd.Env = append(os.Environ(), "REDLOCK_KEYS="+strings.Join(keys, "\n"))
-	} else {
-		cmd.Env = append(os.Environ(), "REDLOCK_KEY="+lock.Key())
-	}
-	if fencing {
-		cmd.Env = append(cmd.Env, "REDLOCK_FENCE="+strconv.FormatUint(lock.Fence(), 10))
-	}
-	if slot, ok := lock.Permit(); ok {
-		cmd.Env = append(cmd.Env, "REDLOCK_PERMIT="+strconv.Itoa(slot))
-	}
+	cmd.Env = append(os.Environ(), env...)
 	becomeSubreaper()
 	g, err := startGroup(cmd)
 	if err != nil {
@@ -613,7 +624,7 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, l
 	var (
 		code     = -1      // the command's status, once it has exited
 		lostErr  error     // why the lock is lost
-		until    time.Time // the lock's validity, read when it was lost
+		validity time.Time // the lock's validity, read when it was lost
 		termSent bool      // SIGTERM sent, or a signal forwarded, to the group
 		termAt   time.Time // when the group got it
 		killAt   time.Time // when the group gets SIGKILL, if set
@@ -666,7 +677,7 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, l
 			killReport(k)
 		default:
 		}
-		return outcome(code, lostErr, until, killedAt)
+		return outcome(code, lostErr, validity, killedAt)
 	}
 	lostCh := lost.Done()
 	for {
@@ -679,9 +690,9 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, l
 			_ = g.signal(s.(syscall.Signal))
 		case <-lostCh:
 			lostCh = nil
-			lostErr, until = context.Cause(lost), lock.Until()
-			logf("%v (valid until %s): stopping process group %d", lostErr, until.Format(time.RFC3339Nano), g.pgid)
-			stopBy(until.Add(-spec.margin))
+			lostErr, validity = context.Cause(lost), until()
+			logf("%v (valid until %s): stopping process group %d", lostErr, validity.Format(time.RFC3339Nano), g.pgid)
+			stopBy(validity.Add(-spec.margin))
 		case k := <-killFired:
 			killReport(k)
 		case err := <-exited:
@@ -693,9 +704,9 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, l
 				return finish()
 			}
 			if !termSent {
-				fmt.Fprintf(os.Stderr, "redlock run: the command exited leaving processes in its group %d: stopping them before the release\n", g.pgid)
+				fmt.Fprintf(os.Stderr, "%s: the command exited leaving processes in its group %d: stopping them before the release\n", name, g.pgid)
 			}
-			stopBy(lock.Until().Add(-spec.margin))
+			stopBy(until().Add(-spec.margin))
 			ticker := time.NewTicker(10 * time.Millisecond)
 			defer ticker.Stop()
 			poll = ticker.C
@@ -706,7 +717,7 @@ func supervise(argv []string, lock *redlock.Lock, fencing bool, spec stopSpec, l
 				_ = g.signal(syscall.SIGKILL)
 				if !warned && time.Since(killAt) > 5*time.Second {
 					warned = true
-					fmt.Fprintf(os.Stderr, "redlock run: process group %d still alive 5s after SIGKILL: in uninterruptible sleep? waiting for it\n", g.pgid)
+					fmt.Fprintf(os.Stderr, "%s: process group %d still alive 5s after SIGKILL: in uninterruptible sleep? waiting for it\n", name, g.pgid)
 				}
 			}
 			if g.empty() {
