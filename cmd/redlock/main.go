@@ -1,6 +1,7 @@
 // Command redlock works with Redlock locks over independent Redis masters.
 //
 //	redlock run --nodes NODE,... --key K [--key K2 ...] [--ttl 30s] [--wait D] [--conflict-exit-code 75] [--fencing | --shared | --permits n] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]
+//	redlock elect --nodes NODE,... --key K [--ttl 15s] [--metadata TEXT] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]
 //	redlock status --nodes NODE,... --key K [--json]
 //	redlock check --nodes NODE,... [--strict] [--json]
 //	redlock demo [--nodes NODE,...] [--miniredis] [--workers n] [--rounds n]
@@ -12,7 +13,10 @@
 // command runs, and stops the
 // command's whole process group before the lock's validity ends if the lock
 // is lost, or, through a guardian process, at once if redlock itself is
-// killed. status shows
+// killed. elect campaigns for K's leadership (the library's Election) and
+// runs the command only while it leads: stopped, as run's, before the
+// leadership can end, and run again under a higher term (REDLOCK_TERM) when
+// it leads again. status shows
 // what each node holds for K, and check what in the nodes' configuration
 // puts the lock at risk. Nodes are host:port, or redis:// or rediss:// URLs
 // (user, password, database, TLS), from --nodes or REDLOCK_NODES.
@@ -26,7 +30,8 @@
 // quorum of nodes unreachable, 70 run's command stopped because the lock was
 // lost, 75 run's lock not acquired within --wait (--conflict-exit-code sets
 // it), 1 check --strict found a warning or another failure. run otherwise
-// exits with its command's status.
+// exits with its command's status, and so does elect, which never exits 69,
+// 70 or 75: it campaigns through outages, and again after a lost leadership.
 package main
 
 import (
@@ -57,6 +62,7 @@ var commands = []struct {
 	run           func(args []string) error
 }{
 	{"run", "run a command while holding a lock, renewed until it exits", runCmd},
+	{"elect", "run a command only while this process leads, as a leader election", electCmd},
 	{"status", "show what each node holds for a key, and whether a quorum agrees", statusCmd},
 	{"check", "check the nodes' settings that the lock's safety depends on", checkCmd},
 	{"demo", "contend for one key on five local nodes while one stalls and one dies", demo},

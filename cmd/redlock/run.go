@@ -284,7 +284,7 @@ func runCmd(args []string) error {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	if err := reachQuorum(locks, nodes, w, logf); err != nil {
+	if err := reachQuorum("redlock run", locks, nodes, w, logf); err != nil {
 		return err
 	}
 	logf("acquiring %s for %v on %d nodes (quorum %d), waiting %s", what, ttl.d, len(nodes), locks.Quorum(), w)
@@ -389,7 +389,8 @@ func (w waitSpec) String() string {
 // resolve gets a warning; with fewer than a quorum answering, run exits
 // exitUnavailable at once for --wait 0, and otherwise goes on to acquire,
 // which keeps trying. Two nodes that are one server are a usage error.
-func reachQuorum(locks *redlock.Client, nodes []node, w waitSpec, logf func(string, ...any)) error {
+// name ("redlock run", "redlock elect") starts its warning.
+func reachQuorum(name string, locks *redlock.Client, nodes []node, w waitSpec, logf func(string, ...any)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), nodeTimeout)
 	defer cancel()
 	warmed := make(chan error, 1)
@@ -455,7 +456,7 @@ wait:
 				// does not resolve is a typo or a DNS outage, and it
 				// leaves the lock fewer nodes than it was given to
 				// survive failures.
-				fmt.Fprintf(os.Stderr, "redlock run: warning: node %d (%s): its host name does not resolve (%v): the lock is taken on the other nodes\n", a.i, nodes[a.i].addr, a.err)
+				fmt.Fprintf(os.Stderr, "%s: warning: node %d (%s): its host name does not resolve (%v): the lock is taken on the other nodes\n", name, a.i, nodes[a.i].addr, a.err)
 				unresolved[a.i] = true
 			}
 		case <-lctx.Done():
@@ -728,7 +729,9 @@ func supervise(name string, argv, env []string, until func() time.Time, spec sto
 }
 
 // outcome is what supervise returns once the group is gone; killedAt is
-// when the group got its SIGKILL, if it did.
+// when the group got its SIGKILL, if it did. A lost lock's error wraps
+// lostErr, so that elect tells a lost leadership (redlock.ErrLockLost)
+// from a command that exited 70 on its own.
 func outcome(code int, lostErr error, until, killedAt time.Time) (int, error) {
 	if lostErr == nil {
 		return code, nil
@@ -738,13 +741,13 @@ func outcome(code int, lostErr error, until, killedAt time.Time) (int, error) {
 	case gone.After(until) && !killedAt.IsZero() && killedAt.Before(until):
 		// Killed in time: none of its processes ran again, but the
 		// kernel ends a killed process only when it next runs it.
-		return exitSoftware, exit(exitSoftware, "%v; the command was stopped: its process group got SIGKILL at %s, before the lock's validity ended (valid until %s), and its last process was seen gone at %s, the machine being slow to end killed processes",
+		return exitSoftware, exit(exitSoftware, "%w; the command was stopped: its process group got SIGKILL at %s, before the lock's validity ended (valid until %s), and its last process was seen gone at %s, the machine being slow to end killed processes",
 			lostErr, killedAt.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano), gone.Format(time.RFC3339Nano))
 	case gone.After(until):
-		return exitSoftware, exit(exitSoftware, "%v; the command was stopped, but the last process of its group was seen gone at %s, after the lock's validity ended (valid until %s)",
+		return exitSoftware, exit(exitSoftware, "%w; the command was stopped, but the last process of its group was seen gone at %s, after the lock's validity ended (valid until %s)",
 			lostErr, gone.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))
 	}
-	return exitSoftware, exit(exitSoftware, "%v; the command was stopped: its process group ended before the lock's validity did (valid until %s)",
+	return exitSoftware, exit(exitSoftware, "%w; the command was stopped: its process group ended before the lock's validity did (valid until %s)",
 		lostErr, until.Format(time.RFC3339Nano))
 }
 
