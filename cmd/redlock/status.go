@@ -99,6 +99,12 @@ type keyStatus struct {
 	Holder   string `json:"holder,omitempty"`
 	HeldOn   int    `json:"held_on,omitempty"`
 	Metadata string `json:"metadata,omitempty"`
+	// Term is, with verdict held, the highest fence counter of the nodes
+	// that hold the quorum's holder: a fenced holder's fence, which for
+	// redlock elect's leader is its term (REDLOCK_TERM). The counter is
+	// committed only on nodes that hold the holder's value, so no later
+	// holder's fence is among them; 0 when none has a counter.
+	Term uint64 `json:"term,omitempty"`
 	// Shared is how many shared locks a quorum holds the key for, and
 	// SharedHolders are those locks, longest-lived first, with verdict
 	// shared.
@@ -253,6 +259,7 @@ func (st *keyStatus) judge() {
 	for token, c := range count {
 		if c >= st.Quorum {
 			st.Verdict, st.Holder, st.HeldOn, st.Metadata = verdictHeld, shortHolder(token), c, meta[token]
+			st.Term = st.termOf(token)
 			return
 		}
 	}
@@ -294,6 +301,18 @@ func (st *keyStatus) judge() {
 	default:
 		st.Verdict = verdictSplit
 	}
+}
+
+// termOf is the highest fence counter of the nodes that hold token: those
+// whose commit of the holder's fence is late show a lower one, or none.
+func (st *keyStatus) termOf(token string) uint64 {
+	var term uint64
+	for _, n := range st.Nodes {
+		if n.Held && n.token == token && len(n.Shared) == 0 && len(n.Permits) == 0 && n.Fence != nil {
+			term = max(term, *n.Fence)
+		}
+	}
+	return term
 }
 
 func (st *keyStatus) reachable() int {
@@ -348,6 +367,12 @@ func printStatus(st *keyStatus) {
 		fmt.Printf("verdict: held by a quorum (%s… on %d of %d nodes)\n", st.Holder, st.HeldOn, len(st.Nodes))
 		if st.Metadata != "" {
 			fmt.Printf("holder metadata: %s\n", st.Metadata)
+		}
+		if st.Term > 0 {
+			// A line of its own, after the lines that were there before
+			// it: the leader's term (redlock elect), or a fenced
+			// holder's fence.
+			fmt.Printf("term: %d\n", st.Term)
 		}
 	case verdictShared:
 		for _, h := range st.SharedHolders {
