@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -152,10 +153,30 @@ func electCmd(args []string) error {
 	defer closeNodes(nodes)
 	what := strconv.Quote(key)
 	lead := termLeadFor(ttl.d, grace.d)
+	var giveUps struct {
+		sync.Mutex
+		last string
+	}
 	opts := []redlock.Option{
 		redlock.WithNodeTimeout(nodeTimeoutFor(ttl.d)),
 		redlock.WithRenewInterval(renewIntervalFor(ttl.d, lead)),
 		redlock.WithHooks(redlock.Hooks{
+			// The campaign's acquires that gave up (nodes unavailable):
+			// Campaign pauses and tries again, and --verbose says why,
+			// once for each new reason rather than several times a second.
+			Done: func(d redlock.Event) {
+				if d.Op != "acquire" || d.Err == nil {
+					return
+				}
+				why := oneLine(d.Err.Error())
+				giveUps.Lock()
+				said := giveUps.last == why
+				giveUps.last = why
+				giveUps.Unlock()
+				if !said {
+					logf("campaign for %s: an acquire gave up after %v, trying again (said once while the reason stays): %v", what, d.Elapsed, why)
+				}
+			},
 			Renewal: func(r redlock.Event) {
 				if r.Err != nil {
 					logf("renewal of %s failed after %v: %v", what, r.Elapsed, r.Err)
