@@ -95,7 +95,7 @@ func electCmd(args []string) error {
 	fs.Var(&kf, "key", "the election's `key` (required; one key)")
 	ttl := durationVar(fs, "ttl", defaultElectTTL, "the leadership's time to live (a `duration`, at least "+minTTL.String()+"): renewed while elect leads, and how long a dead leader keeps the others waiting")
 	grace := durationVar(fs, "grace", 0, "the `duration` between SIGTERM and SIGKILL when the leadership is lost; shorter than --ttl (default: a third of --ttl)")
-	guard := durationVar(fs, "restart-guard", 0, "count a node that restarted or lost its data only this `duration` after it is back, at least the longest TTL in use (default $"+restartGuardEnv+", 0: off)")
+	guard := guardVar(fs)
 	metadata := fs.String("metadata", "", "the leader's `text`, which redlock status shows: at most "+strconv.Itoa(redlock.MaxMetadataLen)+" bytes of UTF-8, one line (default: \"host HOSTNAME pid PID\")")
 	verbose := fs.Bool("verbose", false, "log each step on stderr")
 	if err := parseFlags(fs, "--key K [--nodes NODE,...] [--ttl 15s] [--metadata TEXT] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]", electHelp, args); err != nil {
@@ -105,15 +105,8 @@ func electCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	if !grace.set {
-		grace.d = ttl.d / 3
-	}
-	if !guard.set && os.Getenv(restartGuardEnv) != "" {
-		d, err := parseDuration(os.Getenv(restartGuardEnv))
-		if err != nil {
-			return exit(exitUsage, "bad $%s: %v", restartGuardEnv, err)
-		}
-		guard.d = d
+	if err := defaultGraceAndGuard(ttl, grace, guard); err != nil {
+		return err
 	}
 	metadataGiven := false // --metadata "" asks for none
 	fs.Visit(func(f *flag.Flag) { metadataGiven = metadataGiven || f.Name == "metadata" })

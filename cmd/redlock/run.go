@@ -49,6 +49,27 @@ const closeTimeout = 50 * time.Millisecond
 // restartGuardEnv is read when --restart-guard is not given.
 const restartGuardEnv = "REDLOCK_RESTART_GUARD"
 
+// guardVar registers --restart-guard, run's and elect's.
+func guardVar(fs *flag.FlagSet) *durationFlag {
+	return durationVar(fs, "restart-guard", 0, "count a node that restarted or lost its data only this `duration` after it is back, at least the longest TTL in use (default $"+restartGuardEnv+", 0: off)")
+}
+
+// defaultGraceAndGuard fills in what was not given: --grace, a third of
+// --ttl, and --restart-guard, $REDLOCK_RESTART_GUARD's if set.
+func defaultGraceAndGuard(ttl, grace, guard *durationFlag) error {
+	if !grace.set {
+		grace.d = ttl.d / 3
+	}
+	if !guard.set && os.Getenv(restartGuardEnv) != "" {
+		d, err := parseDuration(os.Getenv(restartGuardEnv))
+		if err != nil {
+			return exit(exitUsage, "bad $%s: %v", restartGuardEnv, err)
+		}
+		guard.d = d
+	}
+	return nil
+}
+
 // quorumGrace is how long run waits for the other nodes' first answer once
 // a quorum has answered: a node that answers later counts from then on,
 // and one that is down costs the run no more than this.
@@ -154,21 +175,14 @@ func runCmd(args []string) error {
 	shared := fs.Bool("shared", false, "take the key shared (a read lock): any number of shared runs hold it at once, and none while an exclusive run does; one --key, no --fencing")
 	permits := fs.Int("permits", 0, "take one of the key's `n` permits (1 to "+strconv.Itoa(redlock.MaxPermits)+"): at most n runs with --permits n hold it at once; the command gets its slot as $REDLOCK_PERMIT; one --key, no --shared or --fencing")
 	grace := durationVar(fs, "grace", 0, "the `duration` between SIGTERM and SIGKILL when the lock is lost; shorter than --ttl (default: a third of --ttl)")
-	guard := durationVar(fs, "restart-guard", 0, "count a node that restarted or lost its data only this `duration` after it is back, at least the longest TTL in use (default $"+restartGuardEnv+", 0: off)")
+	guard := guardVar(fs)
 	metadata := fs.String("metadata", "", "store `text` with the lock, which redlock status shows: who runs it (a host, a pid); at most "+strconv.Itoa(redlock.MaxMetadataLen)+" bytes of UTF-8, one line")
 	verbose := fs.Bool("verbose", false, "log each step on stderr")
 	if err := parseFlags(fs, "--key K [--key K2 ...] [--nodes NODE,...] [--ttl 30s] [--wait D] [--conflict-exit-code 75] [--fencing | --shared | --permits n] [--metadata TEXT] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]", runHelp, args); err != nil {
 		return err
 	}
-	if !grace.set {
-		grace.d = ttl.d / 3
-	}
-	if !guard.set && os.Getenv(restartGuardEnv) != "" {
-		d, err := parseDuration(os.Getenv(restartGuardEnv))
-		if err != nil {
-			return exit(exitUsage, "bad $%s: %v", restartGuardEnv, err)
-		}
-		guard.d = d
+	if err := defaultGraceAndGuard(ttl, grace, guard); err != nil {
+		return err
 	}
 	permitsGiven := false // --permits 0 is an error, not the flag's absence
 	fs.Visit(func(f *flag.Flag) { permitsGiven = permitsGiven || f.Name == "permits" })
