@@ -457,10 +457,10 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 		}
 		wait := every
 		if soon > 0 {
-			if err == nil && ld.Term != 0 {
-				soon = 0 // found the next leader
+			if err == nil || soon >= every {
+				soon = 0 // found the next leader, or back to the poll
 			} else {
-				wait, soon = min(soon, every), soon*2
+				wait, soon = soon, soon*2
 			}
 		}
 		timer := time.NewTimer(wait)
