@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/faultproxy"
 )
 
 // The CLI's choices against flock(1) and consul lock (docs/cli.md), one
@@ -200,5 +202,61 @@ func TestSuggestions(t *testing.T) {
 	wantExit(t, r, exitUsage)
 	if strings.Contains(r.stderr, "did you mean") {
 		t.Errorf("a guess for frobnicate: %q", r.stderr)
+	}
+}
+
+// TestRunWaitEndsDuringAttempt: a wait that ends while an attempt's
+// replies are still on their way heard nothing from the nodes, and is no
+// sign that they are unreachable: the key is held, so run exits 75 (not
+// acquired within --wait), not 69. CI saw TestRunWaitBareSeconds get 69 on
+// a loaded machine, its one attempt slower than --wait 0.5. Here every
+// request reaches its node 400 ms late (the fault proxy), the wait is
+// 300 ms, and the node timeout 500 ms: the one attempt is cut short.
+func TestRunWaitEndsDuringAttempt(t *testing.T) {
+	servers, nodes := startServers(t, 3)
+	dir := t.TempDir()
+	p := func(name string) string { return filepath.Join(dir, name) }
+	holder := startRedlock(t, append([]string{"run", "--nodes", nodes, "--key", "d", "--wait", "10s", "--"},
+		holdUntil(p("h"), p("h-stop"), p("h-done"))...)...)
+	waitStarted(t, p("h"), holder)
+	var urls []string
+	for _, s := range servers {
+		px, err := faultproxy.New(s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { px.Close() })
+		px.SetDelay(400 * time.Millisecond)
+		urls = append(urls, "redis://"+px.Addr())
+	}
+	r := redlockRun(t, "run", "--nodes", strings.Join(urls, ","), "--key", "d", "--ttl", "30s", "--wait", "300ms", "--", "true")
+	wantExit(t, r, exitTempFail)
+	if !strings.Contains(r.stderr, "not acquired within --wait 300ms") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+	touch(t, p("h-stop"))
+	wantExit(t, holder.wait(t), 0)
+}
+
+// TestRunWaitBlackholedQuorum: two of three nodes take requests and never
+// answer (the fault proxy's blackhole): every attempt's calls to them end
+// at the node timeout, and the last one is cut short by the wait's end; run
+// still exits 69, a quorum of nodes unreachable, from the attempts before.
+func TestRunWaitBlackholedQuorum(t *testing.T) {
+	servers, _ := startServers(t, 3)
+	var urls []string
+	for i, s := range servers {
+		px, err := faultproxy.New(s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { px.Close() })
+		px.SetBlackhole(i > 0)
+		urls = append(urls, "redis://"+px.Addr())
+	}
+	r := redlockRun(t, "run", "--nodes", strings.Join(urls, ","), "--key", "b", "--ttl", "10s", "--wait", "2s", "--", "true")
+	wantExit(t, r, exitUnavailable)
+	if !strings.Contains(r.stderr, "a quorum of nodes unreachable throughout --wait 2s") {
+		t.Errorf("stderr %q", r.stderr)
 	}
 }

@@ -253,6 +253,7 @@ func runCmd(args []string) error {
 	defer closeNodes(nodes)
 	var unconfirmed nodeMarks // nodes that did not confirm the release's delete
 	var stopping atomic.Bool  // the command is over: renewals still in flight are of no interest
+	attempts := new(attemptLog)
 	opts := []redlock.Option{
 		redlock.WithNodeTimeout(nodeTimeoutFor(ttl.d)),
 		redlock.WithRenewInterval(renewIntervalFor(ttl.d, termLeadFor(ttl.d, grace.d))),
@@ -263,6 +264,7 @@ func runCmd(args []string) error {
 					unconfirmed.mark(n.Node)
 				}
 			},
+			Attempt: attempts.note,
 			Renewal: func(r redlock.Event) {
 				switch {
 				case stopping.Load():
@@ -284,7 +286,7 @@ func runCmd(args []string) error {
 		// Nodes down are waited for as long as the lock is.
 		opts = append(opts, redlock.WithUnavailableTimeout(wait.d))
 	}
-	w := waitSpec{d: wait.d, forever: !wait.set, conflict: *conflict}
+	w := waitSpec{d: wait.d, forever: !wait.set, conflict: *conflict, attempts: attempts}
 	locks, err := redlock.New(clients(nodes), opts...)
 	if err != nil {
 		return exit(exitUsage, "%v", err)
@@ -384,6 +386,9 @@ type waitSpec struct {
 	d        time.Duration
 	forever  bool
 	conflict int
+	// attempts, when set, is the Client's Attempt hook: the verdict of
+	// an acquire whose last attempt the wait's end cut short.
+	attempts *attemptLog
 }
 
 func (w waitSpec) String() string {
@@ -547,10 +552,11 @@ func acquire(locks *redlock.Client, keys []string, what string, ttl time.Duratio
 		fallthrough
 	case got != nil:
 		return nil, exit(128+int(got.(syscall.Signal)), "%v while waiting for %s", got, what)
-	case unreachable(r.err) && w.d > 0:
-		return nil, exit(exitUnavailable, "%s: a quorum of nodes unreachable throughout --wait %v: %v", what, w.d, r.err)
-	case unreachable(r.err):
-		return nil, exit(exitUnavailable, "%v", r.err)
+	case unreachable(w.attempts.verdict(r.err), locks.Nodes()) && w.d > 0:
+		// The attempt that showed it, when the wait's end cut the last.
+		return nil, exit(exitUnavailable, "%s: a quorum of nodes unreachable throughout --wait %v: %v", what, w.d, w.attempts.verdict(r.err))
+	case unreachable(w.attempts.verdict(r.err), locks.Nodes()):
+		return nil, exit(exitUnavailable, "%v", w.attempts.verdict(r.err))
 	case errors.Is(r.err, redlock.ErrInvalidArgument) && errors.As(r.err, new(*redlock.QuorumError)):
 		// A node refused the key as taken by another kind of lock: the
 		// library gives up at once, since waiting is no cure for a caller
@@ -568,20 +574,95 @@ func acquire(locks *redlock.Client, keys []string, what string, ttl time.Duratio
 // unreachable reports a failed acquire in which too few nodes answered to
 // make a quorum; a node within its restart guard answered, and so did one
 // that refused the key as taken by another kind of lock (ErrInvalidArgument)
-// or refused a shared Lock because a writer waits (ErrWriterWaiting).
-func unreachable(err error) bool {
+// or refused a shared Lock because a writer waits (ErrWriterWaiting). A
+// node whose reply was not awaited (the wait ended during the attempt)
+// counts as failed only when status, the Client's view of the nodes, says
+// its latest calls failed with an error of their own (a refused dial, a
+// reset): a reply merely late is no sign of a node down, since a loaded
+// machine is slow too. The library's own verdict (ErrUnavailable) counts.
+func unreachable(err error, status []redlock.NodeStatus) bool {
 	var qe *redlock.QuorumError
 	if !errors.As(err, &qe) {
 		return false
 	}
-	silent := 0
+	if errors.Is(err, redlock.ErrUnavailable) {
+		return true
+	}
+	failed := 0
 	for _, n := range qe.Nodes {
-		if !errors.Is(n, redlock.ErrHeldByOther) && !errors.Is(n, redlock.ErrKeyAbsent) && !errors.Is(n, redlock.ErrRestartGuard) &&
-			!errors.Is(n, redlock.ErrInvalidArgument) && !errors.Is(n, redlock.ErrWriterWaiting) {
-			silent++
+		switch {
+		case answered(n):
+		case !errors.Is(n, redlock.ErrNotAwaited):
+			failed++
+		case n.Node >= 0 && n.Node < len(status):
+			if s := status[n.Node]; s.ConsecutiveFailures > 0 && failedOfItself(s.LastError) {
+				failed++
+			}
 		}
 	}
-	return qe.OK+len(qe.Nodes)-silent < qe.Quorum
+	return qe.OK+len(qe.Nodes)-failed < qe.Quorum
+}
+
+// failedOfItself reports whether a node's latest failure is an error of its
+// own, not a reply that came after its deadline (ErrNoReply alone) or a
+// call its caller ended.
+func failedOfItself(err error) bool {
+	return err != nil && err != redlock.ErrNoReply && err != context.Canceled && err != context.DeadlineExceeded
+}
+
+// answered reports whether a node's error is its reply: a refusal.
+func answered(n *redlock.NodeError) bool {
+	return errors.Is(n, redlock.ErrHeldByOther) || errors.Is(n, redlock.ErrKeyAbsent) || errors.Is(n, redlock.ErrRestartGuard) ||
+		errors.Is(n, redlock.ErrInvalidArgument) || errors.Is(n, redlock.ErrWriterWaiting)
+}
+
+// heard reports whether a failed attempt's err says whether a quorum could
+// be asked: a node refused or failed. An attempt the wait's end cut short,
+// every reply unawaited, does not; the attempt before it is the verdict.
+func heard(err error) bool {
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) {
+		return false
+	}
+	for _, n := range qe.Nodes {
+		if !errors.Is(n, redlock.ErrNotAwaited) {
+			return true
+		}
+	}
+	return errors.Is(err, redlock.ErrUnavailable)
+}
+
+// attemptLog keeps the latest failed attempt that heard from the nodes,
+// from the Attempt hook's goroutines: when the wait ends during an attempt,
+// that attempt's error says nothing, and run's exit status (a quorum
+// unreachable, or the lock held) comes from the one before.
+type attemptLog struct {
+	mu   sync.Mutex
+	last error
+}
+
+// note is the Attempt hook.
+func (a *attemptLog) note(e redlock.Event) {
+	if e.Err == nil || !heard(e.Err) {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.last = e.Err
+}
+
+// verdict returns err, or, when err heard nothing, the latest attempt that
+// did (nil if none did).
+func (a *attemptLog) verdict(err error) error {
+	if a == nil || heard(err) || !errors.As(err, new(*redlock.QuorumError)) {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.last != nil {
+		return a.last
+	}
+	return err
 }
 
 // stopSpec is how run stops the command's group: SIGTERM, then SIGKILL

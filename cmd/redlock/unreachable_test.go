@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/redlock-go/redlock"
@@ -30,9 +31,63 @@ func TestUnreachableCountsRefusals(t *testing.T) {
 		{"restart guard", qe(redlock.ErrRestartGuard, redlock.ErrKeyAbsent, context.DeadlineExceeded), false},
 		{"silent", qe(context.DeadlineExceeded, errors.New("connection refused"), redlock.ErrWriterWaiting), true},
 		{"not a quorum error", errors.New("x"), false},
+		{"wait ended", qe(cut, cut, cut), false},
 	} {
-		if got := unreachable(c.err); got != c.want {
+		if got := unreachable(c.err, nil); got != c.want {
 			t.Errorf("%s: unreachable(%v) = %v, want %v", c.name, c.err, got, c.want)
 		}
+	}
+	// A reply not awaited counts as a node down when the Client saw its
+	// latest calls fail of themselves, not when they were merely late.
+	refused := errors.New("dial tcp: connection refused")
+	for _, c := range []struct {
+		name   string
+		status []redlock.NodeStatus
+		want   bool
+	}{
+		{"dials refused", []redlock.NodeStatus{{}, {Index: 1, ConsecutiveFailures: 3, LastError: refused}, {Index: 2, ConsecutiveFailures: 1, LastError: refused}}, true},
+		{"one dial refused", []redlock.NodeStatus{{}, {Index: 1, ConsecutiveFailures: 3, LastError: refused}, {Index: 2}}, false},
+		{"late", []redlock.NodeStatus{{}, {Index: 1, ConsecutiveFailures: 1, LastError: redlock.ErrNoReply}, {Index: 2, ConsecutiveFailures: 2, LastError: context.DeadlineExceeded}}, false},
+		{"failed, then on time", []redlock.NodeStatus{{}, {Index: 1, LastError: refused}, {Index: 2, LastError: refused}}, false},
+	} {
+		if got := unreachable(qe(cut, cut, cut), c.status); got != c.want {
+			t.Errorf("%s: unreachable = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// cut is a node's error in an attempt the wait's end cut short.
+var cut = fmt.Errorf("%w, the call ended first", redlock.ErrNotAwaited)
+
+// TestAttemptLogVerdict: an acquire whose last attempt the wait's end cut
+// short takes its verdict from the latest attempt that heard from the
+// nodes: nodes silent through their node timeout make run exit 69 though
+// the last attempt said nothing; an attempt refused by the holder, 75.
+func TestAttemptLogVerdict(t *testing.T) {
+	qe := func(errs ...error) error {
+		e := &redlock.QuorumError{Op: "acquire", Key: "k", Quorum: 2}
+		for i, err := range errs {
+			e.Nodes = append(e.Nodes, &redlock.NodeError{Node: i, Err: err})
+		}
+		return e
+	}
+	final := qe(cut, cut, cut)
+	var a attemptLog
+	if got := a.verdict(final); got != final || unreachable(got, nil) {
+		t.Errorf("no attempt heard: verdict %v", got)
+	}
+	silent := qe(redlock.ErrHeldByOther, redlock.ErrNoReply, redlock.ErrNoReply)
+	a.note(redlock.Event{Err: silent})
+	a.note(redlock.Event{Err: final})
+	if got := a.verdict(final); got != silent || !unreachable(got, nil) {
+		t.Errorf("after silent nodes: verdict %v", got)
+	}
+	held := qe(redlock.ErrHeldByOther, redlock.ErrHeldByOther, cut)
+	a.note(redlock.Event{Err: held})
+	if got := a.verdict(final); got != held || unreachable(got, nil) {
+		t.Errorf("after a refusal: verdict %v", got)
+	}
+	if other := errors.New("x"); a.verdict(other) != other {
+		t.Error("an error not of a quorum was replaced")
 	}
 }
