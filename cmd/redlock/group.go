@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -32,7 +33,8 @@ const gateCmd = "_gate"
 // through a gate, the group's pgid is then known, the guardian of that
 // group is started, and only once the guardian watches does the gate let
 // the command run. A redlock that dies before that closes the gate, and the
-// command never runs. On Linux the command also gets SIGKILL from the kernel
+// command never runs. name ("redlock run", "redlock elect") is the gate's and
+// the guardian's argv[0], which starts what they say. On Linux the command also gets SIGKILL from the kernel
 // when redlock dies (see startPinned).
 //
 // When redlock runs in the foreground of a terminal, the group takes the
@@ -42,7 +44,7 @@ const gateCmd = "_gate"
 // command stopped with Ctrl-Z keeps its lock. Without a terminal (a script,
 // cron, a service) the group stays in the background and redlock forwards
 // what it gets.
-func startGroup(cmd *exec.Cmd) (*procGroup, error) {
+func startGroup(name string, cmd *exec.Cmd) (*procGroup, error) {
 	if cmd.Err != nil { // not found in $PATH, as Start would say
 		return nil, cmd.Err
 	}
@@ -58,7 +60,7 @@ func startGroup(cmd *exec.Cmd) (*procGroup, error) {
 		return nil, err
 	}
 	defer open.Close() // unless written to, the gate stays shut
-	cmd.Args = append([]string{"redlock", gateCmd, cmd.Path}, cmd.Args...)
+	cmd.Args = append([]string{name, gateCmd, cmd.Path}, cmd.Args...)
 	cmd.Path = self
 	cmd.ExtraFiles = []*os.File{gate}
 	tty := foregroundTTY()
@@ -79,7 +81,7 @@ func startGroup(cmd *exec.Cmd) (*procGroup, error) {
 		// has started: an ignored signal stays ignored across exec.
 		signal.Ignore(syscall.SIGTTOU)
 	}
-	if g.guardian, err = startGuardian(self, g.pgid); err != nil {
+	if g.guardian, err = startGuardian(name, self, g.pgid); err != nil {
 		_ = open.Close()
 		_ = cmd.Wait()
 		g.close()
@@ -101,7 +103,7 @@ func startGroup(cmd *exec.Cmd) (*procGroup, error) {
 func gateMain(args []string) int {
 	gate, ok := inheritedPipe()
 	if !ok || len(args) < 2 {
-		fmt.Fprintf(os.Stderr, "redlock: %s is run by redlock run itself\n", gateCmd)
+		fmt.Fprintf(os.Stderr, "redlock: %s is run by redlock run itself (and by redlock elect)\n", gateCmd)
 		return exitUsage
 	}
 	var b [1]byte
@@ -114,7 +116,7 @@ func gateMain(args []string) int {
 	if errors.Is(err, os.ErrNotExist) {
 		code = 127
 	}
-	fmt.Fprintf(os.Stderr, "redlock run: exec %s: %v\n", args[0], err)
+	fmt.Fprintf(os.Stderr, "%s: exec %s: %v\n", helperName(), args[0], err)
 	return code
 }
 
@@ -183,4 +185,14 @@ func (g *procGroup) restoreTerminal() {
 	if g.tty >= 0 {
 		_ = unix.IoctlSetPointerInt(g.tty, unix.TIOCSPGRP, syscall.Getpgrp())
 	}
+}
+
+// helperName is what the gate's and the guardian's messages start with: the
+// subcommand that started them ("redlock run", "redlock elect"), their
+// argv[0].
+func helperName() string {
+	if strings.HasPrefix(os.Args[0], "redlock ") {
+		return os.Args[0]
+	}
+	return "redlock"
 }

@@ -700,6 +700,10 @@ func TestRunExecFailures(t *testing.T) {
 		if !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("%s: stderr %q does not say %q", tc.path, r.stderr, tc.want)
 		}
+		if tc.path == garbage && !strings.HasPrefix(r.stderr, "redlock run: exec "+garbage) {
+			// The gate said it, as the subcommand that started it.
+			t.Errorf("%s: stderr %q does not start with the subcommand's name", tc.path, r.stderr)
+		}
 	}
 }
 

@@ -48,8 +48,8 @@ type guardian struct {
 }
 
 // startGuardian starts the guardian of group pgid and returns once it
-// watches. self is redlock's own binary.
-func startGuardian(self string, pgid int) (*guardian, error) {
+// watches. self is redlock's own binary, name its argv[0].
+func startGuardian(name, self string, pgid int) (*guardian, error) {
 	watch, lifeline, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func startGuardian(self string, pgid int) (*guardian, error) {
 	defer ready.Close()
 	cmd := &exec.Cmd{
 		Path:        self,
-		Args:        []string{"redlock", guardianCmd, strconv.Itoa(pgid)},
+		Args:        []string{name, guardianCmd, strconv.Itoa(pgid)},
 		Stdout:      readyW,
 		Stderr:      os.Stderr,
 		ExtraFiles:  []*os.File{watch},
@@ -80,8 +80,8 @@ func startGuardian(self string, pgid int) (*guardian, error) {
 	go func() {
 		err := cmd.Wait()
 		if !g.standing.Load() {
-			fmt.Fprintf(os.Stderr, "redlock run: warning: the guardian (pid %d) of the command's process group %d ended (%v): were redlock killed now, the command would keep running\n",
-				cmd.Process.Pid, pgid, err)
+			fmt.Fprintf(os.Stderr, "%s: warning: the guardian (pid %d) of the command's process group %d ended (%v): were redlock killed now, the command would keep running\n",
+				name, cmd.Process.Pid, pgid, err)
 		}
 		close(g.exited)
 	}()
@@ -112,7 +112,7 @@ func guardianMain(args []string) int {
 		pgid, _ = strconv.Atoi(args[0])
 	}
 	if !ok || pgid <= 1 {
-		fmt.Fprintf(os.Stderr, "redlock: %s is run by redlock run itself\n", guardianCmd)
+		fmt.Fprintf(os.Stderr, "redlock: %s is run by redlock run itself (and by redlock elect)\n", guardianCmd)
 		return exitUsage
 	}
 	// The signals that a terminal, a shell or a supervisor send to
@@ -138,6 +138,6 @@ func guardianMain(args []string) int {
 		time.Sleep(10 * time.Millisecond)
 		err = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
-	fmt.Fprintf(os.Stderr, "redlock run: redlock (pid %d) ended while its command ran: its guardian sent SIGKILL to the command's process group %d\n", redlock, pgid)
+	fmt.Fprintf(os.Stderr, "%s: redlock (pid %d) ended while its command ran: its guardian sent SIGKILL to the command's process group %d\n", helperName(), redlock, pgid)
 	return 0
 }

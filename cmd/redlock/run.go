@@ -704,7 +704,7 @@ func supervise(name string, argv, env []string, until func() time.Time, spec sto
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), env...)
 	becomeSubreaper()
-	g, err := startGroup(cmd)
+	g, err := startGroup(name, cmd)
 	if err != nil {
 		code := 126 // found but could not run, as a shell says
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
