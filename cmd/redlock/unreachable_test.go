@@ -31,7 +31,7 @@ func TestUnreachableCountsRefusals(t *testing.T) {
 		{"restart guard", qe(redlock.ErrRestartGuard, redlock.ErrKeyAbsent, context.DeadlineExceeded), false},
 		{"silent", qe(context.DeadlineExceeded, errors.New("connection refused"), redlock.ErrWriterWaiting), true},
 		{"not a quorum error", errors.New("x"), false},
-		{"wait ended", qe(cut, cut, cut), false},
+		{"wait ended", qe(errCut, errCut, errCut), false},
 	} {
 		if got := unreachable(c.err, nil); got != c.want {
 			t.Errorf("%s: unreachable(%v) = %v, want %v", c.name, c.err, got, c.want)
@@ -50,16 +50,16 @@ func TestUnreachableCountsRefusals(t *testing.T) {
 		{"late", []redlock.NodeStatus{{}, {Index: 1, ConsecutiveFailures: 1, LastError: redlock.ErrNoReply}, {Index: 2, ConsecutiveFailures: 2, LastError: context.DeadlineExceeded}}, false},
 		{"failed, then on time", []redlock.NodeStatus{{}, {Index: 1, LastError: refused}, {Index: 2, LastError: refused}}, false},
 	} {
-		if got := unreachable(qe(cut, cut, cut), c.status); got != c.want {
+		if got := unreachable(qe(errCut, errCut, errCut), c.status); got != c.want {
 			t.Errorf("%s: unreachable = %v, want %v", c.name, got, c.want)
 		}
 	}
 }
 
-// cut is a node's error in an attempt the wait's end cut short.
-var cut = fmt.Errorf("%w, the call ended first", redlock.ErrNotAwaited)
+// errCut is a node's error in an attempt the wait's end errCut short.
+var errCut = fmt.Errorf("%w, the call ended first", redlock.ErrNotAwaited)
 
-// TestAttemptLogVerdict: an acquire whose last attempt the wait's end cut
+// TestAttemptLogVerdict: an acquire whose last attempt the wait's end errCut
 // short takes its verdict from the latest attempt that heard from the
 // nodes: nodes silent through their node timeout make run exit 69 though
 // the last attempt said nothing; an attempt refused by the holder, 75.
@@ -71,7 +71,7 @@ func TestAttemptLogVerdict(t *testing.T) {
 		}
 		return e
 	}
-	final := qe(cut, cut, cut)
+	final := qe(errCut, errCut, errCut)
 	var a attemptLog
 	if got := a.verdict(final); got != final || unreachable(got, nil) {
 		t.Errorf("no attempt heard: verdict %v", got)
@@ -82,7 +82,7 @@ func TestAttemptLogVerdict(t *testing.T) {
 	if got := a.verdict(final); got != silent || !unreachable(got, nil) {
 		t.Errorf("after silent nodes: verdict %v", got)
 	}
-	held := qe(redlock.ErrHeldByOther, redlock.ErrHeldByOther, cut)
+	held := qe(redlock.ErrHeldByOther, redlock.ErrHeldByOther, errCut)
 	a.note(redlock.Event{Err: held})
 	if got := a.verdict(final); got != held || unreachable(got, nil) {
 		t.Errorf("after a refusal: verdict %v", got)
