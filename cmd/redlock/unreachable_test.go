@@ -56,7 +56,7 @@ func TestUnreachableCountsRefusals(t *testing.T) {
 	}
 }
 
-// errCut is a node's error in an attempt the wait's end errCut short.
+// errCut is a node's error in an attempt the wait's end cut short.
 var errCut = fmt.Errorf("%w, the call ended first", redlock.ErrNotAwaited)
 
 // TestAttemptLogVerdict: an acquire whose last attempt the wait's end errCut
