@@ -59,7 +59,7 @@ func TestUnreachableCountsRefusals(t *testing.T) {
 // errCut is a node's error in an attempt the wait's end cut short.
 var errCut = fmt.Errorf("%w, the call ended first", redlock.ErrNotAwaited)
 
-// TestAttemptLogVerdict: an acquire whose last attempt the wait's end errCut
+// TestAttemptLogVerdict: an acquire whose last attempt the wait's end cut
 // short takes its verdict from the latest attempt that heard from the
 // nodes: nodes silent through their node timeout make run exit 69 though
 // the last attempt said nothing; an attempt refused by the holder, 75.
