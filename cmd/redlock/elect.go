@@ -121,17 +121,9 @@ func electCmd(args []string) error {
 		return usageError(fs, "--ttl must be positive")
 	case ttl.d < minTTL:
 		return usageError(fs, "--ttl %v is shorter than the minimum of %v, the TTL whose tenth and twentieth (the kill margin and per-node deadline) are the %v these need", ttl.d, minTTL, timingFloor)
-	case grace.d < 0:
-		return usageError(fs, "--grace must not be negative")
-	case grace.d >= ttl.d:
-		return usageError(fs, "--grace %v must be shorter than --ttl %v: the command must be stopped before the leadership can pass to another campaigner", grace.d, ttl.d)
-	case guard.d < 0:
-		return usageError(fs, "--restart-guard must not be negative")
-	case badMetadata != "":
-		return usageError(fs, "--metadata: %s; it must be at most %d bytes of UTF-8 on one line, without control characters",
-			badMetadata, redlock.MaxMetadataLen)
-	case fs.NArg() == 0:
-		return usageError(fs, "no command to run: give it after --")
+	}
+	if err := checkSupervised(fs, ttl.d, grace.d, guard.d, badMetadata, "the leadership can pass to another campaigner"); err != nil {
+		return err
 	}
 	logf := func(string, ...any) {}
 	if *verbose {

@@ -218,17 +218,9 @@ func runCmd(args []string) error {
 		return usageError(fs, "--wait %v is over a year: leave --wait out to wait as long as it takes", wait.d)
 	case *conflict < 0 || *conflict > 255:
 		return usageError(fs, "--conflict-exit-code %d: an exit status is 0 to 255", *conflict)
-	case grace.d < 0:
-		return usageError(fs, "--grace must not be negative")
-	case grace.d >= ttl.d:
-		return usageError(fs, "--grace %v must be shorter than --ttl %v: the command must be stopped before the lock can pass to another holder", grace.d, ttl.d)
-	case guard.d < 0:
-		return usageError(fs, "--restart-guard must not be negative")
-	case badMetadata != "":
-		return usageError(fs, "--metadata: %s; it must be at most %d bytes of UTF-8 on one line, without control characters",
-			badMetadata, redlock.MaxMetadataLen)
-	case fs.NArg() == 0:
-		return usageError(fs, "no command to run: give it after --")
+	}
+	if err := checkSupervised(fs, ttl.d, grace.d, guard.d, badMetadata, "the lock can pass to another holder"); err != nil {
+		return err
 	}
 	what := quoteKeys(keys) // "k", or "a", "b" for several keys, or "k" (shared), or "k" (a permit of 3)
 	acqOpts := []redlock.AcquireOption{redlock.WithMetadata(*metadata)}
@@ -569,6 +561,27 @@ func acquire(locks *redlock.Client, keys []string, what string, ttl time.Duratio
 		return nil, exit(w.conflict, "%s not acquired in one try (--wait 0): %v", what, r.err)
 	}
 	return nil, exit(w.conflict, "%s not acquired within --wait %v: %v", what, w.d, r.err)
+}
+
+// checkSupervised checks what run and elect share: --grace shorter than
+// --ttl (the command must be stopped before passes, which says what the
+// lock or the leadership does next), --restart-guard, --metadata
+// (badMetadata, the library's verdict on it) and a command to run.
+func checkSupervised(fs *flag.FlagSet, ttl, grace, guard time.Duration, badMetadata, passes string) error {
+	switch {
+	case grace < 0:
+		return usageError(fs, "--grace must not be negative")
+	case grace >= ttl:
+		return usageError(fs, "--grace %v must be shorter than --ttl %v: the command must be stopped before %s", grace, ttl, passes)
+	case guard < 0:
+		return usageError(fs, "--restart-guard must not be negative")
+	case badMetadata != "":
+		return usageError(fs, "--metadata: %s; it must be at most %d bytes of UTF-8 on one line, without control characters",
+			badMetadata, redlock.MaxMetadataLen)
+	case fs.NArg() == 0:
+		return usageError(fs, "no command to run: give it after --")
+	}
+	return nil
 }
 
 // unreachable reports a failed acquire in which too few nodes answered to
