@@ -19,12 +19,10 @@ import (
 // the holder has released.
 func TestRunBlocksByDefault(t *testing.T) {
 	_, nodes := startServers(t, 3)
+	hDone, release := holdKey(t, nodes, "job")
 	dir := t.TempDir()
 	p := func(name string) string { return filepath.Join(dir, name) }
-	holder := startRedlock(t, append([]string{"run", "--nodes", nodes, "--key", "job", "--wait", "10s", "--"},
-		holdUntil(p("h"), p("h-stop"), p("h-done"))...)...)
-	waitStarted(t, p("h"), holder)
-	waiter := startRedlock(t, "run", "--nodes", nodes, "--key", "job", "--", "sh", "-c", `test -f "$0" && touch "$1"`, p("h-done"), p("w"))
+	waiter := startRedlock(t, "run", "--nodes", nodes, "--key", "job", "--", "sh", "-c", `test -f "$0" && touch "$1"`, hDone, p("w"))
 	time.Sleep(2 * time.Second) // longer than any one try
 	if _, err := os.Stat(p("w")); err == nil {
 		t.Fatal("the waiting run's command ran while the lock was held")
@@ -34,8 +32,7 @@ func TestRunBlocksByDefault(t *testing.T) {
 		t.Fatalf("run without --wait gave up: status %d; stderr:\n%s", waiter.res.code, waiter.res.stderr)
 	default:
 	}
-	touch(t, p("h-stop"))
-	wantExit(t, holder.wait(t), 0)
+	release()
 	wantExit(t, waiter.wait(t), 0)
 	if _, err := os.Stat(p("w")); err != nil {
 		t.Errorf("the waiting run's command did not run after the release: %v", err)
@@ -46,11 +43,7 @@ func TestRunBlocksByDefault(t *testing.T) {
 // --conflict-exit-code's status, as flock -E sets flock's.
 func TestRunConflictExitCode(t *testing.T) {
 	_, nodes := startServers(t, 3)
-	dir := t.TempDir()
-	p := func(name string) string { return filepath.Join(dir, name) }
-	holder := startRedlock(t, append([]string{"run", "--nodes", nodes, "--key", "c", "--wait", "10s", "--"},
-		holdUntil(p("h"), p("h-stop"), p("h-done"))...)...)
-	waitStarted(t, p("h"), holder)
+	_, release := holdKey(t, nodes, "c")
 	wantExit(t, redlockRun(t, "run", "--nodes", nodes, "--key", "c", "--wait", "0", "--", "true"), exitTempFail)
 	for _, code := range []int{0, 3, 255} {
 		r := redlockRun(t, "run", "--nodes", nodes, "--key", "c", "--wait", "0", "--conflict-exit-code", strconv.Itoa(code), "--", "true")
@@ -62,26 +55,20 @@ func TestRunConflictExitCode(t *testing.T) {
 		r := redlockRun(t, "run", "--nodes", nodes, "--key", "c", "--conflict-exit-code", bad, "--", "true")
 		wantExit(t, r, exitUsage)
 	}
-	touch(t, p("h-stop"))
-	wantExit(t, holder.wait(t), 0)
+	release()
 }
 
 // TestRunWaitBareSeconds: --wait takes seconds without a unit, fractions
 // too, as flock -w does; so does every duration run takes.
 func TestRunWaitBareSeconds(t *testing.T) {
 	_, nodes := startServers(t, 3)
-	dir := t.TempDir()
-	p := func(name string) string { return filepath.Join(dir, name) }
-	holder := startRedlock(t, append([]string{"run", "--nodes", nodes, "--key", "s", "--wait", "10", "--ttl", "5", "--grace", "1.5", "--"},
-		holdUntil(p("h"), p("h-stop"), p("h-done"))...)...)
-	waitStarted(t, p("h"), holder)
+	_, release := holdKey(t, nodes, "s", "--wait", "10", "--ttl", "5", "--grace", "1.5")
 	r := redlockRun(t, "run", "--nodes", nodes, "--key", "s", "--wait", "0.5", "--", "true")
 	wantExit(t, r, exitTempFail)
 	if r.took < 500*time.Millisecond || !strings.Contains(r.stderr, "not acquired within --wait 500ms") {
 		t.Errorf("--wait 0.5 gave up after %v: %q", r.took, r.stderr)
 	}
-	touch(t, p("h-stop"))
-	wantExit(t, holder.wait(t), 0)
+	release()
 	for _, bad := range []string{"-1", "soon", "1e300"} {
 		wantExit(t, redlockRun(t, "run", "--nodes", nodes, "--key", "s", "--wait", bad, "--", "true"), exitUsage)
 	}
@@ -214,11 +201,7 @@ func TestSuggestions(t *testing.T) {
 // 300 ms, and the node timeout 500 ms: the one attempt is cut short.
 func TestRunWaitEndsDuringAttempt(t *testing.T) {
 	servers, nodes := startServers(t, 3)
-	dir := t.TempDir()
-	p := func(name string) string { return filepath.Join(dir, name) }
-	holder := startRedlock(t, append([]string{"run", "--nodes", nodes, "--key", "d", "--wait", "10s", "--"},
-		holdUntil(p("h"), p("h-stop"), p("h-done"))...)...)
-	waitStarted(t, p("h"), holder)
+	_, release := holdKey(t, nodes, "d")
 	var urls []string
 	for _, s := range servers {
 		px, err := faultproxy.New(s.Addr())
@@ -234,8 +217,7 @@ func TestRunWaitEndsDuringAttempt(t *testing.T) {
 	if !strings.Contains(r.stderr, "not acquired within --wait 300ms") {
 		t.Errorf("stderr %q", r.stderr)
 	}
-	touch(t, p("h-stop"))
-	wantExit(t, holder.wait(t), 0)
+	release()
 }
 
 // TestRunWaitBlackholedQuorum: two of three nodes take requests and never
@@ -258,5 +240,25 @@ func TestRunWaitBlackholedQuorum(t *testing.T) {
 	wantExit(t, r, exitUnavailable)
 	if !strings.Contains(r.stderr, "a quorum of nodes unreachable throughout --wait 2s") {
 		t.Errorf("stderr %q", r.stderr)
+	}
+}
+
+// holdKey starts a run that holds key on nodes (with flags, --wait 10s if
+// none) until release, which lets its command end and checks that run
+// exited 0. done is the file its command touches as it ends.
+func holdKey(t *testing.T, nodes, key string, flags ...string) (done string, release func()) {
+	t.Helper()
+	if len(flags) == 0 {
+		flags = []string{"--wait", "10s"}
+	}
+	dir := t.TempDir()
+	p := func(name string) string { return filepath.Join(dir, name) }
+	args := append(append([]string{"run", "--nodes", nodes, "--key", key}, flags...), "--")
+	holder := startRedlock(t, append(args, holdUntil(p("h"), p("h-stop"), p("h-done"))...)...)
+	waitStarted(t, p("h"), holder)
+	return p("h-done"), func() {
+		t.Helper()
+		touch(t, p("h-stop"))
+		wantExit(t, holder.wait(t), 0)
 	}
 }

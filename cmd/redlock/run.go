@@ -544,11 +544,15 @@ func acquire(locks *redlock.Client, keys []string, what string, ttl time.Duratio
 		fallthrough
 	case got != nil:
 		return nil, exit(128+int(got.(syscall.Signal)), "%v while waiting for %s", got, what)
-	case unreachable(w.attempts.verdict(r.err), locks.Nodes()) && w.d > 0:
-		// The attempt that showed it, when the wait's end cut the last.
-		return nil, exit(exitUnavailable, "%s: a quorum of nodes unreachable throughout --wait %v: %v", what, w.d, w.attempts.verdict(r.err))
-	case unreachable(w.attempts.verdict(r.err), locks.Nodes()):
-		return nil, exit(exitUnavailable, "%v", w.attempts.verdict(r.err))
+	}
+	// The attempt that decides, when the wait's end cut the last short.
+	verdict := w.attempts.verdict(r.err)
+	down := unreachable(verdict, locks.Nodes())
+	switch {
+	case down && w.d > 0:
+		return nil, exit(exitUnavailable, "%s: a quorum of nodes unreachable throughout --wait %v: %v", what, w.d, verdict)
+	case down:
+		return nil, exit(exitUnavailable, "%v", verdict)
 	case errors.Is(r.err, redlock.ErrInvalidArgument) && errors.As(r.err, new(*redlock.QuorumError)):
 		// A node refused the key as taken by another kind of lock: the
 		// library gives up at once, since waiting is no cure for a caller

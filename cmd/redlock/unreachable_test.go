@@ -14,24 +14,17 @@ import (
 // status 75 with --wait 0, not a quorum of nodes unreachable (69): CI saw
 // TestRunSharedExclusive get 69 for it.
 func TestUnreachableCountsRefusals(t *testing.T) {
-	qe := func(errs ...error) error {
-		e := &redlock.QuorumError{Op: "acquire", Key: "k", Quorum: 2}
-		for i, err := range errs {
-			e.Nodes = append(e.Nodes, &redlock.NodeError{Node: i, Err: err})
-		}
-		return e
-	}
 	for _, c := range []struct {
 		name string
 		err  error
 		want bool
 	}{
-		{"writer waits", qe(redlock.ErrWriterWaiting, redlock.ErrWriterWaiting, context.DeadlineExceeded), false},
-		{"held", qe(redlock.ErrHeldByOther, redlock.ErrMaxShared, context.DeadlineExceeded), false},
-		{"restart guard", qe(redlock.ErrRestartGuard, redlock.ErrKeyAbsent, context.DeadlineExceeded), false},
-		{"silent", qe(context.DeadlineExceeded, errors.New("connection refused"), redlock.ErrWriterWaiting), true},
+		{"writer waits", quorumErr(redlock.ErrWriterWaiting, redlock.ErrWriterWaiting, context.DeadlineExceeded), false},
+		{"held", quorumErr(redlock.ErrHeldByOther, redlock.ErrMaxShared, context.DeadlineExceeded), false},
+		{"restart guard", quorumErr(redlock.ErrRestartGuard, redlock.ErrKeyAbsent, context.DeadlineExceeded), false},
+		{"silent", quorumErr(context.DeadlineExceeded, errors.New("connection refused"), redlock.ErrWriterWaiting), true},
 		{"not a quorum error", errors.New("x"), false},
-		{"wait ended", qe(errCut, errCut, errCut), false},
+		{"wait ended", quorumErr(errCut, errCut, errCut), false},
 	} {
 		if got := unreachable(c.err, nil); got != c.want {
 			t.Errorf("%s: unreachable(%v) = %v, want %v", c.name, c.err, got, c.want)
@@ -50,7 +43,7 @@ func TestUnreachableCountsRefusals(t *testing.T) {
 		{"late", []redlock.NodeStatus{{}, {Index: 1, ConsecutiveFailures: 1, LastError: redlock.ErrNoReply}, {Index: 2, ConsecutiveFailures: 2, LastError: context.DeadlineExceeded}}, false},
 		{"failed, then on time", []redlock.NodeStatus{{}, {Index: 1, LastError: refused}, {Index: 2, LastError: refused}}, false},
 	} {
-		if got := unreachable(qe(errCut, errCut, errCut), c.status); got != c.want {
+		if got := unreachable(quorumErr(errCut, errCut, errCut), c.status); got != c.want {
 			t.Errorf("%s: unreachable = %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -64,25 +57,18 @@ var errCut = fmt.Errorf("%w, the call ended first", redlock.ErrNotAwaited)
 // nodes: nodes silent through their node timeout make run exit 69 though
 // the last attempt said nothing; an attempt refused by the holder, 75.
 func TestAttemptLogVerdict(t *testing.T) {
-	qe := func(errs ...error) error {
-		e := &redlock.QuorumError{Op: "acquire", Key: "k", Quorum: 2}
-		for i, err := range errs {
-			e.Nodes = append(e.Nodes, &redlock.NodeError{Node: i, Err: err})
-		}
-		return e
-	}
-	final := qe(errCut, errCut, errCut)
+	final := quorumErr(errCut, errCut, errCut)
 	var a attemptLog
 	if got := a.verdict(final); got != final || unreachable(got, nil) {
 		t.Errorf("no attempt heard: verdict %v", got)
 	}
-	silent := qe(redlock.ErrHeldByOther, redlock.ErrNoReply, redlock.ErrNoReply)
+	silent := quorumErr(redlock.ErrHeldByOther, redlock.ErrNoReply, redlock.ErrNoReply)
 	a.note(redlock.Event{Err: silent})
 	a.note(redlock.Event{Err: final})
 	if got := a.verdict(final); got != silent || !unreachable(got, nil) {
 		t.Errorf("after silent nodes: verdict %v", got)
 	}
-	held := qe(redlock.ErrHeldByOther, redlock.ErrHeldByOther, errCut)
+	held := quorumErr(redlock.ErrHeldByOther, redlock.ErrHeldByOther, errCut)
 	a.note(redlock.Event{Err: held})
 	if got := a.verdict(final); got != held || unreachable(got, nil) {
 		t.Errorf("after a refusal: verdict %v", got)
@@ -90,4 +76,14 @@ func TestAttemptLogVerdict(t *testing.T) {
 	if other := errors.New("x"); a.verdict(other) != other {
 		t.Error("an error not of a quorum was replaced")
 	}
+}
+
+// quorumErr is an acquire's failure on "k" (quorum 2) whose node i failed
+// with errs[i].
+func quorumErr(errs ...error) error {
+	e := &redlock.QuorumError{Op: "acquire", Key: "k", Quorum: 2}
+	for i, err := range errs {
+		e.Nodes = append(e.Nodes, &redlock.NodeError{Node: i, Err: err})
+	}
+	return e
 }
