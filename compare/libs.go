@@ -64,6 +64,7 @@ const (
 	nameMinScript  = "min-setnx-script"
 	nameMinPlain   = "min-setnx-del"
 	nameMinScripts = "min-script-script"
+	nameMinTomb    = "min-tombstone"
 	nameRedlock    = "redlock"
 	nameRedlockCtx = "redlock-ctxtimeout"
 	nameRedsync    = "redsync"
@@ -91,6 +92,7 @@ func contenders() []contender {
 		{name: nameMinPlain, experiment: true, open: openMinimal(releaseDel)},
 		{name: nameMinScript, experiment: true, open: openMinimal(releaseScript)},
 		{name: nameMinScripts, experiment: true, open: openMinimal(acquireScriptReleaseScript)},
+		{name: nameMinTomb, experiment: true, open: openMinimal(tombstones)},
 	}
 }
 
@@ -338,6 +340,34 @@ var (
 if v and v ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1`)
+
+	// minTombAcquireScript and minTombReleaseScript are the least a lock
+	// sends that refuses every late copy of its writes (issue 39): the
+	// release leaves a tombstone ("!" and the token) for 2 s, redlock's
+	// tombstoneTTL, and an acquire over a tombstone that does not name its
+	// token takes the key carrying the tombstone's entries, which the
+	// release's tombstone keeps, seven at most besides its own (a hot key
+	// keeps refusing the late copies of its last eight holders, case 6).
+	// Tokens are of one length (rand.Text), so an entry is "!" and a
+	// token. No waiting room, no side tombstone, no generations, no
+	// deadlines: redlock's fast paths without what its other features
+	// need, the price of the property alone.
+	minTombAcquireScript = redis.NewScript(`local v = redis.call('GET', KEYS[1])
+if not v then
+  return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and 1 or 0
+end
+if string.sub(v, 1, 1) ~= '!' or string.find(v, '!' .. ARGV[1], 1, true) then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1] .. v, 'PX', ARGV[2])
+return 1`)
+	minTombReleaseScript = redis.NewScript(`local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
+  return 0
+end
+local kept = v and string.sub(v, #ARGV[1] + 1, #ARGV[1] + 7 * (#ARGV[1] + 1)) or ''
+redis.call('SET', KEYS[1], '!' .. ARGV[1] .. kept, 'PX', 2000)
+return v and 1 or 0`)
 )
 
 type minRelease int
@@ -346,6 +376,7 @@ const (
 	releaseScript minRelease = iota
 	releaseDel
 	acquireScriptReleaseScript // acquire with a script too, as redlock does
+	tombstones                 // acquire and release with minTomb*Script
 )
 
 type minimalLocker struct {
@@ -378,9 +409,15 @@ func (m *minimalLocker) fanOut(call func(c *redis.Client) bool) bool {
 func (m *minimalLocker) lock(ctx context.Context, key string) (any, error) {
 	l := &minimalLock{key: key, token: rand.Text()}
 	set := func(c *redis.Client) bool { return c.SetNX(ctx, key, l.token, ttl).Val() }
-	if m.release == acquireScriptReleaseScript {
+	switch m.release {
+	case acquireScriptReleaseScript:
 		set = func(c *redis.Client) bool {
 			n, _ := minAcquireScript.Run(ctx, c, []string{key}, l.token, ttl.Milliseconds()).Int()
+			return n == 1
+		}
+	case tombstones:
+		set = func(c *redis.Client) bool {
+			n, _ := minTombAcquireScript.Run(ctx, c, []string{key}, l.token, ttl.Milliseconds()).Int()
 			return n == 1
 		}
 	}
@@ -393,9 +430,15 @@ func (m *minimalLocker) lock(ctx context.Context, key string) (any, error) {
 func (m *minimalLocker) unlock(ctx context.Context, h any) error {
 	l := h.(*minimalLock)
 	var ok bool
-	if m.release == releaseDel {
+	switch m.release {
+	case releaseDel:
 		ok = m.fanOut(func(c *redis.Client) bool { return c.Del(ctx, l.key).Val() == 1 })
-	} else {
+	case tombstones:
+		ok = m.fanOut(func(c *redis.Client) bool {
+			n, _ := minTombReleaseScript.Run(ctx, c, []string{l.key}, l.token).Int()
+			return n == 1
+		})
+	default:
 		ok = m.fanOut(func(c *redis.Client) bool {
 			n, _ := minReleaseScript.Run(ctx, c, []string{l.key}, l.token).Int()
 			return n == 1

@@ -174,7 +174,9 @@ func writeSetup(w io.Writer, cfg config, took time.Duration) {
 		"context with the 50 ms node deadline and a WaitGroup per fan-out. "+
 		"min-setnx-del, min-setnx-script and min-script-script are minimal locks written in the harness the same way "+
 		"as the bare floor: SET NX PX (or a GET-then-SET script like redlock's) to acquire, and DEL (not a correct "+
-		"release) or a token-checked delete script to release. "+
+		"release) or a token-checked delete script to release. min-tombstone is the least a lock sends that refuses "+
+		"every late copy of its writes (issue 39): its release leaves a 2 s tombstone, and an acquire over a tombstone "+
+		"carries its entries (eight at most), a GET and a SET in each script. "+
 		"Faulted nodes sit behind an in-process TCP proxy, the others are direct.\n\n")
 }
 
