@@ -436,6 +436,20 @@ func (h *chaosHistory) acquiredBetween(from, to time.Time) int {
 	return n
 }
 
+// firstAcquiredAfter is when the first acquisition whose attempt started
+// at from or later returned, and false if there was none.
+func (h *chaosHistory) firstAcquiredAfter(from time.Time) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var first time.Time
+	for _, hd := range h.holds {
+		if !hd.Start.Before(from) && (first.IsZero() || hd.Acquired.Before(first)) {
+			first = hd.Acquired
+		}
+	}
+	return first, !first.IsZero()
+}
+
 // summary is one row of the chaos table.
 type summary struct {
 	ID, Name string
