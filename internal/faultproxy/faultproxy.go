@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -37,6 +38,8 @@ type Proxy struct {
 
 	mu          sync.Mutex
 	delay       time.Duration
+	jitter      time.Duration // each chunk is delayed by a draw in [0, jitter) more (SetJitter)
+	rng         *rand.Rand
 	blackhole   bool
 	dropReplies bool
 	refuse      bool
@@ -99,6 +102,15 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // gave up on it. Server->client traffic is not delayed.
 func (p *Proxy) SetDelay(d time.Duration) {
 	p.update(func() { p.delay = max(d, 0) })
+}
+
+// SetJitter delays each client->server chunk by a further draw, uniform in
+// [0, j), made when the chunk arrives, on top of SetDelay's: a link whose
+// latency varies from request to request. Chunks keep their order on their
+// connection (one is never due before the one ahead of it), while
+// connections overtake each other; 0 disables it.
+func (p *Proxy) SetJitter(j time.Duration) {
+	p.update(func() { p.jitter = max(j, 0) })
 }
 
 // SetBlackhole makes the node look stalled or partitioned: the proxy keeps
@@ -258,11 +270,33 @@ func (p *Proxy) ReleaseHeld() {
 	}
 }
 
+// ReleaseFirst forwards the chunk caught first of those still held, and
+// what queued behind it, and returns once it has been written to the
+// server's socket or lost, as ReleaseHeld does for all: a test that holds
+// several chunks lands them in the order it chooses. It reports whether a
+// chunk was held.
+func (p *Proxy) ReleaseFirst() bool {
+	p.mu.Lock()
+	if len(p.holds) == 0 {
+		p.mu.Unlock()
+		return false
+	}
+	h := p.holds[0]
+	p.holds = p.holds[1:]
+	p.mu.Unlock()
+	close(h.release)
+	select {
+	case <-h.forwarded:
+	case <-h.link.done:
+	}
+	return true
+}
+
 // Reset turns every fault off, releasing held chunks as ReleaseHeld does.
 // Connections reset by SetRefuse stay closed.
 func (p *Proxy) Reset() {
 	p.update(func() {
-		p.delay, p.blackhole, p.dropReplies, p.refuse = 0, false, false, false
+		p.delay, p.jitter, p.blackhole, p.dropReplies, p.refuse = 0, 0, false, false, false
 		p.dropFrom = nil
 	})
 	p.ReleaseHeld()
@@ -305,11 +339,17 @@ func (p *Proxy) update(change func()) {
 // intake decides what happens to a chunk the client sent on l: dropped in a
 // blackhole (keep is false), caught by an armed HoldNext (h is not nil), or
 // queued as usual.
-func (p *Proxy) intake(l *link, data []byte) (keep bool, h *hold) {
+func (p *Proxy) intake(l *link, data []byte) (keep bool, h *hold, extra time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.blackhole {
-		return false, nil
+		return false, nil, 0
+	}
+	if p.jitter > 0 {
+		if p.rng == nil {
+			p.rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+		}
+		extra = time.Duration(p.rng.Int64N(int64(p.jitter)))
 	}
 	if p.dropFrom != nil && p.dropFrom(data) {
 		// Before the chunk is queued: its reply cannot pass.
@@ -324,7 +364,7 @@ func (p *Proxy) intake(l *link, data []byte) (keep bool, h *hold) {
 		p.holdArmed = false
 		close(p.holdCaught)
 	}
-	return true, h
+	return true, h, extra
 }
 
 func (p *Proxy) snapshot() faults {
@@ -412,8 +452,8 @@ func resetConn(c net.Conn) {
 // delay is measured from arrival, not from when the previous chunk left.
 type chunk struct {
 	data []byte
-	at   time.Time
-	hold *hold // set if HoldNext caught this chunk
+	at   time.Time // when it arrived, or for a jittered chunk when it counts as arrived (SetJitter)
+	hold *hold     // set if HoldNext caught this chunk
 }
 
 // hold is a chunk caught by HoldNext. The link's writer waits for release
@@ -509,8 +549,8 @@ func (p *Proxy) readClient(l *link) {
 	for {
 		n, err := l.client.Read(buf)
 		if n > 0 {
-			if keep, h := p.intake(l, buf[:n]); keep {
-				l.push(chunk{data: append([]byte(nil), buf[:n]...), at: time.Now(), hold: h}, false)
+			if keep, h, extra := p.intake(l, buf[:n]); keep {
+				l.push(chunk{data: append([]byte(nil), buf[:n]...), at: time.Now().Add(extra), hold: h}, false)
 				if h != nil && h.reset {
 					// The client's side only: the held chunk, queued, still
 					// goes to the server on its release, and copyReplies

@@ -586,3 +586,82 @@ func TestHoldResetCountsThePattern(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestJitterVariesDelay: with a jitter, PINGs on one connection take
+// different times, within [delay, delay+jitter) and a margin, and still
+// come back in order.
+func TestJitterVariesDelay(t *testing.T) {
+	p, _ := setup(t)
+	c := proxied(t, p)
+	mustPing(t, c)
+	const delay, jitter = 20 * time.Millisecond, 100 * time.Millisecond
+	p.SetDelay(delay)
+	p.SetJitter(jitter)
+	var lo, hi time.Duration
+	for i := range 20 {
+		start := time.Now()
+		mustPing(t, c)
+		took := time.Since(start)
+		if took < delay {
+			t.Fatalf("PING %d took %v, under the delay %v", i, took, delay)
+		}
+		if i == 0 || took < lo {
+			lo = took
+		}
+		hi = max(hi, took)
+	}
+	if hi-lo < jitter/10 {
+		t.Fatalf("20 PINGs took %v to %v: the jitter (%v) did not vary them", lo, hi, jitter)
+	}
+	p.Reset()
+	start := time.Now()
+	mustPing(t, c)
+	if took := time.Since(start); took >= delay {
+		t.Fatalf("after Reset a PING took %v", took)
+	}
+}
+
+// TestReleaseFirstLandsInOrder: two chunks held on two connections land
+// one at a time, in the order ReleaseFirst releases them, whatever order
+// the connections would race in.
+func TestReleaseFirstLandsInOrder(t *testing.T) {
+	p, direct := setup(t)
+	ctx := ctxFor(t, 10*time.Second)
+	conns := make([]net.Conn, 2)
+	for i := range conns {
+		conn, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+		if err != nil {
+			t.Fatalf("dial proxy: %v", err)
+		}
+		defer conn.Close()
+		conns[i] = conn
+	}
+	for i, conn := range conns {
+		caught := p.HoldNext([]byte("RPUSH released"))
+		if _, err := fmt.Fprintf(conn, "RPUSH released %d\r\n", i); err != nil {
+			t.Fatal(err)
+		}
+		waitCaught(t, caught)
+	}
+	if n := p.HeldCount(); n != 2 {
+		t.Fatalf("HeldCount() = %d, want 2", n)
+	}
+	for i := range conns {
+		if !p.ReleaseFirst() {
+			t.Fatalf("ReleaseFirst %d: nothing held", i)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for direct.LLen(ctx, "released").Val() != int64(i+1) {
+			if time.Now().After(deadline) {
+				t.Fatalf("chunk %d did not land", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if p.ReleaseFirst() {
+		t.Fatal("ReleaseFirst with nothing held reported a chunk")
+	}
+	if got := direct.LRange(ctx, "released", 0, -1).Val(); len(got) != 2 || got[0] != "0" || got[1] != "1" {
+		t.Fatalf("the server ran %v, want [0 1]", got)
+	}
+}
