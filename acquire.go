@@ -332,6 +332,7 @@ func (c *Client) newLock(key string, ac acquireConfig) *Lock {
 		extending: make(chan struct{}, 1),
 		holds:     1,
 	}
+	l.late = script.RefusalsKey(key, &l.vals, c.cluster)
 	if c.cfg.fencing || ac.fenced {
 		l.fenceKey = script.CounterKey(key)
 	}

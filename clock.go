@@ -69,13 +69,6 @@ const (
 	// minDuration is the shortest fence horizon and restart guard New takes.
 	minDuration = time.Millisecond
 
-	// tombstoneTTL is the longest a tombstone lives: how long a write of
-	// ours whose reply never came is kept from landing after a delete found
-	// the key absent. A TCP segment retransmitted three times is late by
-	// about 1.4s. A tombstone that refused the write it was left against
-	// lives one more second, for a copy that go-redis sent again.
-	tombstoneTTL = 2 * time.Second
-
 	// inspectTimeout bounds each node's read for Inspect when
 	// WithNodeTimeout does not: nothing is written, so it can afford a cold
 	// connection's dial.
@@ -131,6 +124,15 @@ var engineTiming = engine.Timing{
 	// reading again, doubling up to SubRetryMax.
 	SubRetryMin: 50 * time.Millisecond,
 	SubRetryMax: 2 * time.Second,
+	// A node's clock is read again once its reading is ClockRefresh old,
+	// in the background: a write's deadline on the node allows the
+	// reading's error, which grows with its age at the drift factor
+	// (Client.New sets ClockDrift from WithDriftFactor), so that with the
+	// default 1% a deadline is at most 20 ms, and the reading's half round
+	// trip, later than it need be. LateSlack adds a millisecond for the
+	// node's rounding.
+	ClockRefresh: 2 * time.Second,
+	LateSlack:    time.Millisecond,
 }
 
 // Clock is the single source of time for validity decisions. The default uses
@@ -164,13 +166,9 @@ func (c *timing) drift(ttl time.Duration) time.Duration {
 // keyLife is the longest a key written with ttl may live once written, by
 // our clock: the node's clock may run slow by the drift allowance, counted
 // twice for margin. Delete retries end there: past it nothing is left to
-// remove. A value that carries tombstone entries lives until they are due,
-// up to tombstoneTTL from the delete that left them, however short its own
-// ttl (scripts/lib.lua, carry_life): a key lives the longer of the two.
-// With the default drift it is max(ttl, 2 s) + max(ttl, 2 s)/50 + 4ms.
+// remove. With the default drift it is ttl + ttl/50 + 4ms.
 func (c *timing) keyLife(ttl time.Duration) time.Duration {
-	life := max(ttl, tombstoneTTL)
-	return life + 2*c.drift(life)
+	return ttl + 2*c.drift(ttl)
 }
 
 // validUntil is the end of the window in which the lock is held, for keys

@@ -377,8 +377,12 @@ func TestSettleScript(t *testing.T) {
 	settle := redis.NewScript(nodetest.ScriptSource(t, "settle.lua"))
 	key := newKey(t)
 	rec := key + ":record"
+	// A write of the Lock's, with its pair (scripts/late.lua): its
+	// refusals key, and a deadline a minute away.
 	run := func(prefix string, term uint64) int64 {
-		n, err := settle.Run(ctx, rc, []string{key, rec}, prefix, term, 60000).Int64()
+		now, err := rc.Time(ctx).Result()
+		require.NoError(t, err)
+		n, err := settle.Run(ctx, rc, []string{key + ":late", key, rec}, now.UnixMilli()+60_000, prefix, term, 60000).Int64()
 		require.NoError(t, err)
 		return n
 	}

@@ -97,6 +97,12 @@ var (
 	// unknown, so a failed acquire is rolled back there too. A node's deadline
 	// is never reported as context.DeadlineExceeded.
 	ErrNoReply = engine.ErrNoReply
+	// ErrLate means the node refused a write that reached it past its
+	// deadline, by the node's own clock: it changed nothing. Every write
+	// carries the moment after which it must change nothing, so that a copy
+	// held up in the network or in a stopped node's socket cannot land
+	// after the Lock's delete (docs/late-writes.md).
+	ErrLate = engine.ErrLate
 
 	// ErrNotAwaited means the node's reply was not waited for: it was
 	// still on its way when the outcome was decided without it, or when

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -102,7 +103,9 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, settled 
 		switch {
 		case script.HandedAway(r):
 			l.noteDeleted(engine.Reply{Node: r.Node, Status: engine.OK})
-		case r.Status == engine.Unknown:
+		case r.Status == engine.Unknown || errors.Is(r.Err, ErrLate):
+			// No answer, or the handover reached the node past its
+			// deadline and changed nothing: l's value may be there.
 			only := make([]bool, n)
 			only[r.Node] = true
 			c.deleteOn(l, only)
@@ -114,9 +117,9 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, settled 
 	deadline := time.Now().Add(c.cfg.nodeTimeout(off.ttl))
 	v := w.nextValue(off.ttl)
 	l.mu.Lock()
-	gone, tombMs := l.gen, l.tombMs()
+	gone := l.gen
 	l.mu.Unlock()
-	t, _ := c.nodes.SendAndCount(ctx, w.seq, engine.Spec{Effect: engine.Write, Op: handoverOp(l.key, v, off.ttlArg, l.vals.Own(), gone, tombMs, subscribed, streak),
+	t, _ := c.nodes.SendAndCount(ctx, w.seq, engine.Spec{Effect: engine.Write, Op: handoverOp(w, l, v, off.ttlArg, gone, subscribed, streak),
 		Wait: time.Until(deadline), TTL: off.ttl, Note: note})
 	// Where a call of l may still land (an acquire or restore that has not
 	// returned, which could write l's value where the key is absent), l's

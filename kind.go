@@ -30,9 +30,9 @@ type kind interface {
 	restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op
 	// deleteOp deletes l's keys up to generation upTo (0: any of ours),
 	// and leaves on every node what refuses l's writes up to generation
-	// gone for tombMs: a copy of any of them may still land
-	// (docs/late-writes.md).
-	deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op
+	// gone until the latest of their deadlines there: a copy of any of
+	// them may still land (docs/late-writes.md).
+	deleteOp(l *Lock, v script.Value, upTo, gone uint64) engine.Op
 
 	// byVal tells whether an acquire round counts the nodes that answered
 	// the same value (a permit holds one slot on a quorum).
@@ -68,6 +68,7 @@ type kind interface {
 // method of the kind: o passed through an interface would escape, and cost
 // each op an allocation.
 func address(l *Lock, o *engine.Op, counters bool) {
+	o.Refusals = l.late
 	o.Keys[0] = l.key
 	o.NKeys = 1
 	if many := l.kind.many(l, counters); many != nil {
@@ -128,8 +129,8 @@ func (exclusiveKind) holding(l *Lock, r *keyRead) (time.Duration, error) {
 	return r.state.TTL, nil
 }
 
-func (exclusiveKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op {
-	op := engine.Op{Script: releaseScript, Read: script.ReadDelete, Args: [engine.MaxArgs]any{v.Prefix, upTo, gone, tombMs}, NArgs: 4}
+func (exclusiveKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64) engine.Op {
+	op := engine.Op{Script: releaseScript, Read: script.ReadDelete, Args: [engine.MaxArgs]any{v.Prefix, upTo, gone}, NArgs: 3}
 	address(l, &op, false)
 	return op
 }

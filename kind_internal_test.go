@@ -34,7 +34,7 @@ func TestOpBuildersKeepOpsOffTheHeap(t *testing.T) {
 			"acquire fenced": func() { opSink = l.kind.acquireOp(l, v, ttl, horizon) },
 			"extend":         func() { opSink = l.kind.extendOp(l, v, ttl, 7, horizon) },
 			"restore":        func() { opSink = l.kind.restoreOp(l, v, ttl) },
-			"delete":         func() { opSink = l.kind.deleteOp(l, v, 0, 3, 2000) },
+			"delete":         func() { opSink = l.kind.deleteOp(l, v, 0, 3) },
 		} {
 			const runs = 10_000
 			build()

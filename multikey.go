@@ -241,8 +241,8 @@ func (k allKind) extendOp(l *Lock, v script.Value, ttlMs any, fence uint64, hori
 	return op
 }
 
-func (k allKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op {
-	op := k.exclusiveKind.deleteOp(l, v, upTo, gone, tombMs)
+func (k allKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64) engine.Op {
+	op := k.exclusiveKind.deleteOp(l, v, upTo, gone)
 	op.Script = releaseAllScript
 	return op
 }

@@ -38,7 +38,7 @@ func TestBadInput(t *testing.T) {
 		{"restart marker", ctx, "redlock:boot", time.Second, []error{redlock.ErrInvalidArgument}},
 		{"fencing counter", ctx, "k:redlock:fence", time.Second, []error{redlock.ErrInvalidArgument}},
 		{"waiting room", ctx, "k:redlock:wait", time.Second, []error{redlock.ErrInvalidArgument}},
-		{"side tombstone", ctx, "k:redlock:tomb", time.Second, []error{redlock.ErrInvalidArgument}},
+		{"refusals key", ctx, "k:redlock:late:0123456789abcdef", time.Second, []error{redlock.ErrInvalidArgument}},
 		{"cancelled context", cancelled, "k", time.Second, []error{redlock.ErrNotAcquired, context.Canceled}},
 	}
 	for _, tc := range calls {

@@ -4,15 +4,12 @@ import (
 	"context"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
 )
 
@@ -21,36 +18,20 @@ import (
 // keeps the replaced value and its expiry, a rollback puts them back, a retry
 // keeps them, and an extension or a Release ends them.
 func TestOwnerTakeoverScripts(t *testing.T) {
-	s := redistest.StartT(t, 1)[0]
-	rc := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	t.Cleanup(func() { _ = rc.Close() })
+	n := newScriptNode(t)
+	n.key = "takeover"
+	rc, key := n.rc, n.key
 	ctx := context.Background()
-	const key, holder = "takeover", "X~"
-	// get reads the value without the chain's deadlines and the
-	// tombstone entries it carries (lib.lua), "" for a tombstone.
-	raw := func() string { return rc.Get(ctx, key).Val() }
-	get := func() string {
-		v, _, _ := strings.Cut(unchain(raw()), ",")
-		if strings.HasPrefix(v, "!") {
-			return ""
-		}
-		return v
-	}
-	pttl := func() time.Duration { return rc.PTTL(ctx, key).Val() }
+	const holder = "X~"
+	// get reads the value without the chain's deadlines.
+	get := func() string { return unchain(n.get()) }
+	pttl := n.pttl
 	acquire := func(lock string, gen int) int64 {
-		n, err := acquireScript.Run(ctx, rc, []string{key}, lock+strconv.Itoa(gen), 1000, holder, gen).Int64()
-		require.NoError(t, err)
-		return n
+		return n.code(acquireScript, []string{key}, lock+strconv.Itoa(gen), 1000, holder, gen)
 	}
-	rollback := func(lock string, gen int) int64 {
-		n, err := releaseScript.Run(ctx, rc, []string{key}, lock, gen, gen, 2000).Int64()
-		require.NoError(t, err)
-		return n
-	}
+	rollback := func(lock string, gen int) int64 { return n.release(lock, gen, gen) }
 	extend := func(lock string, gen int) int64 {
-		n, err := extendScript.Run(ctx, rc, []string{key}, lock+strconv.Itoa(gen), 20_000, lock, gen).Int64()
-		require.NoError(t, err)
-		return n
+		return n.code(extendScript, []string{key}, lock+strconv.Itoa(gen), 20_000, lock, gen)
 	}
 	const a, b, c = "X~A.", "X~B.", "X~C."
 
@@ -65,7 +46,7 @@ func TestOwnerTakeoverScripts(t *testing.T) {
 	assert.Equal(t, b+"2|"+a+"3", get())
 	assert.EqualValues(t, 1, rollback(b, 2))
 	assert.Equal(t, a+"3", get(), "the rollback gives the key back")
-	assert.Contains(t, raw(), "!"+entryOf(b, 2), "carrying what refuses the failed attempt's late copies")
+	assert.True(t, n.refuses(b, 2), "the failed attempt's late copies are refused: %q", n.refusal(b))
 	assert.Greater(t, pttl(), 15*time.Second, "with the replaced value's expiry")
 	assert.EqualValues(t, 1, extend(a, 4), "the Lock given back extends")
 
@@ -87,11 +68,9 @@ func TestOwnerTakeoverScripts(t *testing.T) {
 	assert.EqualValues(t, 1, extend(b, 5))
 	assert.Equal(t, b+"5", get())
 	assert.EqualValues(t, script.TookOver, acquire(c, 3))
-	n, err := releaseScript.Run(ctx, rc, []string{key}, c, 0, 3, 2000).Int64()
-	require.NoError(t, err)
-	assert.EqualValues(t, 1, n)
+	assert.EqualValues(t, 1, n.release(c, 0, 3))
 	assert.Empty(t, get(), "a Release deletes, whatever its value replaced")
-	assert.Contains(t, raw(), entryOf(c, 3), "leaving its tombstone")
+	assert.True(t, n.refuses(c, 3), "leaving its refusal: %q", n.refusal(c))
 
 	// Another holder's value is never taken.
 	require.NoError(t, rc.Set(ctx, key, "Y~A.1", 20*time.Second).Err())
@@ -100,9 +79,7 @@ func TestOwnerTakeoverScripts(t *testing.T) {
 
 	// The fenced acquire shares the step.
 	require.NoError(t, rc.Set(ctx, key, a+"9", 20*time.Second).Err())
-	r, err := acquireFencedScript.Run(ctx, rc, []string{key, key + ":fence"}, b+"6", 1000, holder, 6, 60_000).Slice()
-	require.NoError(t, err)
-	assert.EqualValues(t, script.TookOver, r[0])
+	assert.EqualValues(t, script.TookOver, n.code(acquireFencedScript, []string{key, key + ":fence"}, b+"6", 1000, holder, 6, 60_000))
 	assert.Equal(t, b+"6|"+a+"9", get())
 	assert.Greater(t, pttl(), 15*time.Second)
 }

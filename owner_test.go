@@ -451,15 +451,16 @@ func (e *env) directClient(opts ...redlock.Option) *redlock.Client {
 }
 
 // TestFailedTakeoverSparesReleasedLock: B holds owner req-7's key for 2 s;
-// A, the same owner in another process, retries with a 20 s TTL through a
-// slow network: its writes land on every node after its attempt failed,
-// taking B's value over, and its rollback is held. B releases meanwhile,
-// and must be confirmed; once A's rollback lands, B's value must not come
-// back: the key is free by the end of B's TTL.
+// A, the same owner in another process, retries with a 20 s TTL: its
+// writes are held in the network while its call gives up (its context
+// ends), then land on every node within their deadline, taking B's value
+// over, and its rollback is held. B releases meanwhile, and must be
+// confirmed; once A's rollback lands, B's value must not come back: the
+// key is free by the end of B's TTL.
 func TestFailedTakeoverSparesReleasedLock(t *testing.T) {
 	e := newEnv(t, 3, fastClients)
 	cb := e.directClient()
-	ca := e.client(redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithCleanupTimeout(10*time.Second))
+	ca := e.client(redlock.WithNodeTimeout(5*time.Second), redlock.WithCleanupTimeout(10*time.Second))
 	other := e.directClient()
 	ctx := t.Context()
 	key := newKey(t)
@@ -469,14 +470,27 @@ func TestFailedTakeoverSparesReleasedLock(t *testing.T) {
 	require.NoError(t, err)
 	bUntil := time.Now().Add(2 * time.Second)
 
+	var writes []<-chan struct{}
+	for _, p := range e.proxies {
+		writes = append(writes, p.HoldNext([]byte(key)))
+	}
+	actx, cancel := context.WithCancel(ctx)
+	failed := make(chan error, 1)
+	go func() {
+		_, err := ca.TryAcquire(actx, key, 20*time.Second, owner)
+		failed <- err
+	}()
+	for i, ch := range writes {
+		waitClosed(t, ch, "A's write reaching proxy "+string(rune('0'+i)))
+	}
+	cancel()
+	require.ErrorIs(t, <-failed, redlock.ErrNotAcquired)
 	releaseSHA := scriptSHA(t, "release_one.lua")
 	var caught []<-chan struct{}
 	for _, p := range e.proxies {
 		caught = append(caught, p.HoldNext(releaseSHA))
-		p.SetDelay(700 * time.Millisecond)
+		require.True(t, p.ReleaseFirst(), "A's write lands")
 	}
-	_, err = ca.TryAcquire(ctx, key, 20*time.Second, owner)
-	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	require.Eventually(t, func() bool {
 		for _, v := range e.rawValues(key) {
 			if !strings.Contains(v, "|") {
@@ -491,7 +505,6 @@ func TestFailedTakeoverSparesReleasedLock(t *testing.T) {
 
 	require.NoError(t, b.Release(ctx), "B's Release while A's takeover is pending")
 	for _, p := range e.proxies {
-		p.SetDelay(0)
 		p.ReleaseHeld()
 	}
 	quiet(t, ca)

@@ -68,8 +68,8 @@ func (k permitKind) restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
 	return op
 }
 
-func (k permitKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op {
-	op := k.exclusiveKind.deleteOp(l, v, upTo, gone, tombMs)
+func (k permitKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64) engine.Op {
+	op := k.exclusiveKind.deleteOp(l, v, upTo, gone)
 	op.Script = releasePermitScript
 	return op
 }
@@ -108,10 +108,7 @@ func (c *Client) dropStray(l *Lock, v script.Value, t *engine.Tally) {
 		return
 	}
 	only := t.Where(func(r engine.Reply) bool { return r.Status == engine.OK && r.Val != t.Val })
-	l.mu.Lock()
-	tombMs := l.tombMs()
-	l.mu.Unlock()
-	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Effect: engine.Delete, Op: l.kind.deleteOp(l, v, v.Gen, v.Gen, tombMs),
+	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Effect: engine.Delete, Op: l.kind.deleteOp(l, v, v.Gen, v.Gen),
 		Wait: c.cfg.cleanupTimeout, CallTimeout: c.cfg.cleanupTimeout, Only: only})
 }
 

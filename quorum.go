@@ -75,10 +75,7 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 // command is sent once) and changed nothing.
 func (c *Client) rollback(l *Lock, v script.Value, ttl time.Duration, t *engine.Tally) {
 	only := t.Unrefused()
-	l.mu.Lock()
-	tombMs := l.tombMs()
-	l.mu.Unlock()
-	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Effect: engine.Delete, Op: l.kind.deleteOp(l, v, v.Gen, v.Gen, tombMs),
+	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Effect: engine.Delete, Op: l.kind.deleteOp(l, v, v.Gen, v.Gen),
 		Wait: c.cfg.cleanupTimeout, CallTimeout: c.cfg.cleanupTimeout, Only: only})
 	if c.obs.on {
 		c.obs.rollback(l.key, engine.Count(only))

@@ -66,6 +66,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	c.renewals = engine.Bounded[*lease]{Max: maxConcurrentRenewals, Run: (*lease).renew}
 	ec := engine.Config{Scripts: allScripts, Sources: sources, KeyLife: c.cfg.keyLife, Timing: engineTiming}
+	ec.Timing.ClockDrift = c.cfg.driftFactor
 	if c.obs.on {
 		ec.Observer = nodeObserver{&c.obs}
 	}
@@ -171,6 +172,9 @@ type Lock struct {
 	pref      int
 	vals      script.Prefixes // the token and the prefixes of the values the Lock writes
 	fenceKey  string          // the fence counter's key, with WithFencing
+	// late is the Lock's refusals key (script.RefusalsKey): its deletes
+	// leave there what refuses a copy of its writes that lands after them.
+	late string
 	// keys, for a Lock of several keys (AcquireAll), are its keys, distinct
 	// and sorted (key is the first), and keysAndCounters the same followed
 	// by their fencing counters; both nil for a Lock of one key.
@@ -217,12 +221,6 @@ func (l *Lock) nextValue(ttl time.Duration) script.Value {
 	l.longest = max(l.longest, ttl)
 	return l.vals.At(l.gen)
 }
-
-// tombMs is how long, in milliseconds, a delete of l leaves what refuses
-// its writes: as long as the longest TTL it wrote with, up to
-// tombstoneTTL, since a copy of that write sets the key for that TTL
-// (tombLifeMs). Called with l.mu held.
-func (l *Lock) tombMs() int64 { return tombLifeMs(l.longest) }
 
 // Key returns the locked key, or "" for a nil Lock. For a Lock of several
 // keys (AcquireAll) it is the first of Keys, in sorted order.

@@ -367,14 +367,5 @@ func (c *Client) deleteOn(l *Lock, only []bool) {
 func (l *Lock) deleteAll(wait, CallTimeout time.Duration) engine.Spec {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return engine.Spec{Effect: engine.Delete, Op: l.kind.deleteOp(l, l.anyValue(), 0, l.gen, l.tombMs()), Wait: wait, CallTimeout: CallTimeout}
-}
-
-// tombLifeMs is how long a tombstone left against writes of ttl lives, in
-// milliseconds: a write that lands later still leaves the key for at most
-// its ttl, so a longer tombstone would serve nothing. ttl is the longest
-// of the Lock's writes, not its latest: an Extend with a shorter TTL must
-// not shorten what refuses a copy of the acquire (Lock.tombMs).
-func tombLifeMs(ttl time.Duration) int64 {
-	return max(min(ttl, tombstoneTTL).Milliseconds(), 1)
+	return engine.Spec{Effect: engine.Delete, Op: l.kind.deleteOp(l, l.anyValue(), 0, l.gen), Wait: wait, CallTimeout: CallTimeout}
 }

@@ -31,6 +31,10 @@ import (
 // lib.lua). docs/late-writes.md tables what each script does with a
 // tombstone, a chain and the restart guard's marker.
 var (
+	//go:embed scripts/late.lua
+	lateSrc string
+	//go:embed scripts/late_write.lua
+	lateWriteSrc string
 	//go:embed scripts/lib.lua
 	libSrc string
 	//go:embed scripts/take.lua
@@ -107,51 +111,57 @@ var (
 
 // The scripts' table: for each primitive, its scripts, the op each does
 // (opName: the hooks and the log) and the parts each is assembled from, in
-// order. The scripts that write a lock key share lib.lua, first; the
-// exclusive acquire scripts take.lua too, and wait.lua and take_fair.lua
-// (takeFair). A plain acquire and a one-key release first try their fast
-// path (acquire_fast.lua, release_fast.lua), which returns before lib.lua's
-// functions are defined: their definition is most of what an uncontended
-// call costs the node. An acquire named with a guard also has a
-// restart-guarded form (guardedForm): the guard's prologue, told whether
-// the acquire that follows is fenced (the shape of its reply), before the
-// same text.
+// order. Every script by which a Lock writes or deletes starts with
+// late.lua, which takes off the pair the engine sends first (the Lock's
+// refusals key and a node-clock millisecond, engine.Op.Refusals), and
+// every write then with late_write.lua, which refuses it past its
+// deadline (docs/late-writes.md). The scripts that write a lock key share
+// lib.lua next; the exclusive acquire scripts take.lua too, and wait.lua
+// and take_fair.lua (takeFair). A plain acquire and a one-key release
+// first try their fast path (acquire_fast.lua, release_fast.lua), which
+// returns before lib.lua's functions are defined: their definition is most
+// of what an uncontended call costs the node. An acquire named with a guard
+// also has a restart-guarded form (guardedForm): the guard's prologue,
+// told whether the acquire that follows is fenced (the shape of its
+// reply), after its write's deadline is checked and before the rest.
 var (
+	writing     = lateSrc + lateWriteSrc // how every write starts
+	deleting    = lateSrc                // how every delete starts
 	takeFair    = libSrc + takeSrc + waitSrc + takeFairSrc
 	guardPlain  = "local guard_fenced = false\n" + restartGuardSrc
 	guardFenced = "local guard_fenced = true\n" + restartGuardSrc
 
 	// One key, one holder (kind.go), and what every Lock shares.
-	acquireScript       = def("acquire", guardPlain, acquireFastSrc, takeFair, acquireSrc)
-	acquireFencedScript = def("acquire", guardFenced, takeFair, acquireFencedSrc)
-	extendScript        = def("extend", "", counterSrc, extendSrc, extendOneSrc)
-	restoreScript       = def("restore", "", libSrc, restoreSrc)
-	releaseScript       = def("delete", "", releaseFastSrc, libSrc, releaseSrc, releaseOneSrc)
-	fenceCommitScript   = def("commit", "", counterSrc, fenceCommitSrc)
-	handoverScript      = def("handover", "", takeFair, handoverSrc)
-	inspectScript       = def("inspect", "", inspectSrc)
-	settleScript        = def("settle", "", settleSrc)                      // an elected leadership's term (election.go)
-	leaderScript        = def("leader", "", leaderSrc)                      // an observer's read (election.go)
-	announceScript      = def("announce", "", libSrc, waitSrc, announceSrc) // a waiting Lock (announce.go)
+	acquireScript       = def("acquire", writing, guardPlain, acquireFastSrc, takeFair, acquireSrc)
+	acquireFencedScript = def("acquire", writing, guardFenced, takeFair, acquireFencedSrc)
+	extendScript        = def("extend", writing, "", counterSrc, extendSrc, extendOneSrc)
+	restoreScript       = def("restore", writing, "", libSrc, restoreSrc)
+	releaseScript       = def("delete", deleting, "", releaseFastSrc, libSrc, releaseSrc, releaseOneSrc)
+	fenceCommitScript   = def("commit", writing, "", counterSrc, fenceCommitSrc)
+	handoverScript      = def("handover", writing, "", takeFair, handoverSrc)
+	inspectScript       = def("inspect", "", "", inspectSrc)
+	settleScript        = def("settle", writing, "", settleSrc)                      // an elected leadership's term (election.go)
+	leaderScript        = def("leader", "", "", leaderSrc)                           // an observer's read (election.go)
+	announceScript      = def("announce", writing, "", libSrc, waitSrc, announceSrc) // a waiting Lock (announce.go)
 
 	// Several keys, all or none (multikey.go).
-	acquireAllScript       = def("acquire", guardPlain, takeFair, takeAllSrc, acquireAllSrc)
-	acquireAllFencedScript = def("acquire", guardFenced, takeFair, takeAllSrc, acquireAllFencedSrc)
-	extendAllScript        = def("extend", "", counterSrc, extendSrc, extendAllSrc)
-	releaseAllScript       = def("delete", "", libSrc, releaseSrc, releaseAllSrc)
+	acquireAllScript       = def("acquire", writing, guardPlain, takeFair, takeAllSrc, acquireAllSrc)
+	acquireAllFencedScript = def("acquire", writing, guardFenced, takeFair, takeAllSrc, acquireAllFencedSrc)
+	extendAllScript        = def("extend", writing, "", counterSrc, extendSrc, extendAllSrc)
+	releaseAllScript       = def("delete", deleting, "", libSrc, releaseSrc, releaseAllSrc)
 
 	// Shared (shared.go): shared.lua after lib.lua; the acquire reads the
 	// waiting room (wait.lua).
-	acquireSharedScript = def("acquire", guardPlain, libSrc, sharedSrc, waitSrc, acquireSharedSrc)
-	extendSharedScript  = def("extend", "", libSrc, sharedSrc, extendSharedSrc)
-	restoreSharedScript = def("restore", "", libSrc, sharedSrc, restoreSharedSrc)
-	releaseSharedScript = def("delete", "", libSrc, sharedSrc, releaseSharedSrc)
+	acquireSharedScript = def("acquire", writing, guardPlain, libSrc, sharedSrc, waitSrc, acquireSharedSrc)
+	extendSharedScript  = def("extend", writing, "", libSrc, sharedSrc, extendSharedSrc)
+	restoreSharedScript = def("restore", writing, "", libSrc, sharedSrc, restoreSharedSrc)
+	releaseSharedScript = def("delete", deleting, "", libSrc, sharedSrc, releaseSharedSrc)
 
 	// Permits (permits.go): permits.lua after shared.lua.
-	acquirePermitScript = def("acquire", guardPlain, libSrc, sharedSrc, permitsSrc, acquirePermitSrc)
-	extendPermitScript  = def("extend", "", libSrc, sharedSrc, permitsSrc, extendPermitSrc)
-	restorePermitScript = def("restore", "", libSrc, sharedSrc, permitsSrc, restorePermitSrc)
-	releasePermitScript = def("delete", "", libSrc, sharedSrc, permitsSrc, releasePermitSrc)
+	acquirePermitScript = def("acquire", writing, guardPlain, libSrc, sharedSrc, permitsSrc, acquirePermitSrc)
+	extendPermitScript  = def("extend", writing, "", libSrc, sharedSrc, permitsSrc, extendPermitSrc)
+	restorePermitScript = def("restore", writing, "", libSrc, sharedSrc, permitsSrc, restorePermitSrc)
+	releasePermitScript = def("delete", deleting, "", libSrc, sharedSrc, permitsSrc, releasePermitSrc)
 )
 
 // What def fills in: every script, in the order of the table (Warm loads
@@ -163,13 +173,14 @@ var (
 	guardedForm = make(map[*redis.Script]*redis.Script)
 )
 
-// def makes the script assembled from parts that does op, and, with a
-// guard, its restart-guarded form.
-func def(op, guard string, parts ...string) *redis.Script {
+// def makes the script that does op, assembled from head (how a write or
+// a delete starts, or nothing for a read) and parts, and, with a guard,
+// its restart-guarded form: the guard between head and parts.
+func def(op, head, guard string, parts ...string) *redis.Script {
 	src := strings.Join(parts, "")
-	s := newScript(op, src)
+	s := newScript(op, head+src)
 	if guard != "" {
-		guardedForm[s] = newScript(op, guard+src)
+		guardedForm[s] = newScript(op, head+guard+src)
 	}
 	return s
 }
@@ -191,13 +202,14 @@ func fenceCommitOp(l *Lock, v script.Value, fence uint64, horizonMs any) engine.
 	return op
 }
 
-// handoverOp takes the key from the holder whose prefix is leaving and gives
-// it to the waiter's value v, unless a client other than the waiter's waits
-// for it and streak is false; subscribed tells whether the waiter's client
-// subscribes to the key's release channel. What stays refuses the leaving
-// Lock's writes up to generation gone for tombMs, as its Release would.
-// Only a Lock of one key hands over or is handed over.
-func handoverOp(key string, v script.Value, ttlMs, leaving any, gone uint64, tombMs int64, subscribed, streak bool) engine.Op {
+// handoverOp takes the key from the leaving Lock l and gives it to the
+// waiter w's value v, unless a client other than the waiter's waits for
+// it and streak is false; subscribed tells whether the waiter's client
+// subscribes to the key's release channel. It is w's write, under w's
+// refusals key; what stays refuses l's writes up to generation gone until
+// their latest deadline, as l's Release would (engine.Op.Leaving). Only a
+// Lock of one key hands over or is handed over.
+func handoverOp(w, l *Lock, v script.Value, ttlMs any, gone uint64, subscribed, streak bool) engine.Op {
 	mine := 0
 	if subscribed {
 		mine = 1
@@ -205,9 +217,9 @@ func handoverOp(key string, v script.Value, ttlMs, leaving any, gone uint64, tom
 	if streak {
 		mine = -1 - mine
 	}
-	op := engine.Op{Script: handoverScript, Read: script.ReadHandover,
-		Keys: [engine.MaxKeys]string{key}, NKeys: 1, Args: script.WriteArgs(v, ttlMs, true), NArgs: 8}
-	op.Args[4], op.Args[5], op.Args[6], op.Args[7] = leaving, mine, gone, tombMs
+	op := engine.Op{Script: handoverScript, Read: script.ReadHandover, Refusals: w.late, Leaving: l.seq, LeavingRefusals: l.late,
+		Keys: [engine.MaxKeys]string{l.key}, NKeys: 1, Args: script.WriteArgs(v, ttlMs, true), NArgs: 7}
+	op.Args[4], op.Args[5], op.Args[6] = l.vals.Own(), mine, gone
 	return op
 }
 
@@ -228,12 +240,6 @@ func announceOp(l *Lock, what string, ms int64, end bool) engine.Op {
 // No Client locks a key of that name (reservedKey).
 const restartMarker = "redlock:boot"
 
-// sideSuffix names a key's side tombstone: the key followed by it. It keeps
-// the refusals of late writes that would outlive the value carrying them
-// (scripts/lib.lua, side_keep); the scripts spell it as a Lua literal
-// (lib.lua, acquire_fast.lua), TestSideTombstoneSpelling keeps them equal.
-const sideSuffix = ":redlock:tomb"
-
 // reservedKey reports why key cannot be a lock's key: the library keeps
 // its own values under that name (the restart guard's marker, a fencing
 // counter, a waiting room), which a lock's value would collide with.
@@ -245,8 +251,8 @@ func reservedKey(key string) string {
 		return "a fencing counter's name"
 	case strings.Contains(key, waitSuffix):
 		return "a waiting room's name"
-	case strings.Contains(key, sideSuffix):
-		return "a side tombstone's name"
+	case strings.Contains(key, strings.TrimSuffix(script.LateSuffix, ":")):
+		return "a Lock's refusals key's name"
 	case strings.Contains(key, script.LeadersSuffix):
 		return "an election's record of terms"
 	}

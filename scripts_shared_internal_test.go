@@ -36,9 +36,9 @@ func (n *scriptNode) restoreShared(p string, gen, ttlMs int) int64 {
 }
 
 // releaseShared takes p's entry out up to generation limit (0: a
-// Release), leaving a tombstone entry against p's writes up to tomb.
-func (n *scriptNode) releaseShared(p string, limit, tomb int) int64 {
-	return n.code(releaseSharedScript, []string{n.key}, p, limit, tomb, 2000)
+// Release), leaving the refusal of p's writes up to gone.
+func (n *scriptNode) releaseShared(p string, limit, gone int) int64 {
+	return n.code(releaseSharedScript, []string{n.key}, p, limit, gone)
 }
 
 // entries are the shared value's items, in order, without deadlines.
@@ -61,7 +61,7 @@ func TestSharedScripts(t *testing.T) {
 	n := newScriptNode(t)
 	ctx := context.Background()
 	run := n.subtests(t, "shared")
-	run("readers together, writer refused, last out leaves a tombstone", func(t *testing.T) {
+	run("readers together, writer refused, last out deletes the key", func(t *testing.T) {
 		require.EqualValues(t, 1, n.acquireShared(shareR, 1, 20_000))
 		require.EqualValues(t, 1, n.acquireShared(shareS, 1, 5_000))
 		assert.Equal(t, []string{shareR + "1", shareS + "1"}, n.entries())
@@ -69,16 +69,16 @@ func TestSharedScripts(t *testing.T) {
 		code := n.acquire(lockY, 1, 20_000)
 		require.LessOrEqual(t, code, int64(-15_000), "a writer is refused for the last share's time")
 		require.EqualValues(t, 1, n.releaseShared(shareR, 0, 1))
-		assert.Equal(t, []string{shareS + "1", tombstoneOf(shareR, 1)}, n.entries(), "S keeps its share, beside R's tombstone entry")
+		assert.Equal(t, []string{shareS + "1"}, n.entries(), "S keeps its share")
+		assert.True(t, n.refuses(shareR, 1), "R's writes that may still land are refused")
 		assert.LessOrEqual(t, n.pttl(), 5*time.Second, "the key lives as long as S's share now")
 		ps := n.rc.Subscribe(ctx, waiting.ChannelPrefix+n.key)
 		defer ps.Close()
 		_, err := ps.Receive(ctx)
 		require.NoError(t, err)
 		require.EqualValues(t, 1, n.releaseShared(shareS, 0, 1))
-		assert.True(t, strings.HasPrefix(n.get(), "!"), "no share left behind: %q", n.get())
-		assert.Contains(t, n.get(), entryOf(shareS, 1), "only the tombstone of both")
-		assert.Contains(t, n.get(), entryOf(shareR, 1))
+		assert.Empty(t, n.get(), "no share left behind")
+		assert.True(t, n.refuses(shareS, 1))
 		msg, err := ps.ReceiveTimeout(ctx, 5*time.Second)
 		require.NoError(t, err, "the last Release is announced")
 		assert.Contains(t, msg.(interface{ String() string }).String(), n.key)
@@ -90,21 +90,17 @@ func TestSharedScripts(t *testing.T) {
 		assert.EqualValues(t, -1, n.extendShared(shareR, 2, 20_000))
 		assert.EqualValues(t, 0, n.restoreShared(shareR, 2, 20_000))
 		assert.EqualValues(t, -1, n.releaseShared(shareR, 0, 3))
-		v := n.get()
-		assert.True(t, strings.HasPrefix(v, lockY+"1,"), "the writer's value stays: %q", v)
-		assert.True(t, carries(v, shareR, 3), "carrying the reader's entry: %q", v)
+		assert.Equal(t, lockY+"1", n.get(), "the writer's value stays")
+		assert.True(t, n.refuses(shareR, 3), "and the reader's writes are refused")
 	})
 	run("expired shares are absent to a writer", func(t *testing.T) {
 		require.EqualValues(t, 1, n.acquireShared(shareR, 1, 20_000))
 		now := n.now()
-		// A share that expired on the node's clock, beside a tombstone
-		// entry that lives on: the key is still there.
-		n.set("^"+strconv.FormatInt(now-1, 10)+"=R.1,"+strconv.FormatInt(now+20_000, 10)+"="+tombstoneOf(lockY, 4), 20*time.Second)
-		assert.EqualValues(t, 2, n.acquire(lockY, 4, 20_000), "the tombstone entry still refuses its write")
-		assert.EqualValues(t, 1, n.acquire(lockY, 5, 20_000), "a later write: no live share, an absent key")
-		v := n.get()
-		assert.True(t, strings.HasPrefix(v, lockY+"5,"), v)
-		assert.True(t, carries(v, lockY, 4), "carrying the tombstone entry that lives on: %q", v)
+		// A share that expired on the node's clock, beside the entry an
+		// earlier version left: the key is still there.
+		n.set("^"+strconv.FormatInt(now-1, 10)+"=R.1,"+strconv.FormatInt(now+20_000, 10)+"="+oldTombstoneOf(lockY, 4), 20*time.Second)
+		assert.EqualValues(t, 1, n.acquire(lockY, 5, 20_000), "no live share: an absent key")
+		assert.Equal(t, lockY+"5", n.get())
 	})
 	run("a stale handle changes nothing", func(t *testing.T) {
 		require.EqualValues(t, 1, n.acquireShared(shareR, 3, 20_000))
@@ -118,42 +114,38 @@ func TestSharedScripts(t *testing.T) {
 		assert.EqualValues(t, 0, n.restoreShared(shareR, 6, 20_000), "present: nothing to restore")
 		assert.EqualValues(t, 1, n.releaseShared(shareR, 0, 6), "a Release takes any generation")
 		assert.EqualValues(t, 0, n.extendShared(shareR, 7, 20_000), "an extension never creates a share")
-		assert.Equal(t, tombstoneOf(shareR, 6), n.get())
+		assert.Empty(t, n.get())
+		assert.True(t, n.refuses(shareR, 6))
 	})
 	run("a late acquire after the rollback is refused", func(t *testing.T) {
 		// S holds; R's attempt 2 got no reply; its rollback ran first and
-		// left a tombstone entry; the write lands after it.
+		// left its refusal; the write lands after it.
 		require.EqualValues(t, 1, n.acquireShared(shareS, 1, 20_000))
 		require.EqualValues(t, 0, n.releaseShared(shareR, 2, 2))
-		assert.EqualValues(t, 2, n.acquireShared(shareR, 2, 20_000), "refused by the tombstone entry")
+		assert.EqualValues(t, 2, n.acquireShared(shareR, 2, 20_000), "refused by the refusal")
 		assert.EqualValues(t, 2, n.restoreShared(shareR, 2, 20_000), "a late restore too")
-		assert.Equal(t, []string{shareS + "1", tombstoneOf(shareR, 2)}, n.entries())
-		// S leaves: the tombstone entry is a tombstone again, which goes
-		// on refusing R's write, and is absent to everyone else.
+		assert.Equal(t, []string{shareS + "1"}, n.entries())
+		// S leaves: R's refusal goes on refusing R's write, whoever holds.
 		require.EqualValues(t, 1, n.releaseShared(shareS, 0, 1))
-		assert.True(t, strings.HasPrefix(n.get(), "!"), n.get())
-		assert.Contains(t, n.get(), entryOf(shareR, 2))
-		assert.Greater(t, n.pttl(), time.Duration(0))
+		assert.Empty(t, n.get())
 		assert.EqualValues(t, 2, n.acquireShared(shareR, 2, 20_000))
 		assert.EqualValues(t, 1, n.acquireShared(shareR, 3, 20_000), "a later attempt of R")
 		assert.EqualValues(t, 1, n.acquireShared(shareS, 2, 20_000))
 	})
-	run("a tombstone is carried while shares hold the key", func(t *testing.T) {
-		// A writer's rollback left a tombstone against its write 4.
-		n.set(tombstoneOf(lockY, 4), 10*time.Second)
+	run("a writer's refusal holds while shares hold the key", func(t *testing.T) {
+		// A writer's rollback left its refusal against its write 4.
+		require.EqualValues(t, 0, n.release(lockY, 4, 4))
 		require.EqualValues(t, 1, n.acquireShared(shareR, 1, 1_000))
-		assert.Contains(t, n.entries(), tombstoneOf(lockY, 4))
 		assert.LessOrEqual(t, n.acquire(lockY, 5, 20_000), int64(0), "R holds")
 		assert.EqualValues(t, 2, n.acquire(lockY, 4, 20_000), "the late write is refused")
 		require.EqualValues(t, 1, n.releaseShared(shareR, 0, 1))
-		assert.True(t, strings.HasPrefix(n.get(), "!"), n.get())
-		assert.Contains(t, n.get(), entryOf(lockY, 4), "a tombstone again once R left")
-		assert.Greater(t, n.pttl(), 5*time.Second, "with the life it had")
-		assert.EqualValues(t, 2, n.acquire(lockY, 4, 20_000))
+		assert.Empty(t, n.get())
+		assert.EqualValues(t, 2, n.acquire(lockY, 4, 20_000), "and once R left")
 	})
-	run("a rollback where the key is absent leaves a tombstone", func(t *testing.T) {
+	run("a rollback where the key is absent leaves the refusal", func(t *testing.T) {
 		require.EqualValues(t, 0, n.releaseShared(shareR, 2, 2))
-		assert.Equal(t, tombstoneOf(shareR, 2), n.get())
+		assert.Empty(t, n.get())
+		assert.True(t, n.refuses(shareR, 2))
 		assert.EqualValues(t, 2, n.acquireShared(shareR, 2, 20_000))
 	})
 	run("restore puts a lost share back, never over a writer", func(t *testing.T) {
@@ -189,6 +181,9 @@ func TestSharedScripts(t *testing.T) {
 func (n *scriptNode) acquirePermit(p string, gen, ttlMs, count, pref int) (code, slot int64) {
 	n.t.Helper()
 	v := n.run(acquirePermitScript, []string{n.key}, p+strconv.Itoa(gen), ttlMs, p, gen, count, pref)
+	if v == "LATE" {
+		return lateReply, 0
+	}
 	r, ok := v.([]any)
 	require.True(n.t, ok, "reply %v", v)
 	code = r[0].(int64)
@@ -207,8 +202,8 @@ func (n *scriptNode) restorePermit(p string, gen, ttlMs, slot, count int) int64 
 }
 
 // releasePermit is releaseShared for a permit.
-func (n *scriptNode) releasePermit(p string, limit, tomb int) int64 {
-	return n.code(releasePermitScript, []string{n.key}, p, limit, tomb, 2000)
+func (n *scriptNode) releasePermit(p string, limit, gone int) int64 {
+	return n.code(releasePermitScript, []string{n.key}, p, limit, gone)
 }
 
 // TestPermitScripts: what each permit script does with what it finds under
@@ -217,7 +212,7 @@ func TestPermitScripts(t *testing.T) {
 	n := newScriptNode(t)
 	ctx := context.Background()
 	run := n.subtests(t, "permits")
-	run("lowest free slot, n at most, last out leaves a tombstone", func(t *testing.T) {
+	run("lowest free slot, n at most, last out deletes the key", func(t *testing.T) {
 		for k, p := range []string{"A.", "B.", "C."} {
 			code, slot := n.acquirePermit(p, 1, 20_000, 3, -1)
 			require.EqualValues(t, 1, code)
@@ -233,7 +228,7 @@ func TestPermitScripts(t *testing.T) {
 		for _, p := range []string{"A.", "C.", "D."} {
 			require.EqualValues(t, 1, n.releasePermit(p, 0, 2))
 		}
-		assert.True(t, strings.HasPrefix(n.get(), "!"), "no permit left behind, the count neither: %q", n.get())
+		assert.Empty(t, n.get(), "no permit left behind, the count neither")
 	})
 	run("one count per key, one kind", func(t *testing.T) {
 		code, _ := n.acquirePermit("A.", 1, 20_000, 2, -1)
@@ -252,8 +247,8 @@ func TestPermitScripts(t *testing.T) {
 		assert.EqualValues(t, 0, found, "an exclusive Lock found")
 		assert.EqualValues(t, -1, n.extendPermit("A.", 3, 20_000, 0))
 		assert.EqualValues(t, -1, n.releasePermit("A.", 0, 3))
-		assert.Equal(t, lockY+"2", n.holder())
-		assert.True(t, carries(n.get(), "A.", 3), "the exclusive Lock carries the permit's entry: %q", n.get())
+		assert.Equal(t, lockY+"2", n.get())
+		assert.True(t, n.refuses("A.", 3), "the permit's writes are refused: %q", n.refusal("A."))
 		require.EqualValues(t, 1, n.release(lockY, 2, 2))
 		require.EqualValues(t, 1, n.acquireShared(shareR, 1, 20_000))
 		code, found = n.acquirePermit("A.", 4, 20_000, 2, -1)
@@ -284,17 +279,18 @@ func TestPermitScripts(t *testing.T) {
 		assert.EqualValues(t, 0, n.restorePermit("A.", 7, 20_000, 0, 2), "present: nothing to restore")
 		assert.EqualValues(t, 1, n.releasePermit("A.", 0, 7))
 		assert.EqualValues(t, 0, n.extendPermit("A.", 8, 20_000, 1), "never creates a permit")
-		assert.Equal(t, tombstoneOf("A.", 7), n.get())
+		assert.Empty(t, n.get())
+		assert.True(t, n.refuses("A.", 7))
 	})
 	run("a late acquire after the rollback is refused", func(t *testing.T) {
 		code, _ := n.acquirePermit("B.", 1, 20_000, 2, -1)
 		require.EqualValues(t, 1, code)
 		require.EqualValues(t, 0, n.releasePermit("A.", 2, 2))
 		code, _ = n.acquirePermit("A.", 2, 20_000, 2, -1)
-		assert.EqualValues(t, 2, code, "refused by the tombstone entry")
+		assert.EqualValues(t, 2, code, "refused by the refusal")
 		assert.EqualValues(t, 2, n.restorePermit("A.", 2, 20_000, 1, 2), "a late restore too")
 		require.EqualValues(t, 1, n.releasePermit("B.", 0, 1))
-		assert.Contains(t, n.get(), entryOf("A.", 2), "a tombstone once the last permit left")
+		assert.Empty(t, n.get(), "the last permit left")
 		code, _ = n.acquirePermit("A.", 2, 20_000, 2, -1)
 		assert.EqualValues(t, 2, code)
 		code, _ = n.acquirePermit("A.", 3, 20_000, 2, -1)

@@ -69,8 +69,8 @@ func (k sharedKind) restoreOp(l *Lock, v script.Value, ttlMs any) engine.Op {
 	return op
 }
 
-func (k sharedKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64, tombMs int64) engine.Op {
-	op := k.exclusiveKind.deleteOp(l, v, upTo, gone, tombMs)
+func (k sharedKind) deleteOp(l *Lock, v script.Value, upTo, gone uint64) engine.Op {
+	op := k.exclusiveKind.deleteOp(l, v, upTo, gone)
 	op.Script = releaseSharedScript
 	return op
 }

@@ -39,23 +39,3 @@ func TestWaitRoomSpelling(t *testing.T) {
 		}
 	}
 }
-
-// TestSideTombstoneSpelling: lib.lua and acquire_fast.lua spell the side
-// tombstone's suffix as a Lua literal; it must be sideSuffix, which
-// reservedKey keeps out of lock keys, and no other script spells it.
-func TestSideTombstoneSpelling(t *testing.T) {
-	for name, src := range map[string]string{"lib.lua": libSrc, "acquire_fast.lua": acquireFastSrc} {
-		want := "K .. '" + sideSuffix + "'"
-		if name == "acquire_fast.lua" {
-			want = "KEYS[1] .. '" + sideSuffix + "'"
-		}
-		if n, all := strings.Count(src, want), strings.Count(src, "redlock:tomb"); n != 1 || all != 1 {
-			t.Errorf("scripts/%s: %d uses of %s, %d spellings of the suffix in all; want one", name, n, want, all)
-		}
-	}
-	for _, src := range []string{takeFairSrc, takeSrc, takeAllSrc, sharedSrc, restoreSrc, releaseSrc, acquirePermitSrc, restorePermitSrc, extendSrc} {
-		if strings.Contains(src, "redlock:tomb") {
-			t.Errorf("a script spells the side tombstone's suffix itself instead of calling side_key: %.60q", src)
-		}
-	}
-}

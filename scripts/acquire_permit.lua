@@ -11,11 +11,11 @@
 --            milliseconds,
 --          {0, pttl} when every slot is another Lock's (pttl: until the
 --            first of them expires),
---          {2} when this call is stale and changes nothing (as for take.lua),
+--          {2} when this call is stale and changes nothing (as for take.lua:
+--            a later generation of the entry, or the Lock's refusals key),
 --          {7, found} when the key is held otherwise (nothing is changed):
 --            found is 0 for an exclusive Lock, -1 for shared Locks, and m
 --            for permits of another count m.
--- A tombstone's entries are kept, as by acquire_shared.lua.
 -- permit_pick: the slot to give, of n, where taken marks the other
 -- permits' slots and own is the slot an earlier attempt of this Lock holds
 -- here (nil if none): the preferred slot ARGV[6] if free, else own, else
@@ -39,12 +39,12 @@ local K = KEYS[1]
 local P, gen, n = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 local v = redis.call('GET', K)
-if side_refuses(K, P, gen) then
+if late_refused(redis.call('GET', late_key), gen) then
   return {2}
 end
 if v and permit_count(v) == n and not string.find(v, '!', 1, true) and not string.find(v, '/' .. P, 1, true) then
   -- The common case: permits of this count hold the key, none of them
-  -- this Lock's, no tombstone entry among them. When none has expired, the
+  -- this Lock's, no entry an earlier version left. When none has expired, the
   -- new entry joins them as they are, without rewriting them.
   local taken, soonest, last, expired = {}, nil, 0, false
   for dl, s in string.gmatch(v, '(%d+)=(%d+)/') do
@@ -70,24 +70,17 @@ if v and permit_count(v) == n and not string.find(v, '!', 1, true) and not strin
   end
 end
 local els = {}
-if v then
+if v and string.sub(v, 1, 1) ~= '!' then
   local c = string.sub(v, 1, 1)
-  if c ~= '!' and c ~= '^' and c ~= '#' then
+  if c ~= '^' and c ~= '#' then
     return {7, 0}
   end
-  if tomb_refuses(v, P, gen) then
-    return {2}
-  end
-  if c == '!' then
-    els = shared_tombs(K, v, now)
-  else
-    local left
-    els, left = shared_live(v, now)
-    if left > 0 and c == '^' then
-      return {7, -1}
-    elseif left > 0 and permit_count(v) ~= n then
-      return {7, permit_count(v)}
-    end
+  local left
+  els, left = shared_live(v, now)
+  if left > 0 and c == '^' then
+    return {7, -1}
+  elseif left > 0 and permit_count(v) ~= n then
+    return {7, permit_count(v)}
   end
 end
 local mine, slot, g, taken, soonest = permit_find(els, P, now)

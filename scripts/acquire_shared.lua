@@ -2,8 +2,7 @@
 -- (shared.lua), or renew the entry an earlier attempt of the same Lock left.
 -- Any number of shared Locks hold a key together; none while an exclusive
 -- Lock does, and an exclusive Lock none while a shared entry is live
--- (take.lua). A tombstone's entries are kept in the shared value, and are a
--- tombstone again once the last shared Lock leaves.
+-- (take.lua).
 -- New shared Locks wait behind an exclusive Lock that waits for the key
 -- (a w entry in its waiting room, wait.lua), but for those that waited
 -- through an exclusive Lock's turn (R, or a, once admitted here): they go
@@ -24,7 +23,8 @@
 --          8 when ARGV[5] shared Locks hold it: nothing is changed,
 --          {9, left} when an exclusive Lock waits for the key: left is the
 --            time until its entry in the room expires, in milliseconds,
---          2 when this call is stale and changes nothing (as for take.lua),
+--          2 when this call is stale and changes nothing (as for take.lua:
+--            a later generation of the entry, or the Lock's refusals key),
 --          7 when permits hold the key (Permits): nothing is changed.
 local K = KEYS[1]
 local gen = tonumber(ARGV[4])
@@ -55,13 +55,7 @@ if i then
     return 2
   end
 else
-  local readers = 0
-  for _, e in ipairs(els) do
-    if string.sub(e[2], 1, 1) ~= '!' then
-      readers = readers + 1
-    end
-  end
-  if readers >= tonumber(ARGV[5]) then
+  if #els >= tonumber(ARGV[5]) then
     return 8
   end
   local room = wait_read(K, now)

@@ -17,15 +17,18 @@
 --          2 when a later generation of ours is there: this call is stale
 --            (it landed after a later extension).
 -- The value written drops what an acquire attempt took over (the "|" and
--- what follows, see take.lua): the Lock holds, the takeover is final. It
--- keeps the tombstone entries the value carries (lib.lua).
+-- what follows, see take.lua): the Lock holds, the takeover is final.
+-- Runs after late.lua and late_write.lua: a copy that lands past its
+-- deadline changes nothing, one that lands before it and after a later
+-- extension is stale (2), and one after the Lock's delete finds no value
+-- of ours (0).
 -- Writing the generation into the value orders our own calls on the node:
 -- a call that lands late, on a connection given up on, cannot undo a later
 -- one's expiry.
 local function extend_check(K)
   local v = redis.call('GET', K)
   if not v or string.sub(v, 1, 1) == '!' then
-    return 0, v -- absent, or a tombstone (release.lua), which is absent
+    return 0, v -- absent, or an earlier version's tombstone, which is absent
   end
   if string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then
     return -1, v
@@ -37,25 +40,9 @@ local function extend_check(K)
   return 1, v
 end
 
--- extend_write extends key K, whose value extend_check found to be v. A
--- value that carries tombstone entries lives at least until their deadline
--- (lib.lua), whatever ARGV[2]: it must refuse their writes until then, and
--- the entries were at most 2 s from their deletes when carried. (This
--- script runs without lib.lua, whose side tombstone keeps what outlives a
--- value that others' deletes found: here the holder itself renews.)
+-- extend_write extends key K, whose value extend_check found to be v:
+-- the Lock's value of this extension, without what an acquire attempt
+-- took over or an earlier version carried.
 local function extend_write(K, v)
-  local at = string.find(v, ',', 1, true)
-  if at then
-    local carried, ttl = string.sub(v, at), tonumber(ARGV[2])
-    local dl = tonumber(string.match(carried, '^,(%d+)!'))
-    if dl then
-      local ok, t = pcall(redis.call, 'TIME')
-      if ok then
-        ttl = math.max(ttl, dl - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
-      end
-    end
-    redis.call('SET', K, ARGV[1] .. carried, 'PX', ttl)
-  else
-    redis.call('SET', K, ARGV[1], 'PX', ARGV[2])
-  end
+  redis.call('SET', K, ARGV[1], 'PX', ARGV[2])
 end

@@ -1,12 +1,13 @@
 -- restore_shared: restore.lua for a shared Lock: put this Lock's entry
 -- (shared.lua) back on a node that lost it, after a quorum of other nodes
 -- confirmed in the same Extend that it still holds. Never where an
--- exclusive Lock holds the key, nor against a tombstone entry of its own.
+-- exclusive Lock holds the key, nor once the Lock's delete ran here (its
+-- refusals key, late.lua).
 -- KEYS[1]  the lock key
 -- ARGV[1..4] as for restore.lua
 -- Returns  1 when the entry was absent and now holds ARGV[1], 0 when it is
 --            there (any generation) or an exclusive Lock holds the key, 2
---            when a tombstone of ours refuses this generation; nothing is
+--            when the Lock's refusals key refuses this generation; nothing is
 --            changed but on 1.
 local K = KEYS[1]
 local now = now_ms()

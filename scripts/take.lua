@@ -1,6 +1,7 @@
 -- take: the step the acquire scripts share (acquire.lua, acquire_fenced.lua,
--- and handover.lua for the waiter), prepended to each after lib.lua: whether
--- this attempt may write the key, and what it writes.
+-- and handover.lua for the waiter), prepended to each after late.lua,
+-- late_write.lua and lib.lua: whether this attempt may write the key, and
+-- what it writes.
 -- ARGV[1]  this attempt's value: the Lock's prefix followed by ARGV[4]
 -- ARGV[2]  time to live in milliseconds
 -- ARGV[3]  the holder's prefix: the Lock's prefix (its token and a dot), or
@@ -14,17 +15,13 @@
 --            pttl is its remaining time to live in milliseconds, -1 when
 --            unknown (a waiter sleeps at most that),
 --          2 when this call is stale and must change nothing: a later
---            generation of the same Lock is there, or a tombstone that a
---            delete of the Lock left for this generation or a later one,
+--            generation of the same Lock is there, or the Lock's refusals
+--            key (late.lua) refuses this generation: a delete of the Lock
+--            ran after this call was sent,
 --          7 when permits (Permits) hold the key: a Lock of another kind
 --            must not wait for it (ErrInvalidArgument).
 -- Taking over our own earlier value is what makes a retry after a lost reply
--- succeed instead of locking its own holder out for the whole TTL. A
--- tombstone (lib.lua) is an absent key for everyone but the writes it names;
--- a refusal leaves it as it is, for the other writes it still covers, and
--- a write over it carries its entries (lib.lua), as it carries those of
--- the value it takes over, so that they go on refusing whoever holds the
--- key in between. A key
+-- succeed instead of locking its own holder out for the whole TTL. A key
 -- taken shared refuses while a shared Lock holds it, one taken by permits
 -- while a permit does (lib.lua).
 -- Taking over another Lock of the same owner keeps what it replaces, as an
@@ -37,74 +34,46 @@
 -- holds, the chain is dropped (the acquire's settle, an extension, a
 -- Release): only a pending takeover keeps one. At most eight pending
 -- takeovers chain; a ninth is refused as another holder.
+
+-- take_refused: whether the Lock's refusals key refuses this attempt's
+-- generation, read once per script (a Lock of several keys has one).
+local take_checked, take_stale = false, false
+local function take_refused()
+  if not take_checked then
+    take_checked, take_stale = true, late_refused(redis.call('GET', late_key), ARGV[4])
+  end
+  return take_stale
+end
+
 local function take(K, v)
-  local mine = string.sub(ARGV[1], 1, #ARGV[1] - #ARGV[4])
-  if side_refuses(K, mine, ARGV[4]) then
+  if take_refused() then
     return 2
   end
-  if not v then
+  if not v or string.sub(v, 1, 1) == '!' then
     return 1, ARGV[1], ARGV[2], false
-  end
-  if string.sub(v, 1, 1) == '!' then
-    if tomb_refuses(v, mine, ARGV[4]) then
-      return 2
-    end
-    if not string.find(v, ':', 1, true) then
-      return 1, ARGV[1], ARGV[2], false
-    end
-    -- The tombstone's entries go on in the value, which lives at least as
-    -- long as the tombstone would have: a late write of their Locks stays
-    -- refused, whatever becomes of this Lock.
-    local okt, now = pcall(now_ms)
-    local okp, pttl = pcall(redis.call, 'PTTL', K)
-    if not okt or not okp or pttl <= 0 then
-      return 1, ARGV[1], ARGV[2], false -- an ACL without TIME or PTTL: as an absent key
-    end
-    return 1, ARGV[1] .. carry_text(now + pttl, tomb_entries(v)), math.max(tonumber(ARGV[2]), pttl), false
   end
   local kind = string.sub(v, 1, 1)
   if kind == '^' or kind == '#' then
     -- Taken shared or by permits (lib.lua): while an entry is live,
     -- refused for as long as the last one lives, or as taken with another
-    -- kind of lock (7) by permits; otherwise absent, as a tombstone is,
-    -- but for the writes its tombstone entries refuse, which go on in the
-    -- value.
-    if tomb_refuses(v, mine, ARGV[4]) then
-      return 2
-    end
-    local okt, now = pcall(now_ms)
-    if not okt then
-      return 0 -- an ACL without TIME: the entries' expiry is unknown
-    end
-    local live, left = shared_live(v, now)
+    -- kind of lock (7) by permits; otherwise absent.
+    local _, left = shared_live(v, now_ms())
     if left > 0 and kind == '#' then
       return 7
     elseif left > 0 then
       return -left - 1
     end
-    local entries, last = {}, 0
-    for i = #live, 1, -1 do
-      local t, g = string.match(live[i][2], '^!(%x+):(%d+)$')
-      if t then
-        carry_add(entries, t, g)
-        last = math.max(last, live[i][1])
-      end
-    end
-    return 1, ARGV[1] .. carry_text(last, entries), math.max(tonumber(ARGV[2]), last - now), false
+    return 1, ARGV[1], ARGV[2], false
   end
   local ok, pttl = pcall(redis.call, 'PTTL', K)
   if not ok then
     pttl = -1 -- an ACL without PTTL: a waiter falls back to its backoff
   end
-  local body, carried = carry_split(v)
-  if string.sub(body, 1, #ARGV[3]) ~= ARGV[3] then
+  local head, chain = chain_split(v)
+  if string.sub(head, 1, #ARGV[3]) ~= ARGV[3] then
     return -pttl - 1
   end
-  local _, entries = carry_read(carried)
-  if carry_refuses(entries, mine, ARGV[4]) then
-    return 2
-  end
-  local head, chain = chain_split(body)
+  local mine = string.sub(ARGV[1], 1, #ARGV[1] - #ARGV[4])
   local els
   if string.sub(head, 1, #mine) == mine then
     local gen = tonumber(string.match(head, '^%d+', #mine + 1))
@@ -112,7 +81,7 @@ local function take(K, v)
       return 2
     end
     if chain == '' then
-      return 1, ARGV[1] .. carried, carry_life(carried, ARGV[2]), false
+      return 1, ARGV[1], ARGV[2], false
     end
     els = chain_elements(chain)
   else
@@ -121,10 +90,7 @@ local function take(K, v)
   if not ok or pttl < 0 then
     return 0 -- the replaced value's expiry cannot be kept: not taken
   end
-  local okt, now = pcall(now_ms)
-  if not okt then
-    return 0 -- an ACL without TIME: not taken
-  end
+  local now = now_ms()
   if not els then
     els = chain_elements(chain)
     table.insert(els, 1, {now + pttl, head})
@@ -137,11 +103,11 @@ local function take(K, v)
     return -pttl - 1
   end
   if live == 0 then
-    return 1, ARGV[1] .. carried, carry_life(carried, ARGV[2]), false
+    return 1, ARGV[1], ARGV[2], false
   end
   local kept = {}
   for k = 1, live do
     kept[k] = els[k]
   end
-  return 1, ARGV[1] .. chain_join(kept, 1) .. carried, math.max(tonumber(carry_life(carried, ARGV[2])), pttl), true
+  return 1, ARGV[1] .. chain_join(kept, 1), math.max(tonumber(ARGV[2]), pttl), true
 end

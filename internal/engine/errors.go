@@ -22,6 +22,9 @@ var (
 	// errNotSent marks a write dropped because its round was over before the
 	// node was free (a stalled node still held an earlier call of the lock).
 	errNotSent = fmt.Errorf("%w: not sent, node busy with an earlier call", ErrNoReply)
+	// errNoClock marks a write not sent because its node's clock is not
+	// known yet: its deadline could not be carried to the node.
+	errNoClock = fmt.Errorf("%w: not sent, the node's clock is not known yet", ErrNoReply)
 	// errSuperseded marks a delete not sent because a later delete of the
 	// same lock, which covers it, was queued behind it on the node.
 	errSuperseded = fmt.Errorf("%w: delete superseded by a later one", ErrNoReply)

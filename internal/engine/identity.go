@@ -194,7 +194,13 @@ func (n *node) identify(done chan struct{}, timeout time.Duration) {
 			_ = conn.Close()
 		}
 	}
-	ids, err := runIDs(ctx, n.client)
+	sent := time.Now()
+	ids, info, err := runIDs(ctx, n.client)
+	if info == "" || !n.noteInfoClock(info, sent, time.Now(), n.drift) {
+		// No clock in INFO (an ACL without INFO, a server without
+		// server_time_usec): TIME, which every write needs anyway.
+		_ = n.readClock(ctx, n.drift)
+	}
 	n.identMu.Lock()
 	defer n.identMu.Unlock()
 	switch {
@@ -228,32 +234,39 @@ func isServerReply(err error) bool {
 	return true
 }
 
-func runIDs(ctx context.Context, c redis.UniversalClient) ([]string, error) {
+// runIDs returns the run_ids behind c, and the INFO server text of one
+// of its servers ("" when none was read), whose clock a write's deadline
+// is carried to (a cluster's masters are taken to keep one time).
+func runIDs(ctx context.Context, c redis.UniversalClient) ([]string, string, error) {
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		var mu sync.Mutex
 		var ids []string
+		var first string
 		err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			id, err := runID(ctx, m)
+			id, info, err := runID(ctx, m)
 			mu.Lock()
 			ids = append(ids, id)
+			if first == "" {
+				first = info
+			}
 			mu.Unlock()
 			return err
 		})
-		return ids, err
+		return ids, first, err
 	}
-	id, err := runID(ctx, c)
-	return []string{id}, err
+	id, info, err := runID(ctx, c)
+	return []string{id}, info, err
 }
 
-func runID(ctx context.Context, c redis.Cmdable) (string, error) {
+func runID(ctx context.Context, c redis.Cmdable) (string, string, error) {
 	info, err := c.Info(ctx, "server").Result()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if id := redisnode.InfoFields(info)["run_id"]; id != "" {
-		return id, nil
+		return id, info, nil
 	}
-	return "", errNoRunID
+	return "", info, errNoRunID
 }
 
 // errNoRunID is a server's INFO without a run_id (miniredis, say).

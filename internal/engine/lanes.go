@@ -90,7 +90,11 @@ type lane struct {
 	current *job // the job on a worker that the lane waits for; nil while parked
 	// expireBy is the latest time a key written by one of our writes here
 	// may live to: past it a delete has nothing left to remove.
-	expireBy   time.Time
+	expireBy time.Time
+	// lateBy is the latest deadline, on the node's clock (Unix
+	// milliseconds), of the writes queued here (Op.Refusals): until then a
+	// copy of one may still land, and a delete leaves a refusal of them.
+	lateBy     int64
 	lastDelete *round // the newest delete queued here, sent again by a redo
 	deletes    uint64 // deletes started here
 	// strandedDeletes counts deletes the lane gave up waiting for that
@@ -159,6 +163,20 @@ type job struct {
 	// node whose client bounds the call; a delete's then ends at the
 	// round's wait, and an unknown outcome is retried as usual.
 	inline bool
+	// args is the job's own command line, for an op under the late-write
+	// rule (Op.Refusals): the round's, with this node's node-clock
+	// milliseconds; nil otherwise (the round's is sent). late is a write's
+	// deadline there.
+	args []any
+	late int64
+}
+
+// LateBy is the latest deadline, on node i's clock, of the writes queued
+// on the lock's lane there (Op.Refusals), 0 when none.
+func (s *Lanes) LateBy(i int) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lanes[i].lateBy
 }
 
 // push queues j on its node's lane and starts it if the lane is idle.
@@ -210,6 +228,7 @@ func (s *Lanes) enqueue(p *Set, j *job) *job {
 		if exp := j.r.deadline.Add(p.keyLife(j.r.spec.TTL)); exp.After(l.expireBy) {
 			l.expireBy = exp
 		}
+		l.lateBy = max(l.lateBy, j.late)
 	} else {
 		l.lastDelete = j.r
 		p.Life.track(j)
@@ -519,7 +538,11 @@ func (j *job) write(n *node) Reply {
 	if r.ctx.Err() != nil || !time.Now().Before(r.deadline) {
 		return Reply{Err: errNotSent}
 	}
-	return n.callOn(n.client, &r.ctx, &r.spec.Op, r.args, j.cmd(1), j.inline)
+	args := r.args
+	if j.args != nil {
+		args = j.args
+	}
+	return n.callOn(n.client, &r.ctx, &r.spec.Op, args, j.cmd(1), j.inline)
 }
 
 // delete sends the next try of delete j to n. A delete's deadline runs
@@ -528,6 +551,17 @@ func (j *job) delete(s *Lanes, p *Set, n *node) Reply {
 	r := j.r
 	try := j.tries.Add(1)
 	op, args := &r.spec.Op, r.args
+	if op.latePairs() > 0 {
+		// Each try its own line, with the latest deadline of the lock's
+		// writes queued here by now: a try still held by go-redis keeps
+		// the line it was sent with.
+		s.mu.Lock()
+		late := s.lanes[j.node].lateBy
+		s.mu.Unlock()
+		args = make([]any, len(r.args))
+		copy(args, r.args)
+		args[lateAt(op)] = late
+	}
 	if j.inline && try == 1 {
 		// On the caller's goroutine, on a client that bounds the call:
 		// the round's context ends when the caller stops waiting.

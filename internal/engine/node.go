@@ -54,6 +54,12 @@ type node struct {
 	// identUnknowable is set when the server does not let us ask (an ACL
 	// without INFO): the node is then trusted as configured.
 	identUnknowable bool
+
+	// clock is what the node's writes carry their deadlines with
+	// (clock.go); drift is the rate at which a reading of it ages
+	// (Timing.ClockDrift).
+	clock nodeClock
+	drift float64
 }
 
 type errBox struct{ err error }
@@ -171,20 +177,34 @@ func (p *Set) evalArgs(seq *Lanes, op *Op, a []any) []any {
 		hash = op.Script.Hash()
 	}
 	keys := op.KeyList()
-	a = append(a, "evalsha", hash, len(keys))
-	if op.Many != nil && seq != nil {
-		a = append(slices.Grow(a, len(keys)+op.NArgs), seq.manyArgs(keys)...)
-		return append(a, op.Args[:op.NArgs]...)
-	}
-	for i, k := range keys {
-		if i == 0 && seq != nil {
-			a = append(a, seq.keyArg(k))
-		} else {
-			a = append(a, k)
+	pairs := op.latePairs()
+	a = append(a, "evalsha", hash, len(keys)+pairs)
+	if pairs > 0 {
+		a = append(a, op.Refusals)
+		if pairs > 1 {
+			a = append(a, op.LeavingRefusals)
 		}
+	}
+	if op.Many != nil && seq != nil {
+		a = append(slices.Grow(a, len(keys)+pairs+op.NArgs), seq.manyArgs(keys)...)
+	} else {
+		for i, k := range keys {
+			if i == 0 && seq != nil {
+				a = append(a, seq.keyArg(k))
+			} else {
+				a = append(a, k)
+			}
+		}
+	}
+	for range pairs {
+		a = append(a, int64(0)) // each call's own (lateArgs)
 	}
 	return append(a, op.Args[:op.NArgs]...)
 }
+
+// lateAt is where, in a command line from evalArgs, the first of op's
+// node-clock milliseconds is.
+func lateAt(op *Op) int { return 3 + op.latePairs() + len(op.KeyList()) }
 
 // eval runs op on c with its prepared EVALSHA command line, through the
 // node's batcher, and reads the reply; sent is false when the command did
@@ -200,6 +220,7 @@ func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *Op, args [
 	if len(op.KeyList()) > 0 {
 		cmd.SetFirstKeyPos(3) // a cluster client routes by the first key
 	}
+	start := time.Now()
 	if !n.batch.process(c, ctx, cmd, alone) {
 		return Reply{}, false
 	}
@@ -214,8 +235,16 @@ func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *Op, args [
 		if len(op.KeyList()) > 0 {
 			src.SetFirstKeyPos(3)
 		}
+		start = time.Now()
 		_ = c.Process(ctx, once{src})
-		return op.Read(src), true
+		cmd = src
+	}
+	if ms, late := readLate(cmd); late {
+		// The node's clock had passed the write's deadline: what we knew
+		// of it was wrong (a step, a drift beyond the margin), and what it
+		// says now is kept.
+		n.clock.note(ms*1000, start, time.Now(), n.drift, true)
+		return Reply{Status: Refused, Err: ErrLate}, true
 	}
 	return op.Read(cmd), true
 }
@@ -242,6 +271,12 @@ type Timing struct {
 	IdentifyTimeout                  time.Duration // bounds the first contact with a node
 	IdentifyRetry                    time.Duration // the least time between two identify calls to a node
 	SubRetryMin, SubRetryMax         time.Duration // a failed pub/sub read waits between these
+	// A node's clock is read again once its reading is ClockRefresh old;
+	// a write's deadline on it allows the reading's error: half the round
+	// trip it was read in, ClockDrift times its age, and LateSlack.
+	ClockRefresh time.Duration
+	ClockDrift   float64
+	LateSlack    time.Duration
 }
 
 // Set holds the masters, the quorum they need, the workers that call
@@ -283,7 +318,7 @@ func NewSet(clients []redis.UniversalClient, cfg Config) (*Set, error) {
 		if redisnode.IsNil(c) {
 			return nil, invalid("node %d is nil", i)
 		}
-		n := &node{index: i, client: c, bounded: boundsCalls(c), sources: cfg.Sources}
+		n := &node{index: i, client: c, bounded: boundsCalls(c), sources: cfg.Sources, drift: cfg.Timing.ClockDrift}
 		if rc, ok := c.(*redis.Client); ok && !n.bounded {
 			n.bounded = bound(rc)
 		}

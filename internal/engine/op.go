@@ -22,6 +22,31 @@ type Op struct {
 	// then Many[0], for the hooks and the log. The rounds share it,
 	// read-only.
 	Many []string
+	// Refusals, when set, makes the op a Lock's write or delete under the
+	// late-write rule (docs/late-writes.md, scripts/late.lua): each call
+	// sends the Lock's refusals key before the op's keys, and before its
+	// arguments a node-clock millisecond of that node's own: a write's
+	// deadline (the round's, on the node's clock), after which it changes
+	// nothing; a delete's, the latest deadline of the Lock's writes sent
+	// to that node (its lanes'), until which it leaves a refusal of them.
+	Refusals string
+	// Leaving, on a write that also deletes another Lock's value (a
+	// handover), is that Lock's lanes, and LeavingRefusals its refusals
+	// key: they follow the op's own pair, as a delete's pair of that Lock.
+	Leaving         *Lanes
+	LeavingRefusals string
+}
+
+// latePairs is how many refusals keys, and node-clock milliseconds, o's
+// calls send before its own keys and arguments.
+func (o *Op) latePairs() int {
+	switch {
+	case o.Refusals == "":
+		return 0
+	case o.Leaving != nil:
+		return 2
+	}
+	return 1
 }
 
 // The most keys and arguments an op holds in its arrays: the lock's key,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,8 +34,9 @@ func testScript(src string) *redis.Script {
 
 var (
 	testLib     = mustRead("lib.lua")
-	testAcquire = testScript(testLib + mustRead("take.lua") + mustRead("wait.lua") + mustRead("take_fair.lua") + mustRead("acquire.lua"))
-	testRelease = testScript(testLib + mustRead("release.lua") + mustRead("release_one.lua"))
+	testWrite   = mustRead("late.lua") + mustRead("late_write.lua")
+	testAcquire = testScript(testWrite + testLib + mustRead("take.lua") + mustRead("wait.lua") + mustRead("take_fair.lua") + mustRead("acquire.lua"))
+	testRelease = testScript(mustRead("late.lua") + testLib + mustRead("release.lua") + mustRead("release_one.lua"))
 	testScripts = []*redis.Script{testAcquire, testRelease}
 
 	errHeldByOther = errors.New("held by another")
@@ -55,16 +57,22 @@ type value struct {
 }
 
 func acquireOp(key string, v value, ttlMs any) Op {
-	return Op{Script: testAcquire, Read: readTestAcquire, Keys: [MaxKeys]string{key}, NKeys: 1,
+	return Op{Script: testAcquire, Read: readTestAcquire, Keys: [MaxKeys]string{key}, NKeys: 1, Refusals: refusalsKey(key, v),
 		Args: [MaxArgs]any{v.s, ttlMs, v.holderArg, v.gen}, NArgs: 4}
 }
 
 // deleteOp deletes v's Lock's values up to generation upTo (0: any), and
-// leaves what refuses its writes up to generation tomb for tombstoneTTL, as
-// the library's deletes do.
+// leaves what refuses its writes up to generation tomb until the latest
+// deadline of those sent, as the library's deletes do.
 func deleteOp(key string, v value, upTo, tomb uint64) Op {
-	return Op{Script: testRelease, Read: readTestDelete, Keys: [MaxKeys]string{key}, NKeys: 1,
-		Args: [MaxArgs]any{v.prefixArg, upTo, tomb, tombstoneTTL.Milliseconds()}, NArgs: 4}
+	return Op{Script: testRelease, Read: readTestDelete, Keys: [MaxKeys]string{key}, NKeys: 1, Refusals: refusalsKey(key, v),
+		Args: [MaxArgs]any{v.prefixArg, upTo, tomb}, NArgs: 3}
+}
+
+// refusalsKey is the refusals key of v's Lock on key, named as the
+// library names it, with the Lock's prefix for its hash.
+func refusalsKey(key string, v value) string {
+	return key + ":redlock:late:" + strings.TrimSuffix(v.prefixArg.(string), ".")
 }
 
 func readTestAcquire(cmd *redis.Cmd) Reply {
@@ -99,10 +107,8 @@ func readTestDelete(cmd *redis.Cmd) Reply {
 	return Reply{Err: fmt.Errorf("unexpected reply %d", v)}
 }
 
-// tombstoneTTL is the library's longest tombstone life.
-const tombstoneTTL = 2 * time.Second
-
 // testTiming is the library's engine timing (the public package's clock.go).
 var testTiming = Timing{CleanupRetryMin: 20 * time.Millisecond, CleanupRetryMax: 400 * time.Millisecond,
 	WorkerIdle: time.Second, IdentifyTimeout: time.Second, IdentifyRetry: 100 * time.Millisecond,
-	SubRetryMin: 50 * time.Millisecond, SubRetryMax: 2 * time.Second}
+	SubRetryMin: 50 * time.Millisecond, SubRetryMax: 2 * time.Second,
+	ClockRefresh: 2 * time.Second, ClockDrift: 0.01, LateSlack: time.Millisecond}

@@ -305,6 +305,9 @@ func (p *Set) start(ctx context.Context, seq *Lanes, spec Spec, inline int, wait
 			r.jobs = append(r.jobs, job{r: r, node: i, slot: int32(len(r.jobs))})
 		}
 	}
+	if spec.Effect == Write && spec.Op.latePairs() > 0 {
+		p.lateArgs(r)
+	}
 	switch {
 	case spec.Effect == Write:
 		r.ctx.start(&p.sched, ctx, r.deadline)
@@ -332,6 +335,31 @@ func (p *Set) start(ctx context.Context, seq *Lanes, spec Spec, inline int, wait
 		}
 	}
 	return r, mine
+}
+
+// lateArgs gives each job of write round r its own command line, with
+// its node's deadline for the write: the round's deadline on the node's
+// clock (Set.lateMs), and for a handover the leaving Lock's latest
+// deadline there (Op.Leaving). A node whose clock is not known yet is not
+// sent the write: its server is not identified either, and its vote would
+// not count. One allocation holds every job's line.
+func (p *Set) lateArgs(r *round) {
+	n, at := len(r.args), lateAt(&r.spec.Op)
+	all := make([]any, n*len(r.jobs))
+	for k := range r.jobs {
+		j := &r.jobs[k]
+		j.args = all[k*n : (k+1)*n : (k+1)*n]
+		copy(j.args, r.args)
+		ms, ok := p.lateMs(j.node, r.deadline)
+		if !ok {
+			j.skip = p.nodes[j.node].clock.unknown()
+			continue
+		}
+		j.late, j.args[at] = ms, ms
+		if leaving := r.spec.Op.Leaving; leaving != nil {
+			j.args[at+1] = leaving.LateBy(j.node)
+		}
+	}
 }
 
 // SendAndCount sends spec to every node and returns as soon as the outcome is

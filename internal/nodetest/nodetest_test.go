@@ -86,16 +86,21 @@ func TestWaitReady(t *testing.T) {
 }
 
 // TestScriptSource: the scripts are found from this package's directory,
-// a script that calls take() gets take.lua and lib.lua before it, and every
-// file of scripts/ is a part of some script the library runs.
+// a write starts with late.lua and late_write.lua, a script that calls
+// take() gets take.lua and lib.lua before it, and every file of scripts/ is
+// a part of some script the library runs.
 func TestScriptSource(t *testing.T) {
+	late, write := scriptFile(t, "late.lua"), scriptFile(t, "late_write.lua")
 	lib, take := scriptFile(t, "lib.lua"), scriptFile(t, "take.lua")
-	if lib == "" || take == "" {
-		t.Fatal("lib.lua or take.lua is empty")
+	if lib == "" || take == "" || late == "" || write == "" {
+		t.Fatal("a part is empty")
 	}
 	acquire := ScriptSource(t, "acquire.lua")
-	if !strings.HasPrefix(acquire, scriptFile(t, "acquire_fast.lua")+lib+take) {
-		t.Fatalf("acquire.lua does not begin with its fast path, lib.lua and take.lua:\n%.200s", acquire)
+	if !strings.HasPrefix(acquire, late+write+scriptFile(t, "acquire_fast.lua")+lib+take) {
+		t.Fatalf("acquire.lua does not begin with late.lua, late_write.lua, its fast path, lib.lua and take.lua:\n%.200s", acquire)
+	}
+	if release := ScriptSource(t, "release_one.lua"); !strings.HasPrefix(release, late+scriptFile(t, "release_fast.lua")) {
+		t.Fatalf("release_one.lua does not begin with late.lua and its fast path:\n%.200s", release)
 	}
 	used := map[string]bool{"restart_guard.lua": true}
 	for name, parts := range scriptParts {

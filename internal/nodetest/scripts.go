@@ -59,30 +59,34 @@ func LoadScripts(t testing.TB, addrs ...string) {
 // scriptParts is how the library assembles each script it runs (scripts.go),
 // by the name of the file that ends it: the files prepended to it, in order.
 var scriptParts = map[string][]string{
-	"acquire.lua":            {"acquire_fast.lua", "lib.lua", "take.lua", "wait.lua", "take_fair.lua"},
-	"acquire_fenced.lua":     {"lib.lua", "take.lua", "wait.lua", "take_fair.lua"},
-	"acquire_all.lua":        {"lib.lua", "take.lua", "wait.lua", "take_fair.lua", "take_all.lua"},
-	"acquire_all_fenced.lua": {"lib.lua", "take.lua", "wait.lua", "take_fair.lua", "take_all.lua"},
-	"fence_commit.lua":       {"counter.lua"},
-	"extend_one.lua":         {"counter.lua", "extend.lua"},
-	"extend_all.lua":         {"counter.lua", "extend.lua"},
-	"restore.lua":            {"lib.lua"},
-	"release_one.lua":        {"release_fast.lua", "lib.lua", "release.lua"},
-	"release_all.lua":        {"lib.lua", "release.lua"},
-	"handover.lua":           {"lib.lua", "take.lua", "wait.lua", "take_fair.lua"},
+	"acquire.lua":            {"late.lua", "late_write.lua", "acquire_fast.lua", "lib.lua", "take.lua", "wait.lua", "take_fair.lua"},
+	"acquire_fenced.lua":     {"late.lua", "late_write.lua", "lib.lua", "take.lua", "wait.lua", "take_fair.lua"},
+	"acquire_all.lua":        {"late.lua", "late_write.lua", "lib.lua", "take.lua", "wait.lua", "take_fair.lua", "take_all.lua"},
+	"acquire_all_fenced.lua": {"late.lua", "late_write.lua", "lib.lua", "take.lua", "wait.lua", "take_fair.lua", "take_all.lua"},
+	"fence_commit.lua":       {"late.lua", "late_write.lua", "counter.lua"},
+	"extend_one.lua":         {"late.lua", "late_write.lua", "counter.lua", "extend.lua"},
+	"extend_all.lua":         {"late.lua", "late_write.lua", "counter.lua", "extend.lua"},
+	"restore.lua":            {"late.lua", "late_write.lua", "lib.lua"},
+	"release_one.lua":        {"late.lua", "release_fast.lua", "lib.lua", "release.lua"},
+	"release_all.lua":        {"late.lua", "lib.lua", "release.lua"},
+	"handover.lua":           {"late.lua", "late_write.lua", "lib.lua", "take.lua", "wait.lua", "take_fair.lua"},
 	"inspect.lua":            nil,
-	"settle.lua":             nil,
+	"settle.lua":             {"late.lua", "late_write.lua"},
 	"leader.lua":             nil,
-	"announce.lua":           {"lib.lua", "wait.lua"},
-	"acquire_shared.lua":     {"lib.lua", "shared.lua", "wait.lua"},
-	"extend_shared.lua":      {"lib.lua", "shared.lua"},
-	"restore_shared.lua":     {"lib.lua", "shared.lua"},
-	"release_shared.lua":     {"lib.lua", "shared.lua"},
-	"acquire_permit.lua":     {"lib.lua", "shared.lua", "permits.lua"},
-	"extend_permit.lua":      {"lib.lua", "shared.lua", "permits.lua"},
-	"restore_permit.lua":     {"lib.lua", "shared.lua", "permits.lua"},
-	"release_permit.lua":     {"lib.lua", "shared.lua", "permits.lua"},
+	"announce.lua":           {"late.lua", "late_write.lua", "lib.lua", "wait.lua"},
+	"acquire_shared.lua":     {"late.lua", "late_write.lua", "lib.lua", "shared.lua", "wait.lua"},
+	"extend_shared.lua":      {"late.lua", "late_write.lua", "lib.lua", "shared.lua"},
+	"restore_shared.lua":     {"late.lua", "late_write.lua", "lib.lua", "shared.lua"},
+	"release_shared.lua":     {"late.lua", "lib.lua", "shared.lua"},
+	"acquire_permit.lua":     {"late.lua", "late_write.lua", "lib.lua", "shared.lua", "permits.lua"},
+	"extend_permit.lua":      {"late.lua", "late_write.lua", "lib.lua", "shared.lua", "permits.lua"},
+	"restore_permit.lua":     {"late.lua", "late_write.lua", "lib.lua", "shared.lua", "permits.lua"},
+	"release_permit.lua":     {"late.lua", "lib.lua", "shared.lua", "permits.lua"},
 }
+
+// writeHead is how every write starts (scripts.go): a guarded acquire's
+// guard follows it.
+var writeHead = []string{"late.lua", "late_write.lua"}
 
 // ScriptSource is the script that the library runs for the file name of
 // scripts/ that ends it (scriptParts).
@@ -106,7 +110,12 @@ func guardedSource(t testing.TB, name string) string {
 		return ""
 	}
 	fenced := strings.Contains(name, "fenced")
-	return fmt.Sprintf("local guard_fenced = %t\n", fenced) + scriptFile(t, "restart_guard.lua") + ScriptSource(t, name)
+	var head strings.Builder
+	for _, f := range writeHead {
+		head.WriteString(scriptFile(t, f))
+	}
+	src := ScriptSource(t, name)
+	return head.String() + fmt.Sprintf("local guard_fenced = %t\n", fenced) + scriptFile(t, "restart_guard.lua") + strings.TrimPrefix(src, head.String())
 }
 
 // scriptFile is the text of scripts/name.

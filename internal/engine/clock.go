@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/redisnode"
+)
+
+// What the client knows of each node's clock: a reading of it, and when,
+// on our monotonic clock, the reading was made. A write of a Lock carries
+// the node-clock millisecond after which it must change nothing (its
+// deadline, docs/late-writes.md): our deadline for the call, carried over
+// to the node's clock with this reading, plus what the reading may be off
+// by. An error in it costs liveness alone (a write refused as late, or a
+// refusal kept a little longer), never safety: the node compares the
+// deadline with its own clock, and a delete's refusal expires by the same
+// clock (PXAT), so the two always agree on the node.
+
+// clockReading is one reading of a node's clock: the node's Unix time in
+// microseconds, read at some moment within half of mid.
+type clockReading struct {
+	nodeUs int64
+	mid    time.Time     // midway between the request and its reply, on our clock
+	half   time.Duration // half the round trip: how far from mid the reading may have been made
+}
+
+// nodeClock is what a node's writes carry their deadlines with.
+type nodeClock struct {
+	reading    atomic.Pointer[clockReading]
+	refreshing atomic.Bool // a read of the node's clock is under way (refresh)
+	mu         sync.Mutex  // serializes note's read-compare-store
+	// failed is why the latest read of the node's clock failed, nil since
+	// one succeeded: what a write not sent for want of a reading shows.
+	failed atomic.Pointer[errBox]
+}
+
+// note takes a reading of the node's clock made between sent and got, and
+// keeps it unless the one kept is better now: closer (a smaller window)
+// once its age is counted at rate. force keeps it anyway: the node said
+// the kept one was wrong (a write refused as late).
+func (c *nodeClock) note(nodeUs int64, sent, got time.Time, rate float64, force bool) {
+	if got.Before(sent) {
+		got = sent
+	}
+	half := got.Sub(sent) / 2
+	r := &clockReading{nodeUs: nodeUs, mid: sent.Add(half), half: half}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failed.Store(nil)
+	if old := c.reading.Load(); old != nil && !force && old.window(r.mid, rate) < r.half {
+		return
+	}
+	c.reading.Store(r)
+}
+
+// unknown is why a write to the node was not sent while its clock is not
+// known: the error its latest read got, as the node's own (a server's
+// answer, such as an ACL without TIME) or as a silence (a refused
+// connection, matching ErrNoReply, as node.silence shows it), or
+// errNoClock before any read ended.
+func (c *nodeClock) unknown() error {
+	b := c.failed.Load()
+	if b == nil {
+		return errNoClock
+	}
+	var re redis.Error
+	if errors.As(b.err, &re) {
+		return fmt.Errorf("not sent, the node's clock could not be read: %w", b.err)
+	}
+	return silentError{b.err}
+}
+
+// window is how far the node's clock may be from what r says at at: the
+// reading's own half round trip, and a drift of rate since.
+func (r *clockReading) window(at time.Time, rate float64) time.Duration {
+	return r.half + time.Duration(float64(at.Sub(r.mid).Abs())*rate)
+}
+
+// lateMs is the node-clock Unix millisecond by which our moment at has
+// passed on the node, whatever the reading's error: what a write sent
+// until at carries as its deadline. ok is false while no reading is known.
+func (c *nodeClock) lateMs(at time.Time, rate float64, slack time.Duration) (ms int64, ok bool) {
+	r := c.reading.Load()
+	if r == nil {
+		return 0, false
+	}
+	us := r.nodeUs + (at.Sub(r.mid) + r.window(at, rate) + slack).Microseconds()
+	return (us + 999) / 1000, true
+}
+
+// stale reports whether the node's clock is to be read again: its reading
+// is older than refresh, or none is known.
+func (c *nodeClock) stale(now time.Time, refresh time.Duration) bool {
+	r := c.reading.Load()
+	return r == nil || now.Sub(r.mid) > refresh
+}
+
+// lateReply is the reply of a write that reached its node after its
+// deadline (scripts/late.lua): "LATE" and the node's clock in milliseconds.
+const lateReply = "LATE "
+
+// readLate reads a write's reply as the node's refusal of a late write: ok
+// when it is one, with the node's clock, in milliseconds, when it refused.
+func readLate(cmd *redis.Cmd) (nodeMs int64, ok bool) {
+	var re redis.Error
+	err := cmd.Err()
+	if err == nil || !errors.As(err, &re) || !strings.HasPrefix(err.Error(), lateReply) {
+		return 0, false
+	}
+	ms, perr := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(err.Error(), lateReply)), 10, 64)
+	return ms, perr == nil
+}
+
+// ErrLate is a node's refusal of a write that reached it after its
+// deadline: it changed nothing (scripts/late.lua).
+var ErrLate = errors.New("redlock: reached the node after its deadline, changed nothing")
+
+// readClock reads the node's clock with TIME (or, from a cluster client,
+// the first master's) and notes it.
+func (n *node) readClock(ctx context.Context, rate float64) error {
+	sent := time.Now()
+	t, err := n.client.Time(ctx).Result()
+	if err != nil {
+		n.clock.failed.Store(&errBox{err})
+		return err
+	}
+	n.clock.note(t.UnixMicro(), sent, time.Now(), rate, false)
+	return nil
+}
+
+// noteInfoClock notes the node's clock from its INFO server section, read
+// between sent and got (server_time_usec; a server without it is read
+// with TIME instead).
+func (n *node) noteInfoClock(info string, sent, got time.Time, rate float64) bool {
+	us, err := strconv.ParseInt(redisnode.InfoFields(info)["server_time_usec"], 10, 64)
+	if err != nil || us <= 0 {
+		return false
+	}
+	n.clock.note(us, sent, got, rate, false)
+	return true
+}
+
+// refreshClock reads node i's clock again in the background when its
+// reading is stale, unless a read is under way: the margin a deadline
+// carries grows with the reading's age.
+func (p *Set) refreshClock(n *node) {
+	if !n.clock.stale(time.Now(), p.timing.ClockRefresh) || !n.clock.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	p.Life.Add(1)
+	go func() {
+		defer p.Life.End()
+		defer n.clock.refreshing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), p.timing.IdentifyTimeout)
+		defer cancel()
+		_ = n.readClock(ctx, p.timing.ClockDrift)
+	}()
+}
+
+// lateMs is node i's deadline for a write of ours sent until at, on the
+// node's clock (nodeClock.lateMs); ok is false while the node's clock is
+// unknown, and a read of it is then started.
+func (p *Set) lateMs(i int, at time.Time) (int64, bool) {
+	n := p.nodes[i]
+	p.refreshClock(n)
+	return n.clock.lateMs(at, p.timing.ClockDrift, p.timing.LateSlack)
+}

@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeLosingFirst sends generation 1 of prefix's Lock to key on both of
+// e's two nodes, the first node's reply lost (the write lands), and waits
+// until both calls returned.
+func writeLosingFirst(t *testing.T, e *laneNodes, key, prefix string) *Lanes {
+	t.Helper()
+	seq := NewLanes(2)
+	var wlog replyLog
+	e.proxies[0].SetDropReplies(true)
+	e.launch(seq, writeSpec(key, utValue(prefix, 1), 300*time.Millisecond, &wlog))
+	waitFor(t, "the write's calls returning", func() bool { return seq.Unsettled() == nil })
+	e.proxies[0].SetDropReplies(false)
+	for i := range 2 {
+		if got := e.get(i, key); got != prefix+"1" {
+			t.Fatalf("node %d holds %q; want the write landed", i, got)
+		}
+	}
+	return seq
+}
+
+// refusalDelete deletes any generation of prefix's values on key, leaving
+// what refuses its writes up to generation gen, and waits for it to
+// settle.
+func refusalDelete(t *testing.T, e *laneNodes, seq *Lanes, key, prefix string, gen uint64) []Reply {
+	t.Helper()
+	var dlog replyLog
+	spec := deleteSpec(key, prefix, waitLimit, &dlog)
+	spec.Op = deleteOp(key, utValue(prefix, 0), 0, gen)
+	e.launch(seq, spec)
+	reps := dlog.waitN(t, 2, "the delete's replies")
+	waitFor(t, "the delete settling", func() bool { return seq.Unsettled() == nil })
+	return reps
+}
+
+// refusal reads node i's refusals key of prefix's Lock on key: the
+// generation it refuses up to and the node-clock millisecond it lives to,
+// with its remaining life; ok false when there is none.
+func (e *laneNodes) refusal(i int, key, prefix string) (gen, until int64, left time.Duration, ok bool) {
+	e.t.Helper()
+	rk := refusalsKey(key, utValue(prefix, 0))
+	v := e.get(i, rk)
+	if v == "" {
+		return 0, 0, 0, false
+	}
+	g, at, found := strings.Cut(strings.TrimPrefix(v, "!"), ":")
+	if !strings.HasPrefix(v, "!") || !found {
+		e.t.Fatalf("node %d's refusals key holds %q", i, v)
+	}
+	gen, _ = strconv.ParseInt(g, 10, 64)
+	until, _ = strconv.ParseInt(at, 10, 64)
+	return gen, until, e.bed.Direct[i].PTTL(context.Background(), rk).Val(), true
+}
+
+// TestDeleteLeavesRefusal: a delete sent while a write of the Lock may
+// still land (before that write's deadline on the node) leaves on every
+// node the Lock's refusals key, whether the write's reply there was lost
+// or came, and whether the delete finds the key absent or its own value: a
+// copy of a write may land later than its reply says. The refusal lives
+// until the write's deadline on that node's clock, which the engine sent
+// it, and no longer.
+func TestDeleteLeavesRefusal(t *testing.T) {
+	e := newLaneNodes(t, 2, true)
+	// The write's reply lost, the delete goes once its round is over, at
+	// its deadline: a deadline's margin of a second lets it come within.
+	e.p.timing.LateSlack = time.Second
+	ctx := context.Background()
+	for _, absent := range []bool{true, false} {
+		name := "key there"
+		if absent {
+			name = "key absent"
+		}
+		t.Run(name, func(t *testing.T) {
+			key, prefix := "ut:refusal-"+strconv.FormatBool(absent), "utR"+strconv.FormatBool(absent)+"."
+			seq := writeLosingFirst(t, e, key, prefix)
+			if absent {
+				for i := range 2 {
+					e.bed.Direct[i].Del(ctx, key) // expired meanwhile
+				}
+			}
+			for _, r := range refusalDelete(t, e, seq, key, prefix, 1) {
+				if want := !absent; (r.Status == OK) != want {
+					t.Fatalf("the delete on node %d: %+v", r.Node, r)
+				}
+			}
+			for i := range 2 {
+				if got := e.lockValue(i, key); got != "" {
+					t.Fatalf("node %d holds %q after the delete", i, got)
+				}
+				gen, until, left, ok := e.refusal(i, key, prefix)
+				if !ok {
+					t.Fatalf("node %d has no refusal of the Lock's writes", i)
+				}
+				if want := seq.LateBy(i); gen != 1 || until != want {
+					t.Fatalf("node %d's refusal is of generation %d until %d; want 1 until the write's deadline %d", i, gen, until, want)
+				}
+				if left <= 0 || left > 300*time.Millisecond+2*time.Second {
+					t.Fatalf("node %d's refusal lives %v more; want at most the write's wait and the clock's margin", i, left)
+				}
+			}
+		})
+	}
+}
+
+// TestDeleteAfterDeadlineLeavesNothing: a delete sent once every write of
+// the Lock is past its deadline on the node deletes the value and leaves
+// nothing else: no copy can land any more.
+func TestDeleteAfterDeadlineLeavesNothing(t *testing.T) {
+	e := newLaneNodes(t, 1, true)
+	const key, prefix = "ut:after-deadline", "utA."
+	seq := NewLanes(1)
+	var wlog, dlog replyLog
+	e.launch(seq, writeSpec(key, utValue(prefix, 1), 20*time.Millisecond, &wlog))
+	wlog.waitN(t, 1, "the write's reply")
+	late := seq.LateBy(0)
+	if late == 0 {
+		t.Fatal("the write carried no deadline")
+	}
+	waitFor(t, "the node's clock passing the write's deadline", func() bool {
+		now, err := e.bed.Direct[0].Time(context.Background()).Result()
+		return err == nil && now.UnixMilli() > late
+	})
+	e.launch(seq, deleteSpec(key, prefix, waitLimit, &dlog))
+	if r := dlog.waitN(t, 1, "the delete's reply")[0]; r.Status != OK {
+		t.Fatalf("the delete: %+v", r)
+	}
+	if _, _, _, ok := e.refusal(0, key, prefix); ok {
+		t.Fatal("a delete past every write's deadline left a refusal")
+	}
+	if got := e.get(0, key); got != "" {
+		t.Fatalf("the key holds %q after the delete", got)
+	}
+}
+
+// TestRefusalKeepsLateWriteOut: a write of the Lock held in the network
+// past its round; the delete that follows finds the key absent there and
+// leaves the refusal, which refuses the write when it lands at last: the
+// key is not left behind for the write's TTL. The other node, whose write
+// was confirmed, gets one too, its value deleted.
+func TestRefusalKeepsLateWriteOut(t *testing.T) {
+	e := newLaneNodes(t, 2, true)
+	e.p.timing.LateSlack = time.Second // as in TestDeleteLeavesRefusal
+	const key, prefix = "ut:refusal-late", "utL."
+	seq := NewLanes(2)
+	v := utValue(prefix, 1)
+	var wlog replyLog
+	caught := e.proxies[0].HoldNext([]byte(v.s))
+	e.launch(seq, writeSpec(key, v, time.Second, &wlog))
+	waitClosed(t, caught, "the write reaching the proxy")
+	waitFor(t, "the write's calls returning", func() bool { return seq.Unsettled() == nil })
+
+	refusalDelete(t, e, seq, key, prefix, v.gen)
+	for i := range 2 {
+		if _, _, _, ok := e.refusal(i, key, prefix); !ok || e.get(i, key) != "" {
+			t.Fatalf("node %d after the delete: key %q, refusal %v", i, e.get(i, key), ok)
+		}
+	}
+	calls := e.evalshaCalls(0)
+	e.proxies[0].ReleaseHeld()
+	waitFor(t, "the held write running on the node", func() bool { return e.evalshaCalls(0) > calls })
+	if got := e.get(0, key); got != "" {
+		t.Fatalf("the write that landed after the delete left %q", got)
+	}
+}
+
+// TestLateWriteRefusedByItsDeadline: a write held in the network until its
+// node's clock passed its deadline changes nothing when it lands, though
+// no delete of its Lock ran: the node refuses it ("LATE"), and a copy
+// held in a stopped node's socket for hours lands the same way.
+func TestLateWriteRefusedByItsDeadline(t *testing.T) {
+	e := newLaneNodes(t, 1, false) // the call waits for its reply, however late
+	const key, prefix = "ut:late-deadline", "utD."
+	seq := NewLanes(1)
+	v := utValue(prefix, 1)
+	var wlog replyLog
+	caught := e.proxies[0].HoldNext([]byte(v.s))
+	e.launch(seq, writeSpec(key, v, 50*time.Millisecond, &wlog))
+	waitClosed(t, caught, "the write reaching the proxy")
+	late := seq.LateBy(0)
+	waitFor(t, "the node's clock passing the write's deadline", func() bool {
+		now, err := e.bed.Direct[0].Time(context.Background()).Result()
+		return err == nil && now.UnixMilli() > late
+	})
+	e.proxies[0].ReleaseHeld()
+	rep := wlog.waitN(t, 1, "the late write's reply")[0]
+	if rep.Status != Refused || !errors.Is(rep.Err, ErrLate) {
+		t.Fatalf("the write that landed past its deadline: %+v; want refused as late", rep)
+	}
+	if got := e.get(0, key); got != "" {
+		t.Fatalf("the late write left %q", got)
+	}
+}
+
+// TestLateReplyCorrectsClock: a node whose clock the client reads wrong
+// (here, a reading ten seconds behind, as after a step of the node's
+// clock) refuses writes as late; the refusal carries the node's clock,
+// which the client takes at once, and the next write is accepted.
+func TestLateReplyCorrectsClock(t *testing.T) {
+	e := newLaneNodes(t, 1, true)
+	n := e.p.nodes[0]
+	r := *n.clock.reading.Load()
+	r.nodeUs -= (10 * time.Second).Microseconds()
+	n.clock.reading.Store(&r)
+
+	seq := NewLanes(1)
+	var log1, log2 replyLog
+	e.launch(seq, writeSpec("ut:clock-step", utValue("utC.", 1), waitLimit, &log1))
+	if rep := log1.waitN(t, 1, "the first write's reply")[0]; rep.Status != Refused || !errors.Is(rep.Err, ErrLate) {
+		t.Fatalf("a write carrying a deadline 10 s in the node's past: %+v; want refused as late", rep)
+	}
+	e.launch(seq, writeSpec("ut:clock-step", utValue("utC.", 2), waitLimit, &log2))
+	if rep := log2.waitN(t, 1, "the second write's reply")[0]; rep.Status != OK {
+		t.Fatalf("the write after the node's clock was learned again: %+v", rep)
+	}
+}
