@@ -40,17 +40,22 @@ end
 -- An earlier refusal is raised, never lowered nor shortened: a delete that
 -- lands after a later one of the same Lock changes nothing of it.
 local function late_leave(R, gen, at)
-  at, gen = tonumber(at), tonumber(gen)
+  -- One assignment a line: gopher-lua (the simulator's Lua) loses a
+  -- parameter reassigned with another in one statement.
+  at = tonumber(at)
+  gen = tonumber(gen)
   if at <= 0 then
     return
   end
   local old = redis.call('SET', R, '!' .. late_fmt(gen) .. ':' .. late_fmt(at), 'PXAT', at, 'GET')
   if old then
-    local og, oat = string.match(old, '^!(%d+):(%d+)$')
-    og, oat = tonumber(og), tonumber(oat)
+    local g, a = string.match(old, '^!(%d+):(%d+)$')
+    local og = tonumber(g)
+    local oat = tonumber(a)
     if og and (og > gen or oat > at) then
-      gen, at = math.max(gen, og), math.max(at, oat)
-      redis.call('SET', R, '!' .. late_fmt(gen) .. ':' .. late_fmt(at), 'PXAT', at)
+      local ng = math.max(gen, og)
+      local nat = math.max(at, oat)
+      redis.call('SET', R, '!' .. late_fmt(ng) .. ':' .. late_fmt(nat), 'PXAT', nat)
     end
   end
 end

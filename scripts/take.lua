@@ -40,7 +40,8 @@
 local take_checked, take_stale = false, false
 local function take_refused()
   if not take_checked then
-    take_checked, take_stale = true, late_refused(redis.call('GET', late_key), ARGV[4])
+    take_stale = late_refused(redis.call('GET', late_key), ARGV[4])
+    take_checked = true
   end
   return take_stale
 end

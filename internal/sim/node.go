@@ -94,7 +94,7 @@ func (n *Node) start(data []savedKey) {
 			}
 		}
 	}
-	n.sc = installShims(m.Server(), n.runID, seen)
+	n.sc = installShims(m, n.runID, n.clock.Now, seen)
 	n.m, n.up = m, true
 }
 

@@ -214,6 +214,57 @@ func TestShimLuaStringMatch(t *testing.T) {
 	assert.Equal(t, []string{"1", "1"}, got)
 }
 
+// TestShimSetPast: SET with PXAT or EXAT at a moment already past deletes
+// the key, answering OK, or with GET its old value (nil when it had none),
+// whether from a client or from a script, and leaves nothing that a later
+// command trips over (scripts/late.lua deletes so). A PXAT to come sets as
+// usual.
+func TestShimSetPast(t *testing.T) {
+	got := each(t, func(t *testing.T, b backend, c *redis.Client) []string {
+		ctx := within(t)
+		var out []string
+		now, err := c.Time(ctx).Result()
+		require.NoError(t, err)
+		past, later := strconv.FormatInt(now.UnixMilli()-1000, 10), strconv.FormatInt(now.UnixMilli()+60_000, 10)
+		require.NoError(t, c.Set(ctx, "k", "v", time.Minute).Err())
+		out = append(out, reply(c.Do(ctx, "SET", "k", "w", "PXAT", past).Result()))
+		out = append(out, reply(c.Exists(ctx, "k").Result()), reply(c.PTTL(ctx, "k").Result()))
+		out = append(out, reply(c.Do(ctx, "SET", "k", "w", "PXAT", "1", "GET").Result()), "absent then")
+		require.NoError(t, c.Set(ctx, "k", "v", time.Minute).Err())
+		out = append(out, reply(c.Do(ctx, "SET", "k", "w", "EXAT", "1", "GET").Result()))
+		out = append(out, reply(c.Get(ctx, "k").Result()))
+		out = append(out, reply(c.Eval(ctx, `redis.call('SET', KEYS[1], 'x', 'PX', 60000)
+local old = redis.call('SET', KEYS[1], '', 'PXAT', 1, 'GET')
+return {old, redis.call('EXISTS', KEYS[1]), redis.call('SET', KEYS[1], 'y', 'PXAT', ARGV[1]), redis.call('GET', KEYS[1])}`, []string{"k"}, later).Result()))
+		pttl, err := c.PTTL(ctx, "k").Result()
+		require.NoError(t, err)
+		out = append(out, fmt.Sprint(pttl > 50*time.Second && pttl <= time.Minute))
+		// Nothing of the deleted key's is left: a SET that keeps the TTL
+		// sets the key without one (release.lua's chain updates do).
+		out = append(out, reply(c.Do(ctx, "SET", "j", "v", "PXAT", past).Result()))
+		out = append(out, reply(c.Do(ctx, "SET", "j", "w", "KEEPTTL").Result()), reply(c.Get(ctx, "j").Result()), reply(c.PTTL(ctx, "j").Result()))
+		return out
+	})
+	assert.Equal(t, []string{"OK", "0", "-2ns", "nil", "absent then", "v", "nil", "[x 0 OK y]", "true", "OK", "OK", "w", "-1ns"}, got[0], "redis-server")
+	assert.Equal(t, got[0], got[1], "redis-server, then the simulated node")
+}
+
+// TestShimInfoTime: INFO server says the node's clock (server_time_usec),
+// as TIME does.
+func TestShimInfoTime(t *testing.T) {
+	each(t, func(t *testing.T, b backend, c *redis.Client) bool {
+		ctx := within(t)
+		info, err := c.Info(ctx, "server").Result()
+		require.NoError(t, err, b.name)
+		us, err := strconv.ParseInt(redisnode.InfoFields(info)["server_time_usec"], 10, 64)
+		require.NoError(t, err, b.name)
+		now, err := c.Time(ctx).Result()
+		require.NoError(t, err, b.name)
+		assert.InDelta(t, now.UnixMicro(), us, float64(time.Second.Microseconds()), b.name)
+		return true
+	})
+}
+
 // TestShimExpiry: a key expires by the node's clock, and PTTL counts down
 // with it; TIME moves with it.
 func TestShimExpiry(t *testing.T) {
