@@ -106,12 +106,16 @@ func nemDefaultWorkers() int {
 // on a node's proxy, blackhole, delay, drop-replies, hold (the next
 // command held until the fault heals) and resend (the same, with the
 // client's connection reset under it, so that go-redis sends the command
-// again while the held copy lands at the heal); on a node's process, stop
-// (SIGSTOP), crash (SIGKILL, restarted with its data), restart-empty
-// (killed, restarted without its data, as with the guard it may) and
-// flushall; on a worker process, pause (SIGSTOP past the longest TTL, then
-// SIGCONT) and kill (SIGKILL, a new process with new workers in its place).
-var nemKinds = []string{"blackhole", "delay", "drop-replies", "hold", "resend", "stop", "crash", "restart-empty", "flushall", "clock", "pause", "kill"}
+// again while the held copy lands at the heal) and hold-handover (the next
+// handover, a Release handing the key to a waiter of its Client, held
+// until the heal); on a node's process, stop (SIGSTOP), stop-long
+// (SIGSTOP for 2.5 to 6 s, past any memory of 2 s: the writes in its
+// sockets run when it continues), crash (SIGKILL, restarted with its
+// data), restart-empty (killed, restarted without its data, as with the
+// guard it may) and flushall; on a worker process, pause (SIGSTOP past the
+// longest TTL, then SIGCONT) and kill (SIGKILL, a new process with new
+// workers in its place).
+var nemKinds = []string{"blackhole", "delay", "drop-replies", "hold", "resend", "hold-handover", "stop", "stop-long", "crash", "restart-empty", "flushall", "clock", "pause", "kill"}
 
 // nemEvery lists the kinds that come in one round of so many only: a
 // paused process's workers stand still for seconds, and a new process
@@ -126,8 +130,8 @@ var nemLineKinds = []struct {
 }{
 	{"blackhole", []string{"blackhole"}},
 	{"delay", []string{"delay"}},
-	{"drop", []string{"drop-replies", "hold", "resend"}}, // the reply does not come back in time
-	{"stop", []string{"stop"}},
+	{"drop", []string{"drop-replies", "hold", "resend", "hold-handover"}}, // the reply does not come back in time
+	{"stop", []string{"stop", "stop-long"}},
 	{"kill", []string{"crash", "kill"}}, // a node's or a worker process's SIGKILL
 	{"restart", []string{"restart-empty"}},
 	{"flush", []string{"flushall"}},
@@ -324,6 +328,9 @@ type nemRun struct {
 
 	clockSteps []time.Duration      // per node, the step of its clock fault, undone at heal (nemesis_clock_test.go)
 	resending  map[int]nemResending // per node under the resend fault
+	// handoverSHA is the handover script's hash, which the hold-handover
+	// fault holds the next command with.
+	handoverSHA []byte
 }
 
 // nemResending is a resend fault on: stop ends it, done says it ended.
@@ -367,6 +374,7 @@ func (run *nemRun) resend(i int) {
 func newNemRun(t *testing.T, seed uint64, guarded bool, kinds []string) *nemRun {
 	t.Helper()
 	run := &nemRun{seed: seed, guarded: guarded, kinds: kinds, sharedEvery: 3, rec: newNemRecorder("", nil), byKind: make(map[string]*atomic.Int64),
+		handoverSHA: scriptSHA(t, "handover.lua"),
 		// A decision every 10-100 ms and node faults of 50-800 ms: with at
 		// most a minority of the nodes faulty at once, a 30-minute run
 		// injects over 5,000 faults (with 20-200 ms and 50 ms-1 s: 4,051).
@@ -1164,7 +1172,11 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 		run.rec.event(nemNow(), nil, "fault: %s on node %d", kind, i)
 		from := nemNow()
 		if run.inject(t, r, i, kind) {
-			on[i] = active{kind, time.Now().Add(randDur(r, run.down[0], run.down[1])), run.downFrom(i, from)}
+			lasts := randDur(r, run.down[0], run.down[1])
+			if kind == "stop-long" {
+				lasts = randDur(r, 2500*time.Millisecond, 6*time.Second)
+			}
+			on[i] = active{kind, time.Now().Add(lasts), run.downFrom(i, from)}
 		} else if kind == "flushall" {
 			// Its restart marker gone, the node is within its guard
 			// again from the next guarded acquire.
@@ -1240,7 +1252,9 @@ func (run *nemRun) inject(t *testing.T, r *rand.Rand, i int, kind string) bool {
 		p.HoldNext(nil)
 	case "resend":
 		run.resend(i)
-	case "stop":
+	case "hold-handover":
+		p.HoldNext(run.handoverSHA)
+	case "stop", "stop-long":
 		if err := s.Pause(); err != nil {
 			run.errorf(t, "stop node %d: %v", i, err)
 			return false
@@ -1278,7 +1292,7 @@ func (run *nemRun) heal(t *testing.T, i int, kind string) {
 		p.SetDelay(0)
 	case "drop-replies":
 		p.SetDropReplies(false)
-	case "hold":
+	case "hold", "hold-handover":
 		p.ReleaseHeld()
 	case "resend":
 		run.mu.Lock()
@@ -1288,7 +1302,7 @@ func (run *nemRun) heal(t *testing.T, i int, kind string) {
 		close(r.stop)
 		<-r.done // armed no more
 		p.ReleaseHeld()
-	case "stop":
+	case "stop", "stop-long":
 		if err := s.Resume(); err != nil {
 			run.errorf(t, "resume node %d: %v", i, err)
 		}

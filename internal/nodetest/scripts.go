@@ -21,15 +21,25 @@ const module = "github.com/redlock-go/redlock"
 // working directory of the running test upward.
 func ScriptsDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	dir, err := scriptsDir()
 	require.NoError(t, err)
+	return dir
+}
+
+func scriptsDir() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
 	for {
 		mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 		if err == nil && bytes.HasPrefix(mod, []byte("module "+module+"\n")) {
-			return filepath.Join(dir, "scripts")
+			return filepath.Join(dir, "scripts"), nil
 		}
 		parent := filepath.Dir(dir)
-		require.NotEqual(t, dir, parent, "no go.mod of %s above the working directory", module)
+		if dir == parent {
+			return "", fmt.Errorf("no go.mod of %s above the working directory", module)
+		}
 		dir = parent
 	}
 }
@@ -92,13 +102,30 @@ var writeHead = []string{"late.lua", "late_write.lua"}
 // scripts/ that ends it (scriptParts).
 func ScriptSource(t testing.TB, name string) string {
 	t.Helper()
+	src, err := Source(name)
+	require.NoError(t, err)
+	return src
+}
+
+// Source is ScriptSource, for code that runs outside a test's goroutine.
+func Source(name string) (string, error) {
 	parts, ok := scriptParts[name]
-	require.True(t, ok, "scripts/%s ends no script the library runs", name)
+	if !ok {
+		return "", fmt.Errorf("scripts/%s ends no script the library runs", name)
+	}
+	dir, err := scriptsDir()
+	if err != nil {
+		return "", err
+	}
 	var b strings.Builder
 	for _, f := range append(parts, name) {
-		b.WriteString(scriptFile(t, f))
+		src, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return "", err
+		}
+		b.Write(src)
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 // guardedSource is the restart-guarded form of the acquire script that name

@@ -29,7 +29,13 @@ const (
 	FaultFlush        = "flushall"      // a node loses its data, running
 	FaultClock        = "clock"         // a node's clock runs 0.3-0.5% fast or slow, or steps 0.11-0.56 ms
 	FaultClockBeyond  = "clock-beyond"  // a node's clock steps forward 1-6 s: beyond the drift assumption
-	FaultLateBeyond   = "late-beyond"   // a held command lands 3-5 s late: beyond the tombstone's bound
+	FaultLateBeyond   = "late-beyond"   // a held command lands 3-5 s late, its connection reset: past its deadline
+	FaultStopLong     = "stop-long"     // a node stops reading for 2.5-8 s, then reads all it was sent
+	FaultHoldHandover = "hold-handover" // the next handover on a link held 0.2-3 s, its connection reset
+	// FaultClockBackBeyond steps a node's clock back 6-10 s: beyond the
+	// drift assumption, past which a write's deadline no longer bounds
+	// when it lands (docs/late-writes.md).
+	FaultClockBackBeyond = "clock-back-beyond"
 )
 
 // Nemesis injects faults into a World.
@@ -56,6 +62,9 @@ type Nemesis struct {
 	// late-write rule does not count time in which no delete could run.
 	down  []history.NodeDown
 	heals sync.WaitGroup
+	// handover picks the handover script's command (FaultHoldHandover);
+	// nil when the run has none.
+	handover func([]byte) bool
 }
 
 // cutOff records that node i was cut off from from until now, when its
@@ -249,23 +258,34 @@ func (nm *Nemesis) inject(kind string) {
 		nm.begin(proc, node)
 		net.DropReplies(proc, node, true)
 		nm.after(d, func() { net.DropReplies(proc, node, false); nm.end(proc, node) })
-	case FaultHoldReset, FaultLateBeyond:
+	case FaultHoldReset, FaultLateBeyond, FaultHoldHandover:
 		hold := randDur(r, 20*time.Millisecond, 1500*time.Millisecond)
-		if kind == FaultLateBeyond {
+		var match func([]byte) bool
+		switch kind {
+		case FaultLateBeyond:
 			hold = randDur(r, 3*time.Second, 5*time.Second)
+		case FaultHoldHandover:
+			if nm.handover == nil {
+				return
+			}
+			hold, match = randDur(r, 200*time.Millisecond, 3*time.Second), nm.handover
 		}
 		reset := randDur(r, 200*time.Microsecond, 3*time.Millisecond)
-		// The next command on the link, within a while: the fault lasts
-		// until the held chunk has landed (Network.Pending says).
+		// The next command on the link (or the next handover), within a
+		// while: the fault lasts until the held chunk has landed
+		// (Network.Pending says).
 		tr.Add("fault", node, "%s: c%d's next command held %v, its connection reset after %v", kind, proc, hold, reset)
 		nm.begin(proc, node)
-		net.HoldNext(proc, node, hold, reset)
+		net.HoldNextMatching(proc, node, hold, reset, match)
 		wait := 2 * time.Second
 		nm.after(wait, func() {
 			net.HoldNext(proc, node, 0, 0)
 			nm.after(hold, func() { nm.end(proc, node) })
 		})
-	case FaultStop, FaultCrash, FaultRestartEmpty, FaultFlush, FaultClock, FaultClockBeyond:
+	case FaultStopLong:
+		nm.nodeFault(kind, randDur(r, 2500*time.Millisecond, 8*time.Second))
+		return
+	case FaultStop, FaultCrash, FaultRestartEmpty, FaultFlush, FaultClock, FaultClockBeyond, FaultClockBackBeyond:
 		nm.nodeFault(kind, d)
 		return
 	}
@@ -279,7 +299,7 @@ func (nm *Nemesis) nodeFault(kind string, d time.Duration) {
 	if kind == FaultRestartEmpty || kind == FaultFlush {
 		busy = d + nm.guard // out of the quorums until its guard passes
 	}
-	if kind == FaultClockBeyond {
+	if kind == FaultClockBeyond || kind == FaultClockBackBeyond {
 		busy = 0
 	}
 	i := nm.pickNode(busy)
@@ -289,8 +309,12 @@ func (nm *Nemesis) nodeFault(kind string, d time.Duration) {
 	nd := w.Nodes[i]
 	nm.count(kind)
 	switch kind {
-	case FaultStop:
-		tr.Add("fault", i, "stop for %v", d)
+	case FaultStop, FaultStopLong:
+		// The node's links hold what is written to it both ways, dials
+		// too, and deliver all of it at the heal: a stopped redis-server
+		// keeps its connections, and runs what sat in its sockets when it
+		// continues.
+		tr.Add("fault", i, "%s for %v", kind, d)
 		nm.begin(-1, i)
 		from := time.Now()
 		for _, p := range w.Procs() {
@@ -329,6 +353,10 @@ func (nm *Nemesis) nodeFault(kind string, d time.Duration) {
 		}
 	case FaultClockBeyond:
 		step := randDur(r, time.Second, 6*time.Second)
+		tr.Add("fault", i, "clock step %v (beyond the assumption)", step)
+		nd.Step(step)
+	case FaultClockBackBeyond:
+		step := -randDur(r, 6*time.Second, 10*time.Second)
 		tr.Add("fault", i, "clock step %v (beyond the assumption)", step)
 		nd.Step(step)
 	}

@@ -68,8 +68,10 @@ type link struct {
 	drop  bool
 	drops int
 	// hold: the next chunk the client writes is held back this long, and
-	// its connection is reset under the client after resetAfter.
+	// its connection is reset under the client after resetAfter; with
+	// holdMatch, the next chunk it accepts.
 	hold, resetAfter time.Duration
+	holdMatch        func([]byte) bool
 	// pending counts the held chunks not delivered yet; landed is when
 	// the last one landed.
 	pending int
@@ -231,7 +233,7 @@ func (n *Network) send(c *Conn, data []byte, fin bool) {
 		ch.at = now
 	case !c.client && l.drop && !fin:
 		ch.drop = true
-	case c.client && l.hold > 0 && !fin:
+	case c.client && l.hold > 0 && !fin && (l.holdMatch == nil || l.holdMatch(data)):
 		// The chunk waits l.hold; the client's end is reset under it
 		// first, so that go-redis sends the command again elsewhere.
 		ch.held = true

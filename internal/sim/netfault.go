@@ -100,10 +100,16 @@ func (n *Network) DropReplies(client, node int, on bool) {
 // connection, and the held chunk reaches the node afterwards, which then
 // reads the old connection's end.
 func (n *Network) HoldNext(client, node int, hold, resetAfter time.Duration) {
+	n.HoldNextMatching(client, node, hold, resetAfter, nil)
+}
+
+// HoldNextMatching is HoldNext for the next chunk that match accepts
+// (any, when nil).
+func (n *Network) HoldNextMatching(client, node int, hold, resetAfter time.Duration, match func([]byte) bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	l := n.linkOf(client, node)
-	l.hold, l.resetAfter = hold, resetAfter
+	l.hold, l.resetAfter, l.holdMatch = hold, resetAfter, match
 }
 
 // Pending reports how many held chunks are still on their way to node,

@@ -35,7 +35,10 @@ type Config struct {
 	// default, 3 retries).
 	MaxRetries int
 	// The workload's mix (Workload).
-	Owners, Shared, Permits, Multi, Stalled, Long, Elections bool
+	Owners, Shared, Permits, Multi, Stalled, Long, Elections, Hot bool
+	// Handover picks the handover script's command, which
+	// FaultHoldHandover holds (nil: that fault is not made).
+	Handover func([]byte) bool
 	// ReplaceEvery: about this often a slot's Client is closed and a new
 	// one takes its place (0: never).
 	ReplaceEvery time.Duration
@@ -82,7 +85,7 @@ func Run(cfg Config) *Result {
 		keys[i] = fmt.Sprintf("sim:k%d", i)
 	}
 	wl := &Workload{Seed: cfg.Seed, Keys: keys, Owners: cfg.Owners, Shared: cfg.Shared, Permits: cfg.Permits,
-		Multi: cfg.Multi, Stalled: cfg.Stalled, Long: cfg.Long, Elections: cfg.Elections, Think: cfg.Think, Rec: rec, Store: store, Trace: trace, Closed: w.Closed}
+		Multi: cfg.Multi, Stalled: cfg.Stalled, Long: cfg.Long, Elections: cfg.Elections, Hot: cfg.Hot, Think: cfg.Think, Rec: rec, Store: store, Trace: trace, Closed: w.Closed}
 	if cfg.Permits {
 		wl.Sems = []Sem{{"sim:sem0", 2}, {"sim:sem1", 3}}
 	}
@@ -113,6 +116,7 @@ func Run(cfg Config) *Result {
 	trace.Add("check", -1, "warm: every node past its guard; the workload starts")
 
 	nm := NewNemesis(w, cfg.Seed, cfg.Faults, cfg.FaultEvery, cfg.Guard)
+	nm.handover = cfg.Handover
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
 	began := time.Now()

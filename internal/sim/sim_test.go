@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"bytes"
+	"crypto/sha1"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
@@ -14,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/history"
+	"github.com/redlock-go/redlock/internal/nodetest"
 )
 
 // TestSim runs the simulator: the library's Client, go-redis's clients and
@@ -63,12 +67,25 @@ func Guarded(seed uint64, dur time.Duration) Config {
 		Seed: seed, Duration: dur, Nodes: 5, Slots: 3, Workers: 6, Keys: 8,
 		Latency: 200 * time.Microsecond, Guard: MaxTTL,
 		Faults: []string{FaultDelay, FaultBlackhole, FaultPartition, FaultDrop, FaultHoldReset, FaultHoldReset, FaultHoldReset,
-			FaultStop, FaultCrash, FaultRestartEmpty, FaultFlush, FaultClock},
+			FaultLateBeyond, FaultHoldHandover, FaultStop, FaultStopLong, FaultCrash, FaultRestartEmpty, FaultFlush, FaultClock},
 		FaultEvery: 500 * time.Millisecond, Think: 200 * time.Millisecond,
-		Owners: true, Shared: true, Permits: true, Multi: true, Stalled: true, Long: true, Elections: true,
+		Owners: true, Shared: true, Permits: true, Multi: true, Stalled: true, Long: true, Elections: true, Hot: true,
+		Handover:     handoverCommand,
 		ReplaceEvery: 90 * time.Second, ResidueBound: 2 * time.Second,
 	}
 }
+
+// handoverCommand picks a command of the handover script
+// (FaultHoldHandover): its hash, as EVALSHA sends it.
+var handoverCommand = func() func([]byte) bool {
+	src, err := nodetest.Source("handover.lua")
+	if err != nil {
+		panic("sim: " + err.Error())
+	}
+	sum := sha1.Sum([]byte(src))
+	sha := []byte(hex.EncodeToString(sum[:]))
+	return func(b []byte) bool { return bytes.Contains(b, sha) }
+}()
 
 func TestSim(t *testing.T) {
 	TraceCommandsOf = *simCmds

@@ -60,6 +60,9 @@ type Workload struct {
 	// Elections: a tenth of the rounds campaign for a key's leadership
 	// (electRun).
 	Elections bool
+	// Hot: one round in 20 takes the pool's first key over and over,
+	// releasing it at once (hotRun).
+	Hot bool
 	Think     time.Duration
 	Slots     []*Slot
 	Rec       *Recorder
@@ -91,6 +94,10 @@ func (wl *Workload) Run(w int, stop <-chan struct{}) {
 		r := rand.New(rand.NewPCG(wl.Seed, uint64(w)<<40|round))
 		c := slot.Client()
 		key := wl.Keys[r.IntN(len(wl.Keys))]
+		if wl.Hot && r.IntN(20) == 0 {
+			wl.hotRun(r, slot, c, name)
+			continue
+		}
 		ttl := wl.ttl(r)
 		p := r.IntN(100)
 		stalled := wl.Stalled && p >= 35 && p < 45
@@ -332,6 +339,22 @@ func (wl *Workload) plainRun(r *rand.Rand, slot *Slot, c *redlock.Client, name, 
 		wg.Go(func() { wl.release(c, l, nl) })
 		wg.Wait()
 	default:
+		wl.release(c, l, nl)
+	}
+}
+
+// hotRun takes the pool's first key 10 to 30 times in a row, each time
+// releasing it at once, with a TTL of ShortTTL: a hot key, where many
+// Locks' deletes meet between a write's sending and its landing
+// (docs/late-writes.md: nothing a node keeps per key may be pushed out by
+// them).
+func (wl *Workload) hotRun(r *rand.Rand, slot *Slot, c *redlock.Client, name string) {
+	for range 10 + r.IntN(21) {
+		l, nl := wl.acquire(r, slot, c, name, wl.Keys[0], ShortTTL, false, false, 0)
+		if l == nil {
+			continue
+		}
+		wl.write(nl)
 		wl.release(c, l, nl)
 	}
 }
