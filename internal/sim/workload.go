@@ -62,12 +62,12 @@ type Workload struct {
 	Elections bool
 	// Hot: one round in 20 takes the pool's first key over and over,
 	// releasing it at once (hotRun).
-	Hot bool
-	Think     time.Duration
-	Slots     []*Slot
-	Rec       *Recorder
-	Store     *Store
-	Trace     *Trace
+	Hot   bool
+	Think time.Duration
+	Slots []*Slot
+	Rec   *Recorder
+	Store *Store
+	Trace *Trace
 	// Closed reports whether a Client was closed (its go-redis clients
 	// with it): a Lock of it whose Release ends after that may have left
 	// its values on the nodes, to expire with their TTL.
