@@ -62,9 +62,19 @@ type Nemesis struct {
 	// late-write rule does not count time in which no delete could run.
 	down  []history.NodeDown
 	heals sync.WaitGroup
-	// handover picks the handover script's command (FaultHoldHandover);
-	// nil when the run has none.
-	handover func([]byte) bool
+	// handover picks what FaultHoldHandover holds; nil when the run has
+	// none.
+	handover *HandoverFault
+}
+
+// HandoverFault picks what FaultHoldHandover holds: a handover's command,
+// and then, from it, the leaving Lock's delete that follows it (a
+// Release that hands its key over deletes its value where the handover
+// got no answer, handover.go), which is held to land after it, as the
+// waiter's own delete, not held, lands before both.
+type HandoverFault struct {
+	Handover      func([]byte) bool
+	LeavingDelete func(handover []byte) func([]byte) bool
 }
 
 // cutOff records that node i was cut off from from until now, when its
@@ -261,6 +271,7 @@ func (nm *Nemesis) inject(kind string) {
 	case FaultHoldReset, FaultLateBeyond, FaultHoldHandover:
 		hold := randDur(r, 20*time.Millisecond, 1500*time.Millisecond)
 		var match func([]byte) bool
+		var then func([]byte) func([]byte) bool
 		switch kind {
 		case FaultLateBeyond:
 			hold = randDur(r, 3*time.Second, 5*time.Second)
@@ -268,19 +279,20 @@ func (nm *Nemesis) inject(kind string) {
 			if nm.handover == nil {
 				return
 			}
-			hold, match = randDur(r, 200*time.Millisecond, 3*time.Second), nm.handover
+			hold = randDur(r, 200*time.Millisecond, 3*time.Second)
+			match, then = nm.handover.Handover, nm.handover.LeavingDelete
 		}
 		reset := randDur(r, 200*time.Microsecond, 3*time.Millisecond)
-		// The next command on the link (or the next handover), within a
-		// while: the fault lasts until the held chunk has landed
-		// (Network.Pending says).
+		// The next command on the link (or the next handover, and the
+		// leaving Lock's delete after it), within a while: the fault lasts
+		// until the held chunks have landed (Network.Pending says).
 		tr.Add("fault", node, "%s: c%d's next command held %v, its connection reset after %v", kind, proc, hold, reset)
 		nm.begin(proc, node)
-		net.HoldNextMatching(proc, node, hold, reset, match)
+		net.HoldNextThen(proc, node, hold, reset, match, then, hold+200*time.Millisecond)
 		wait := 2 * time.Second
 		nm.after(wait, func() {
 			net.HoldNext(proc, node, 0, 0)
-			nm.after(hold, func() { nm.end(proc, node) })
+			nm.after(hold+200*time.Millisecond, func() { nm.end(proc, node) })
 		})
 	case FaultStopLong:
 		nm.nodeFault(kind, randDur(r, 2500*time.Millisecond, 8*time.Second))

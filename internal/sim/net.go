@@ -72,6 +72,11 @@ type link struct {
 	// holdMatch, the next chunk it accepts.
 	hold, resetAfter time.Duration
 	holdMatch        func([]byte) bool
+	// then, when set, gives from the chunk a hold caught the match of a
+	// second hold on the link, for thenHold: a chunk sent after the first
+	// is held to land after it.
+	then     func([]byte) func([]byte) bool
+	thenHold time.Duration
 	// pending counts the held chunks not delivered yet; landed is when
 	// the last one landed.
 	pending int
@@ -240,7 +245,13 @@ func (n *Network) send(c *Conn, data []byte, fin bool) {
 		ch.at = now.Add(l.hold)
 		l.pending++
 		n.trace.Add("net", c.link.node, "hold %s: %d bytes held %v, reset in %v", c.name, len(data), l.hold, l.resetAfter)
-		l.hold = 0
+		l.hold, l.holdMatch = 0, nil
+		if then := l.then; then != nil {
+			l.then = nil
+			if m := then(data); m != nil {
+				l.hold, l.holdMatch = l.thenHold, m
+			}
+		}
 		client := c
 		time.AfterFunc(l.resetAfter, func() {
 			n.mu.Lock()

@@ -106,10 +106,17 @@ func (n *Network) HoldNext(client, node int, hold, resetAfter time.Duration) {
 // HoldNextMatching is HoldNext for the next chunk that match accepts
 // (any, when nil).
 func (n *Network) HoldNextMatching(client, node int, hold, resetAfter time.Duration, match func([]byte) bool) {
+	n.HoldNextThen(client, node, hold, resetAfter, match, nil, 0)
+}
+
+// HoldNextThen is HoldNextMatching, and once it caught a chunk, holds the
+// next chunk that then(chunk) accepts for thenHold, its connection reset
+// too: a command sent after the first, held to land after it.
+func (n *Network) HoldNextThen(client, node int, hold, resetAfter time.Duration, match func([]byte) bool, then func([]byte) func([]byte) bool, thenHold time.Duration) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	l := n.linkOf(client, node)
-	l.hold, l.resetAfter, l.holdMatch = hold, resetAfter, match
+	l.hold, l.resetAfter, l.holdMatch, l.then, l.thenHold = hold, resetAfter, match, then, thenHold
 }
 
 // Pending reports how many held chunks are still on their way to node,

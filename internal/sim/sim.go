@@ -36,9 +36,9 @@ type Config struct {
 	MaxRetries int
 	// The workload's mix (Workload).
 	Owners, Shared, Permits, Multi, Stalled, Long, Elections, Hot bool
-	// Handover picks the handover script's command, which
-	// FaultHoldHandover holds (nil: that fault is not made).
-	Handover func([]byte) bool
+	// Handover picks what FaultHoldHandover holds (nil: that fault is
+	// not made).
+	Handover *HandoverFault
 	// ReplaceEvery: about this often a slot's Client is closed and a new
 	// one takes its place (0: never).
 	ReplaceEvery time.Duration

@@ -75,16 +75,35 @@ func Guarded(seed uint64, dur time.Duration) Config {
 	}
 }
 
-// handoverCommand picks a command of the handover script
-// (FaultHoldHandover): its hash, as EVALSHA sends it.
-var handoverCommand = func() func([]byte) bool {
-	src, err := nodetest.Source("handover.lua")
-	if err != nil {
-		panic("sim: " + err.Error())
+// handoverCommand picks a command of the handover script, by its hash as
+// EVALSHA sends it, and then the leaving Lock's delete (release_one.lua),
+// by its hash and the leaving Lock's prefix, the last of the handover's
+// arguments that ends with a dot (FaultHoldHandover).
+var handoverCommand = func() *HandoverFault {
+	sha := func(name string) []byte {
+		src, err := nodetest.Source(name)
+		if err != nil {
+			panic("sim: " + err.Error())
+		}
+		sum := sha1.Sum([]byte(src))
+		return []byte(hex.EncodeToString(sum[:]))
 	}
-	sum := sha1.Sum([]byte(src))
-	sha := []byte(hex.EncodeToString(sum[:]))
-	return func(b []byte) bool { return bytes.Contains(b, sha) }
+	handover, release := sha("handover.lua"), sha("release_one.lua")
+	return &HandoverFault{
+		Handover: func(b []byte) bool { return bytes.Contains(b, handover) },
+		LeavingDelete: func(h []byte) func([]byte) bool {
+			var leaving []byte
+			for _, a := range bytes.Split(h, []byte("\r\n")) {
+				if len(a) > 1 && a[len(a)-1] == '.' {
+					leaving = a
+				}
+			}
+			if leaving == nil {
+				return nil
+			}
+			return func(b []byte) bool { return bytes.Contains(b, release) && bytes.Contains(b, leaving) }
+		},
+	}
 }()
 
 func TestSim(t *testing.T) {
