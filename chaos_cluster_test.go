@@ -202,23 +202,6 @@ func (c *chaosCluster) scan(prefix string, idx ...int) []history.NodeKey {
 	return found
 }
 
-// tombstones returns the keys under prefix that node i holds a tombstone
-// under (docs/late-writes.md); none when the node does not answer.
-func (c *chaosCluster) tombstones(prefix string, i int) []string {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	rc := redis.NewClient(&redis.Options{Addr: c.nodes[i].Addr(), MaxRetries: -1})
-	defer rc.Close()
-	var out []string
-	it := rc.Scan(ctx, 0, globEscape(prefix)+"*", 1000).Iterator()
-	for it.Next(ctx) {
-		if v, err := rc.Get(ctx, it.Val()).Result(); err == nil && strings.HasPrefix(v, "!") {
-			out = append(out, it.Val())
-		}
-	}
-	return out
-}
-
 func globEscape(s string) string {
 	var b strings.Builder
 	for _, r := range s {
@@ -245,6 +228,16 @@ func (c *chaosCluster) calls(i int) map[string]int {
 	c.t.Helper()
 	var out map[string]int
 	nodetest.Look(c.t, c.nodes[i].Addr(), func(ctx context.Context, rc *redis.Client) { out = nodetest.CommandCalls(c.t, ctx, rc) })
+	return out
+}
+
+// errors returns how many error replies of each code node i has sent
+// (nodetest.ErrorCounts): LATE counts the writes it refused past their
+// deadline (docs/late-writes.md).
+func (c *chaosCluster) errors(i int) map[string]int {
+	c.t.Helper()
+	var out map[string]int
+	nodetest.Look(c.t, c.nodes[i].Addr(), func(ctx context.Context, rc *redis.Client) { out = nodetest.ErrorCounts(c.t, ctx, rc) })
 	return out
 }
 

@@ -58,3 +58,25 @@ func CommandCalls(t testing.TB, ctx context.Context, rc *redis.Client) map[strin
 	}
 	return out
 }
+
+// ErrorCounts reads how many error replies of each code (LATE, NOSCRIPT...)
+// rc's node has sent (INFO errorstats): a script's error reply counts
+// under its first word.
+func ErrorCounts(t testing.TB, ctx context.Context, rc *redis.Client) map[string]int {
+	t.Helper()
+	info, err := rc.Info(ctx, "errorstats").Result()
+	require.NoError(t, err)
+	out := make(map[string]int)
+	for line := range strings.Lines(info) {
+		// errorstat_LATE:count=3
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "errorstat_")
+		if !ok {
+			continue
+		}
+		code, count, _ := strings.Cut(rest, ":count=")
+		n, err := strconv.Atoi(count)
+		require.NoError(t, err, line)
+		out[code] = n
+	}
+	return out
+}
