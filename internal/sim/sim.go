@@ -25,6 +25,10 @@ type Config struct {
 	Latency  time.Duration // a chunk's one-way delay without faults
 	// Guard is the restart guard (WithRestartGuard), 0 for none.
 	Guard time.Duration
+	// Unfenced: no Client fences (WithFencing), where all but one do.
+	// With no guard either, a Release hands its key to a waiter of its
+	// Client (docs/waiting.md), which neither fences nor guards.
+	Unfenced bool
 	// Faults are the kinds the nemesis draws from, one every FaultEvery
 	// or so.
 	Faults     []string
@@ -98,7 +102,7 @@ func Run(cfg Config) *Result {
 		if cfg.Guard > 0 {
 			o = append(o, redlock.WithRestartGuard(cfg.Guard))
 		}
-		if slot < cfg.Slots-1 || cfg.Slots == 1 {
+		if slot0Fenced(slot, cfg) {
 			o = append(o, redlock.WithFencing()) // all but one, so that stale writes meet the store
 		}
 		return append(o, redlock.WithHooks(traceHooks(trace, slot)))
@@ -196,7 +200,9 @@ func Run(cfg Config) *Result {
 	return res
 }
 
-func slot0Fenced(s int, cfg Config) bool { return s < cfg.Slots-1 || cfg.Slots == 1 }
+func slot0Fenced(s int, cfg Config) bool {
+	return !cfg.Unfenced && (s < cfg.Slots-1 || cfg.Slots == 1)
+}
 
 // record is the history so far, with the store's decisions.
 func record(rec *Recorder, store *Store, cfg Config) *history.Record {

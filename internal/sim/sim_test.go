@@ -106,6 +106,44 @@ var handoverCommand = func() *HandoverFault {
 	}
 }()
 
+// Handovers is the run where a Release hands its key to a waiter of its
+// Client: no restart guard and no fencing, which the handover does not
+// do (docs/waiting.md), and so no fault that restarts a node empty or
+// flushes it, which an unguarded Client's Locks do not survive; the hot
+// key brings waiters of one Client together, and every fault that holds a
+// handover back, or a node, or a command past its deadline, acts.
+func Handovers(seed uint64, dur time.Duration) Config {
+	cfg := Guarded(seed, dur)
+	cfg.Guard, cfg.Unfenced = 0, true
+	cfg.Faults = []string{FaultDelay, FaultBlackhole, FaultDrop, FaultHoldReset, FaultLateBeyond,
+		FaultHoldHandover, FaultHoldHandover, FaultHoldHandover, FaultStop, FaultStopLong, FaultCrash, FaultClock}
+	return cfg
+}
+
+// TestSimHandovers runs Handovers on the fixed seeds, a simulated minute
+// each (one under the race detector, for two of them).
+func TestSimHandovers(t *testing.T) {
+	seeds, dur := slices.Clone(SimSeeds), time.Minute
+	if *simSeed != 0 {
+		seeds = []uint64{*simSeed}
+	}
+	if raceOn {
+		seeds = seeds[:2]
+	}
+	if *simDur != 0 {
+		dur = *simDur
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			cfg := Handovers(seed, dur)
+			res, _ := runSim(t, cfg)
+			if res.Violations() > 0 || len(res.Wrongs) > 0 {
+				t.Errorf("%s\nreplay: go test ./internal/sim -run '^TestSimHandovers$' -v -sim.seed=%d -sim.dur=%v", res.Report(5), seed, dur)
+			}
+		})
+	}
+}
+
 func TestSim(t *testing.T) {
 	TraceCommandsOf = *simCmds
 	seeds := slices.Clone(SimSeeds)
