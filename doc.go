@@ -40,7 +40,7 @@
 // [fencing], [election] (leaders and their terms), [owners] (WithOwner,
 // reentrancy), [multikey] (AcquireAll, several keys), [shared] (Shared,
 // readers and writers), [permits] (Permits, a semaphore), [late-writes]
-// (rollbacks, tombstones),
+// (rollbacks, each write's deadline, refusals),
 // [operations] (clients, ACL, dead nodes, errors), [observability] and
 // [internals] (glossary, files, lock order).
 //

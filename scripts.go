@@ -29,7 +29,8 @@ import (
 // a later one. After an owner's takeover the value goes on with a chain of
 // what it replaced, for the attempt's rollback to put back (take.lua,
 // lib.lua). docs/late-writes.md tables what each script does with a
-// tombstone, a chain and the restart guard's marker.
+// refusal, a chain, the restart guard's marker and a call past its
+// deadline.
 var (
 	//go:embed scripts/late.lua
 	lateSrc string

@@ -24,13 +24,6 @@ import (
 // delete waited for the node's restart (an AOF load of about a second).
 const LateStay = time.Second
 
-// CarryBound is the longest a value may live beyond the TTL its Lock
-// asked for: a value that takes the key over a tombstone, or that a retry
-// or an Extend rewrites, lives until the tombstone entries it carries are
-// due, at most min(TTL, 2 s) after the delete that left them
-// (docs/late-writes.md). A value's life is at most the longer of the two.
-const CarryBound = 2 * time.Second
-
 // LateMargin is how much later than the Release's return a write must have
 // been made, by the node's clock, for checkLate to report it: the nodes'
 // clocks drift within the assumption, and a value's time to live is read
@@ -41,9 +34,9 @@ const LateMargin = 50 * time.Millisecond
 // that was written after the Lock's first Release returned and stayed at
 // least LateStay: a late write that nothing refused. The moment a value was
 // written is bounded from its time to live when seen: no earlier than At +
-// TTL − the longest TTL the Lock asked for (CarryBound at least), and it
-// had stayed at least the
-// shortest TTL − TTL; each bound errs toward no finding. Values of Locks of
+// TTL − the longest TTL the Lock asked for (a value lives no longer than
+// the TTL it was written with), and it had stayed at least the shortest
+// TTL − TTL; each bound errs toward no finding. Values of Locks of
 // an owner (whose Locks share a token), of shared Locks and permits (whose
 // values are not one Lock's) and of Do calls (whose Lock is never seen) are
 // not judged.
@@ -63,7 +56,7 @@ func checkLate(v *Verdict, r *Record) {
 		if l == nil || reported[l] || len(l.Releases) == 0 || l.Releases[0].End.IsZero() || s.TTL <= 0 {
 			continue
 		}
-		shortest, longest := l.TTLs[0], CarryBound
+		shortest, longest := l.TTLs[0], l.TTLs[0]
 		for _, d := range l.TTLs {
 			shortest, longest = min(shortest, d), max(longest, d)
 		}
@@ -86,7 +79,7 @@ func checkLate(v *Verdict, r *Record) {
 
 // valueToken is the token of the Lock that wrote a lock key's value (its
 // token, its metadata, a dot and a generation), "" for any other value: a
-// tombstone, a shared key, permits.
+// refusal or an earlier version's tombstone, a shared key, permits.
 func valueToken(v string) string {
 	token, _, _ := strings.Cut(valuePrefix(v), script.MetaMark)
 	token, _, _ = strings.Cut(token, "~")
@@ -100,7 +93,7 @@ func valuePrefix(v string) string {
 		return ""
 	}
 	if i := strings.IndexAny(v, "|,"); i >= 0 {
-		v = v[:i] // what an owner's takeover replaced; tombstone entries it carries
+		v = v[:i] // what an owner's takeover replaced; what an earlier version carried
 	}
 	dot := strings.LastIndexByte(v, '.')
 	if dot <= 0 {

@@ -11,12 +11,12 @@ import (
 // outlives the Locks that wrote it (a write that landed after its Lock's
 // Release, a failed attempt's write that its rollback missed) keeps the key
 // from everyone for its whole TTL. The rule reads nothing of the value's
-// format but two facts a user can see: a value that starts with "!" is a
-// tombstone, which holds the key for nobody (docs/late-writes.md), and a
-// Lock's values hold its Token.
+// format but two facts a user can see: a value that starts with "!" (a
+// Lock's refusal, or an earlier version's tombstone) holds the key for
+// nobody (docs/late-writes.md), and a Lock's values hold its Token.
 
 // IsHolder reports whether a lock key's value v holds the key for some
-// Lock: every value but a tombstone, which starts with "!".
+// Lock: every value but one that starts with "!".
 func IsHolder(v string) bool { return !strings.HasPrefix(v, "!") }
 
 // Writer is one Lock as the residue rule sees it: the token its values

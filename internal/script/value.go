@@ -139,10 +139,10 @@ func (p *Prefixes) TakesOver() bool { return p.ownArg != p.holderArg }
 func (p *Prefixes) Mine(token string) bool { return token+"." == p.own }
 
 // HolderToken reads a key's stored value: the token of the Lock that wrote
-// it, or ok false for a tombstone, which is an absent key to every lock
-// (lib.lua). What an owner's pending takeover replaced follows a "|"
-// (take.lua), and the tombstone entries the value carries a ","
-// (lib.lua); the generation follows the last dot before them.
+// it, or ok false for a value that starts with "!" (an earlier version's
+// tombstone, an absent key to every lock, lib.lua). What an owner's
+// pending takeover replaced follows a "|" (take.lua), and what an earlier
+// version carried a ","; the generation follows the last dot before them.
 func HolderToken(stored string) (token string, ok bool) {
 	if strings.HasPrefix(stored, "!") {
 		return "", false

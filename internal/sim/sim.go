@@ -185,7 +185,8 @@ func Run(cfg Config) *Result {
 		}
 	}
 	if !res.Stopped {
-		// Tombstones live two seconds; anything else left is a leftover.
+		// Refusals live until their writes' deadlines, waiting rooms a
+		// second: anything else left after two is a leftover.
 		time.Sleep(2*time.Second + 100*time.Millisecond)
 		r.Leftovers = leftovers(w, lockKeys)
 	}
@@ -311,7 +312,7 @@ func probes(c *redlock.Client, keys []string, sems []Sem, shared bool, bound tim
 }
 
 // leftovers lists the lock keys a node still holds after every Client
-// closed and the tombstones' life passed.
+// closed and the refusals' life passed.
 func leftovers(w *World, lockKeys []string) []history.NodeKey {
 	var out []history.NodeKey
 	for _, n := range w.Nodes {
