@@ -222,15 +222,6 @@ func (c *chaosCluster) loadScripts(idx ...int) {
 	}
 }
 
-// calls returns how many times node i has run each command (see
-// nodetest.CommandCalls).
-func (c *chaosCluster) calls(i int) map[string]int {
-	c.t.Helper()
-	var out map[string]int
-	nodetest.Look(c.t, c.nodes[i].Addr(), func(ctx context.Context, rc *redis.Client) { out = nodetest.CommandCalls(c.t, ctx, rc) })
-	return out
-}
-
 // errors returns how many error replies of each code node i has sent
 // (nodetest.ErrorCounts): LATE counts the writes it refused past their
 // deadline (docs/late-writes.md).

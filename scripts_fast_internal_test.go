@@ -187,10 +187,13 @@ func (n *scriptNode) refusalsOf(locks ...string) []string {
 }
 
 // TestFastPathCommands: what an uncontended acquire and its release cost
-// the node (docs/benchmarks.md): the acquire a TIME, an MGET and a SET,
-// the release a GET, the SET that deletes the key, the SET of the Lock's
-// refusal and a PUBLISH, whether the release comes within the writes'
-// deadline or past it.
+// the node (docs/benchmarks.md): the acquire a TIME, an MGET and a SET;
+// the release a GET, a DEL and a PUBLISH,
+// and within the writes' deadline the SET of the Lock's refusal. Past it
+// the engine sends no deadline (0) where it knows the node's clock passed
+// it, and the release is a token-checked delete; where it cannot tell, it
+// sends the deadline, and the SET of a refusal at a past moment leaves
+// nothing.
 func TestFastPathCommands(t *testing.T) {
 	n := newScriptNode(t)
 	ctx := context.Background()
@@ -209,20 +212,32 @@ func TestFastPathCommands(t *testing.T) {
 		require.NoError(t, n.rc.ConfigResetStat(ctx).Err())
 		return out
 	}
-	for _, past := range []bool{false, true} {
-		n.key, n.at = "fastcmds:"+strconv.FormatBool(past), 0
-		at := n.deadline()
-		n.at = at
+	for _, c := range []struct {
+		name string
+		past bool
+		at   func() int64 // what the release sends
+		sets int
+	}{
+		{"within", false, n.deadline, 1},
+		{"past, known", true, func() int64 { return 0 }, 0},
+		{"past, not known", true, n.deadline, 1},
+	} {
+		n.key, n.at = "fastcmds:"+c.name, 0
+		n.at = n.deadline()
 		counts()
 		require.EqualValues(t, 1, n.run(acquireScript, []string{n.key}, lockA+"1", 10_000, holderOfLock(lockA), 1))
 		assert.Equal(t, map[string]int{"evalsha": 1, "time": 1, "mget": 1, "set": 1}, counts(), "the acquire")
-		if past {
+		if c.past {
 			n.past()
 		}
 		counts()
-		require.EqualValues(t, 1, n.run(releaseScript, []string{n.key}, lockA, 0, 1))
-		assert.Equal(t, map[string]int{"evalsha": 1, "get": 1, "set": 2, "publish": 1}, counts(), "the release (past the deadline: %v)", past)
+		require.EqualValues(t, 1, n.send(releaseScript, []string{n.refusals(lockA), n.key}, c.at(), lockA, 0, 1))
+		want := map[string]int{"evalsha": 1, "get": 1, "del": 1, "publish": 1}
+		if c.sets > 0 {
+			want["set"] = c.sets
+		}
+		assert.Equal(t, want, counts(), "the release (%s)", c.name)
 		assert.Empty(t, n.get())
-		assert.Equal(t, !past, n.refuses(lockA, 1), "the refusal: %q", n.refusal(lockA))
+		assert.Equal(t, !c.past, n.refuses(lockA, 1), "the refusal: %q", n.refusal(lockA))
 	}
 }

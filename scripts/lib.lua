@@ -21,11 +21,9 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- drop deletes key K, with SET: the least-privilege ACL grants no DEL
--- (docs/operations.md), and a value set to expire at a past millisecond is
--- gone at once.
+-- drop deletes key K.
 local function drop(K)
-  redis.call('SET', K, '', 'PXAT', 1)
+  redis.call('DEL', K)
 end
 
 -- chain_split: the head of value v and its chain ('' when none), which

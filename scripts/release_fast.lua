@@ -22,8 +22,7 @@ if string.sub(fast_v, 1, #ARGV[1]) == ARGV[1] and not string.find(fast_v, '|', 1
       return 2
     end
   end
-  -- Deleted with SET, as lib.lua's drop does: no DEL in the ACL.
-  redis.call('SET', KEYS[1], '', 'PXAT', 1)
+  redis.call('DEL', KEYS[1])
   late_leave(late_key, ARGV[3], late_at)
   if limit == 0 then
     -- The key's release channel: ChannelPrefix in internal/waiting.

@@ -54,9 +54,7 @@ local function wait_read(K, now)
 end
 
 -- wait_write: put els, read at now, back as K's room, which lives as long
--- as its last entry; empty it when none is live (an empty value that
--- lives a millisecond: the scripts call no DEL, which the plain ACL rule
--- leaves out, docs/operations.md).
+-- as its last entry; delete it when none is live.
 local function wait_write(K, els, now)
   local parts, last = {}, 0
   for _, e in ipairs(els) do
@@ -70,7 +68,7 @@ local function wait_write(K, els, now)
     end
   end
   if #parts == 0 then
-    pcall(redis.call, 'SET', wait_key(K), '', 'PX', 1)
+    pcall(redis.call, 'DEL', wait_key(K))
   else
     pcall(redis.call, 'SET', wait_key(K), table.concat(parts, ','), 'PX', last - now)
   end

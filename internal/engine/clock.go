@@ -96,6 +96,20 @@ func (c *nodeClock) lateMs(at time.Time, rate float64, slack time.Duration) (ms 
 	return (us + 999) / 1000, true
 }
 
+// passed reports whether the node's clock is past millisecond ms at our
+// moment now, whatever the reading's error: the earliest the node's clock
+// can be at now, by the reading and its window, is in a later millisecond.
+// A write with deadline ms can no longer land then (late_write.lua accepts
+// a write until its node-clock millisecond passes ms).
+func (c *nodeClock) passed(ms int64, now time.Time, rate float64) bool {
+	r := c.reading.Load()
+	if r == nil {
+		return false
+	}
+	earliest := r.nodeUs + (now.Sub(r.mid) - r.window(now, rate)).Microseconds()
+	return earliest >= (ms+1)*1000
+}
+
 // stale reports whether the node's clock is to be read again: its reading
 // is older than refresh, or none is known.
 func (c *nodeClock) stale(now time.Time, refresh time.Duration) bool {

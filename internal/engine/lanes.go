@@ -558,6 +558,16 @@ func (j *job) delete(s *Lanes, p *Set, n *node) Reply {
 		s.mu.Lock()
 		late := s.lanes[j.node].lateBy
 		s.mu.Unlock()
+		if late > 0 && n.oneClock && n.clock.passed(late, time.Now(), n.drift) {
+			// Past every deadline by the node's clock, whatever our
+			// reading's error: no copy of the lock's writes can land
+			// any more, so the delete is a plain one, and leaves no
+			// refusal (the common Release, of a lock held longer than
+			// its acquire's window). A node reached through a Cluster
+			// or Sentinel client may answer with another server's
+			// clock than the one read, so it always gets the deadline.
+			late = 0
+		}
 		args = make([]any, len(r.args))
 		copy(args, r.args)
 		args[lateAt(op)] = late

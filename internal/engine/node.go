@@ -60,6 +60,10 @@ type node struct {
 	// (Timing.ClockDrift).
 	clock nodeClock
 	drift float64
+	// oneClock is true when every call reaches the same server, and so
+	// the clock that was read: a plain client, not a Cluster's or a
+	// Sentinel-managed one, whose calls may reach another server.
+	oneClock bool
 }
 
 type errBox struct{ err error }
@@ -319,8 +323,12 @@ func NewSet(clients []redis.UniversalClient, cfg Config) (*Set, error) {
 			return nil, invalid("node %d is nil", i)
 		}
 		n := &node{index: i, client: c, bounded: boundsCalls(c), sources: cfg.Sources, drift: cfg.Timing.ClockDrift}
-		if rc, ok := c.(*redis.Client); ok && !n.bounded {
-			n.bounded = bound(rc)
+		if rc, ok := c.(*redis.Client); ok {
+			if !n.bounded {
+				n.bounded = bound(rc)
+			}
+			// go-redis names a Sentinel-managed client's address so.
+			n.oneClock = rc.Options().Addr != "FailoverClient"
 		}
 		addr := redisnode.Addr(c)
 		n.addr.Store(&addr)

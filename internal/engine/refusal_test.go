@@ -113,31 +113,48 @@ func TestDeleteLeavesRefusal(t *testing.T) {
 
 // TestDeleteAfterDeadlineLeavesNothing: a delete sent once every write of
 // the Lock is past its deadline on the node deletes the value and leaves
-// nothing else: no copy can land any more.
+// nothing else: no copy can land any more. Where the node is one server,
+// whose clock was read, the engine sees the deadline passed and sends none
+// (the node runs no SET of a refusal: the delete costs what a plain
+// token-checked delete does); where its calls may reach another server
+// (oneClock false: a Cluster's or Sentinel's client), it sends the
+// deadline, and the node's own clock finds it passed.
 func TestDeleteAfterDeadlineLeavesNothing(t *testing.T) {
-	e := newLaneNodes(t, 1, true)
-	const key, prefix = "ut:after-deadline", "utA."
-	seq := NewLanes(1)
-	var wlog, dlog replyLog
-	e.launch(seq, writeSpec(key, utValue(prefix, 1), 20*time.Millisecond, &wlog))
-	wlog.waitN(t, 1, "the write's reply")
-	late := seq.LateBy(0)
-	if late == 0 {
-		t.Fatal("the write carried no deadline")
-	}
-	waitFor(t, "the node's clock passing the write's deadline", func() bool {
-		now, err := e.bed.Direct[0].Time(context.Background()).Result()
-		return err == nil && now.UnixMilli() > late
-	})
-	e.launch(seq, deleteSpec(key, prefix, waitLimit, &dlog))
-	if r := dlog.waitN(t, 1, "the delete's reply")[0]; r.Status != OK {
-		t.Fatalf("the delete: %+v", r)
-	}
-	if _, _, _, ok := e.refusal(0, key, prefix); ok {
-		t.Fatal("a delete past every write's deadline left a refusal")
-	}
-	if got := e.get(0, key); got != "" {
-		t.Fatalf("the key holds %q after the delete", got)
+	for _, one := range []bool{true, false} {
+		t.Run("oneClock="+strconv.FormatBool(one), func(t *testing.T) {
+			e := newLaneNodes(t, 1, true)
+			e.p.nodes[0].oneClock = one
+			key, prefix := "ut:after-deadline-"+strconv.FormatBool(one), "utA."
+			seq := NewLanes(1)
+			var wlog, dlog replyLog
+			e.launch(seq, writeSpec(key, utValue(prefix, 1), 20*time.Millisecond, &wlog))
+			wlog.waitN(t, 1, "the write's reply")
+			late := seq.LateBy(0)
+			if late == 0 {
+				t.Fatal("the write carried no deadline")
+			}
+			waitFor(t, "the node's clock passing the write's deadline", func() bool {
+				now, err := e.bed.Direct[0].Time(context.Background()).Result()
+				return err == nil && now.UnixMilli() > late
+			})
+			// The reading's window: the engine knows the deadline passed
+			// once the node's clock is past it by the reading's error.
+			time.Sleep(20 * time.Millisecond)
+			sets := e.bed.Calls(0, "set")
+			e.launch(seq, deleteSpec(key, prefix, waitLimit, &dlog))
+			if r := dlog.waitN(t, 1, "the delete's reply")[0]; r.Status != OK {
+				t.Fatalf("the delete: %+v", r)
+			}
+			if _, _, _, ok := e.refusal(0, key, prefix); ok {
+				t.Fatal("a delete past every write's deadline left a refusal")
+			}
+			if got := e.get(0, key); got != "" {
+				t.Fatalf("the key holds %q after the delete", got)
+			}
+			if got, want := e.bed.Calls(0, "set")-sets, map[bool]int{true: 0, false: 1}[one]; got != want {
+				t.Fatalf("the delete ran %d SETs on the node; want %d (a refusal set to expire at its past deadline where the engine cannot tell)", got, want)
+			}
+		})
 	}
 }
 
