@@ -56,6 +56,12 @@ type Nemesis struct {
 	// late-write rule does not count time in which no delete could run.
 	down  []history.NodeDown
 	heals sync.WaitGroup
+	// Schedule, when set, names the faults that act (nil: all); k is
+	// the place of the fault being injected among the draws, acted
+	// those that acted.
+	Schedule *Schedule
+	k        int
+	acted    []int
 }
 
 // cutOff records that node i was cut off from from until now, when its
@@ -96,15 +102,31 @@ func NewNemesis(w *World, seed uint64, kinds []string, every, guard time.Duratio
 }
 
 // Run injects faults until stop, then heals them all: every node up, every
-// link whole, every clock at rate 1 (its offset kept).
+// link whole, every clock at rate 1 (its offset kept). When and of what
+// kind each fault is comes from the nemesis's source; what it hits and for
+// how long from one of the fault's own, so that a fault its Schedule
+// leaves out moves no other.
 func (nm *Nemesis) Run(stop <-chan struct{}) {
-	for {
-		if !sleep(stop, randDur(nm.rng, nm.every/2, nm.every*3/2)) {
+	draws := nm.rng
+	for k := 0; ; k++ {
+		if !sleep(stop, randDur(draws, nm.every/2, nm.every*3/2)) {
 			break
 		}
-		nm.inject(nm.kinds[nm.rng.IntN(len(nm.kinds))])
+		kind := nm.kinds[draws.IntN(len(nm.kinds))]
+		nm.rng = rand.New(rand.NewPCG(draws.Uint64(), uint64(k)))
+		if nm.Schedule.acts(k) {
+			nm.k = k
+			nm.inject(kind)
+		}
 	}
 	nm.heals.Wait()
+}
+
+// Acted returns the faults that acted, by their place among the draws.
+func (nm *Nemesis) Acted() []int {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	return slices.Clone(nm.acted)
 }
 
 // Counts returns how many faults of each kind were injected.
@@ -194,6 +216,7 @@ func (nm *Nemesis) count(kind string) {
 	nm.mu.Lock()
 	defer nm.mu.Unlock()
 	nm.counts[kind]++
+	nm.acted = append(nm.acted, nm.k)
 }
 
 // inject makes one fault of kind, if its targets are free.

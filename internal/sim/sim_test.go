@@ -1,12 +1,12 @@
 package sim
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -72,36 +72,29 @@ func Guarded(seed uint64, dur time.Duration) Config {
 
 func TestSim(t *testing.T) {
 	TraceCommandsOf = *simCmds
-	seeds := slices.Clone(SimSeeds)
 	dur := *simDur
-	switch {
-	case *simSeed != 0:
-		seeds = []uint64{*simSeed}
-	case raceOn:
-		seeds = seeds[:2] // the race detector makes it ten times slower
-	default:
-		seeds = append(seeds, uint64(time.Now().UnixNano()%1_000_000)+1000)
-	}
-	seeds, err := shardOf(seeds, *simShard)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if dur == 0 {
 		dur = 10 * time.Minute
 		if raceOn {
 			dur = time.Minute
 		}
 	}
+	runs, err := schedules(dur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newExecutor(t, raceOn)
 	var failed []string
-	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			cfg := Guarded(seed, dur)
-			res, _ := runSim(t, cfg)
-			if res.Violations() > 0 || len(res.Wrongs) > 0 {
-				report := res.Report(5)
-				t.Errorf("%d violations, %d wrongs\n%s", res.Violations(), len(res.Wrongs), report)
+	for _, s := range runs {
+		t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) {
+			rr := runSchedule(t, x, s)
+			if rr.failed() {
+				t.Errorf("%d violations, %d wrongs\n%s", rr.Violations, rr.Wrongs, rr.Report)
 				failed = append(failed, fmt.Sprintf("seed %d: %d violations, %d wrongs; replay: %s\n%s",
-					seed, res.Violations(), len(res.Wrongs), replay(t, cfg), firstLines(report, 12)))
+					s.Seed, rr.Violations, rr.Wrongs, replay(t, s.config()), firstLines(rr.Report, 12)))
+				if *simShrink {
+					shrink(t, x, s, rr)
+				}
 			}
 		})
 	}
@@ -158,8 +151,10 @@ func runSim(t *testing.T, cfg Config) (*Result, time.Duration) {
 		t.Logf("trace: %s", path)
 	}
 	t.Log(res.Summary(cfg))
-	t.Logf("%v simulated in %v of wall time (%.1f simulated hours per wall minute); %d trace events",
-		res.Simulated.Round(time.Second), wall.Round(time.Millisecond), res.Simulated.Hours()/wall.Minutes(), res.Trace.Len())
+	if runtime.GOOS != "wasip1" { // a wasm run's clock is not the wall's: the test that started it says
+		t.Logf("%v simulated in %v of wall time (%.1f simulated hours per wall minute); %d trace events",
+			res.Simulated.Round(time.Second), wall.Round(time.Millisecond), res.Simulated.Hours()/wall.Minutes(), res.Trace.Len())
+	}
 	t.Logf("outcomes: %s", res.Outcomes)
 	if cfg.Elections {
 		t.Log(electionLine(res.Record))
@@ -176,7 +171,12 @@ func replay(t *testing.T, cfg Config) string {
 	if i := strings.LastIndex(name, "/"); i >= 0 && strings.HasPrefix(name[i+1:], "seed=") {
 		name = name[:i] // TestSim/seed=S: -sim.seed selects the seed
 	}
-	return fmt.Sprintf("go test ./internal/sim -run '^%s$' -v -sim.seed=%d -sim.dur=%v", strings.ReplaceAll(name, "/", "$/^"), cfg.Seed, cfg.Duration)
+	cmd := fmt.Sprintf("go test ./internal/sim -run '^%s$' -v -sim.seed=%d -sim.dur=%v", strings.ReplaceAll(name, "/", "$/^"), cfg.Seed, cfg.Duration)
+	if cfg.Schedule != nil {
+		b, _ := json.Marshal(cfg.Schedule)
+		cmd = fmt.Sprintf("go test ./internal/sim -run '^TestSim$' -v -sim.schedule='%s'", b)
+	}
+	return cmd
 }
 
 // watchdog watches the bubble from outside it: when its clock has not
