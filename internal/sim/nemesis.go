@@ -58,10 +58,15 @@ type Nemesis struct {
 	heals sync.WaitGroup
 	// Schedule, when set, names the faults that act (nil: all); k is
 	// the place of the fault being injected among the draws, acted
-	// those that acted.
+	// those that acted, and when.
 	Schedule *Schedule
 	k        int
-	acted    []int
+	acted    []actedFault
+}
+
+type actedFault struct {
+	k  int
+	at time.Time
 }
 
 // cutOff records that node i was cut off from from until now, when its
@@ -122,11 +127,16 @@ func (nm *Nemesis) Run(stop <-chan struct{}) {
 	nm.heals.Wait()
 }
 
-// Acted returns the faults that acted, by their place among the draws.
-func (nm *Nemesis) Acted() []int {
+// Acted returns the faults that acted, by their place among the draws,
+// each with when it did after since.
+func (nm *Nemesis) Acted(since time.Time) []Fault {
 	nm.mu.Lock()
 	defer nm.mu.Unlock()
-	return slices.Clone(nm.acted)
+	out := make([]Fault, len(nm.acted))
+	for i, a := range nm.acted {
+		out[i] = Fault{K: a.k, At: a.at.Sub(since)}
+	}
+	return out
 }
 
 // Counts returns how many faults of each kind were injected.
@@ -216,7 +226,7 @@ func (nm *Nemesis) count(kind string) {
 	nm.mu.Lock()
 	defer nm.mu.Unlock()
 	nm.counts[kind]++
-	nm.acted = append(nm.acted, nm.k)
+	nm.acted = append(nm.acted, actedFault{nm.k, time.Now()})
 }
 
 // inject makes one fault of kind, if its targets are free.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,7 +52,7 @@ type runResult struct {
 	Simulated  time.Duration
 	Ops        int
 	Rounds     map[int][]Round // Result.Rounds
-	Acted      []int           // Result.Acted
+	Acted      []Fault         // Result.Acted
 	Wall       time.Duration   // the run's wall time, as the test that started it measured it
 }
 
@@ -159,7 +160,13 @@ func newExecutor(t *testing.T, native bool) *executor {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building internal/wasirun: %v\n%s", err, out)
 	}
-	t.Logf("wasm runs: the simulator built for wasip1 in %v", time.Since(start).Round(time.Millisecond))
+	if x.cache != "" {
+		// Compiled once, before the runs that start at once each do it.
+		if out, err := exec.Command(x.runner, "-cache", x.cache, "-compile", x.bin).CombinedOutput(); err != nil {
+			t.Fatalf("wasirun -compile: %v\n%s", err, out)
+		}
+	}
+	t.Logf("wasm runs: the simulator built for wasip1 and compiled in %v", time.Since(start).Round(time.Millisecond))
 	return x
 }
 
@@ -238,19 +245,45 @@ func relay(r io.Reader, w io.Writer) {
 	_, _ = io.Copy(io.Discard, r)
 }
 
-// runSchedule runs s, in the wasm build when x is set, in this process
-// otherwise, and logs its summary.
-func runSchedule(t *testing.T, x *executor, s Schedule) runResult {
-	t.Helper()
+// startRuns starts the wasm runs of runs, -sim.jobs at once, and returns
+// what waits for run i's end, prints its output and returns its result
+// (with x nil: what makes run i in this process).
+func startRuns(top *testing.T, x *executor, runs []Schedule) func(t *testing.T, i int) runResult {
 	if x == nil {
-		return runHere(t, s)
+		return func(t *testing.T, i int) runResult {
+			t.Helper()
+			return runHere(t, runs[i])
+		}
 	}
-	rr, err := x.run(t, s, os.Stdout)
-	if err != nil {
-		t.Fatal(err)
+	type run struct {
+		done chan struct{}
+		out  bytes.Buffer
+		rr   runResult
+		err  error
 	}
-	t.Logf("seed %d: %v simulated in %v of wall time, deterministic (wasm): history %s", s.Seed, rr.Simulated.Round(time.Second), rr.Wall.Round(time.Millisecond), rr.Hash)
-	return rr
+	all := make([]*run, len(runs))
+	jobs := make(chan struct{}, max(*simJobs, 1))
+	for i, s := range runs {
+		r := &run{done: make(chan struct{})}
+		all[i] = r
+		go func() {
+			defer close(r.done)
+			jobs <- struct{}{}
+			defer func() { <-jobs }()
+			r.rr, r.err = x.run(top, s, &r.out)
+		}()
+	}
+	return func(t *testing.T, i int) runResult {
+		t.Helper()
+		r := all[i]
+		<-r.done
+		_, _ = os.Stdout.Write(r.out.Bytes())
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		t.Logf("seed %d: %v simulated in %v of wall time, deterministic (wasm): history %s", runs[i].Seed, r.rr.Simulated.Round(time.Second), r.rr.Wall.Round(time.Millisecond), r.rr.Hash)
+		return r.rr
+	}
 }
 
 // schedules returns the runs TestSim makes: -sim.schedule's, or
@@ -292,7 +325,7 @@ func schedules(dur time.Duration) ([]Schedule, error) {
 func Replay(t *testing.T, s Schedule) {
 	t.Helper()
 	x := newExecutor(t, false)
-	rr := runSchedule(t, x, s)
+	rr := startRuns(t, x, []Schedule{s})(t, 0)
 	if rr.failed() {
 		t.Errorf("%d violations (%s), %d wrongs; the run's output is above", rr.Violations, strings.Join(rr.Kinds, ", "), rr.Wrongs)
 	}

@@ -25,6 +25,14 @@ type Schedule struct {
 	Faults []int
 }
 
+// Fault is one of the nemesis's faults that acted in a run: its place
+// among the nemesis's draws, which fixes it, and when it acted, after the
+// workload's start.
+type Fault struct {
+	K  int
+	At time.Duration
+}
+
 // Round is one round of a worker: its place among the worker's rounds,
 // which fixes its choices, and when it starts, after the workload's start.
 type Round struct {

@@ -27,7 +27,7 @@ import (
 var (
 	simShrink    = flag.Bool("sim.shrink", false, "shrink each failing seed's run to the fewest rounds and faults that still fail, and print it as a test (needs -sim.exec=wasm)")
 	simShrinkFor = flag.Duration("sim.shrinkfor", time.Hour, "the most wall time a shrink takes; it prints what it has then")
-	simJobs      = flag.Int("sim.jobs", runtime.NumCPU(), "how many runs a shrink makes at once")
+	simJobs      = flag.Int("sim.jobs", runtime.NumCPU(), "how many wasm runs are made at once: TestSim's seeds, a shrink's candidates")
 )
 
 // shrinker reduces a failing schedule.
@@ -146,7 +146,7 @@ func (sh *shrinker) dropWorkers() {
 			ws[i] = i
 		}
 	}
-	ddmin(sh, ws, func(keep []int) Schedule {
+	ddmin(sh, ws, nil, func(keep []int) Schedule {
 		c := sh.best.clone()
 		c.Workers = keep
 		return c
@@ -155,9 +155,13 @@ func (sh *shrinker) dropWorkers() {
 
 // dropFaults leaves out faults: of those that acted in the best run.
 func (sh *shrinker) dropFaults() {
-	ddmin(sh, slices.Clone(sh.bestRes.Acted), func(keep []int) Schedule {
+	at := func(f Fault) time.Duration { return f.At }
+	ddmin(sh, slices.Clone(sh.bestRes.Acted), at, func(keep []Fault) Schedule {
 		c := sh.best.clone()
-		c.Faults = keep
+		c.Faults = []int{}
+		for _, f := range keep {
+			c.Faults = append(c.Faults, f.K)
+		}
 		return c
 	})
 }
@@ -185,7 +189,7 @@ func (sh *shrinker) dropRounds() {
 		sh.t.Logf("shrink: the rounds at the times they had, to the millisecond, do not fail: the rounds are kept whole")
 		return
 	}
-	ddmin(sh, all, func(keep []workerRound) Schedule {
+	ddmin(sh, all, func(wr workerRound) time.Duration { return wr.r.At }, func(keep []workerRound) Schedule {
 		c := sh.best.clone()
 		c.Workers, c.Rounds = nil, make(map[int][]Round)
 		for _, wr := range keep {
@@ -201,16 +205,43 @@ type workerRound struct {
 	r Round
 }
 
+// windows are how long before the first finding the items a shrink
+// tries first began: what came long before a finding seldom made it.
+var windows = []time.Duration{5 * time.Second, 20 * time.Second}
+
 // ddmin leaves out of items what the run does not need to fail
 // (Zeller's delta debugging: each of n parts alone, then all but each,
 // n doubling when neither fails), each candidate made by with; the best
-// schedule follows every candidate that fails.
-func ddmin[T any](sh *shrinker, items []T, with func([]T) Schedule) {
+// schedule follows every candidate that fails. When items have times (at),
+// none, then those within each of windows before the first finding, are
+// tried first.
+func ddmin[T any](sh *shrinker, items []T, at func(T) time.Duration, with func([]T) Schedule) {
 	if len(items) == 0 {
 		return
 	}
-	if sh.first([]Schedule{with([]T{})}) >= 0 {
+	cands := [][]T{{}}
+	if first := sh.bestRes.First; at != nil && first > 0 {
+		for _, w := range windows {
+			var in []T
+			for _, it := range items {
+				if at(it) >= first-w {
+					in = append(in, it)
+				}
+			}
+			if len(in) > 0 && len(in) < len(items) && len(in) > len(cands[len(cands)-1]) {
+				cands = append(cands, in)
+			}
+		}
+	}
+	scheds := make([]Schedule, len(cands))
+	for i, c := range cands {
+		scheds[i] = with(c)
+	}
+	switch i := sh.first(scheds); {
+	case i == 0:
 		return
+	case i > 0:
+		items = cands[i]
 	}
 	n := 2
 	for len(items) >= 2 && time.Now().Before(sh.deadline) {

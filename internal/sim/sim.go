@@ -69,7 +69,7 @@ type Result struct {
 	// nemesis's faults that acted, by their place among its draws: what
 	// a shrink leaves out (Schedule).
 	Rounds map[int][]Round
-	Acted  []int
+	Acted  []Fault
 	Began  time.Time // when the workload started
 }
 
@@ -200,7 +200,7 @@ func Run(cfg Config) *Result {
 	res.Verdict, res.Record = v, r
 	res.Ops, res.OpTotal = rec.OpCounts()
 	res.Faults = nm.Counts()
-	res.Rounds, res.Acted = wl.Started(), nm.Acted()
+	res.Rounds, res.Acted = wl.Started(), nm.Acted(began)
 	res.Wrongs = rec.Wrongs()
 	res.Outcomes = rec.Outcomes()
 	return res

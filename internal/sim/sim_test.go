@@ -84,10 +84,11 @@ func TestSim(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := newExecutor(t, raceOn)
+	result := startRuns(t, x, runs)
 	var failed []string
-	for _, s := range runs {
+	for i, s := range runs {
 		t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) {
-			rr := runSchedule(t, x, s)
+			rr := result(t, i)
 			if rr.failed() {
 				if x != nil {
 					t.Errorf("%d violations, %d wrongs (the findings are above)", rr.Violations, rr.Wrongs)

@@ -6,7 +6,10 @@
 // advances them a microsecond, a sleep by its length), so that nothing of
 // the host, its load or its clock reaches the program.
 //
-//	wasirun [-seed N] [-cache DIR] prog.wasm [args...]
+//	wasirun [-seed N] [-cache DIR] [-compile] prog.wasm [args...]
+//
+// -compile only compiles prog into -cache's directory, so that the runs
+// that follow, started at once, find it there.
 //
 // The program sees the host's file system at / and the current directory
 // as its own, no environment but PWD, and exits with its own status. It is
@@ -31,8 +34,9 @@ import (
 func main() {
 	seed := flag.Uint64("seed", 0, "the seed of every random byte the program reads")
 	cacheDir := flag.String("cache", "", "keep wazero's compiled code in this directory (\"\": compile every time)")
+	compile := flag.Bool("compile", false, "only compile the program into -cache's directory")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: wasirun [-seed N] [-cache DIR] prog.wasm [args...]")
+		fmt.Fprintln(os.Stderr, "usage: wasirun [-seed N] [-cache DIR] [-compile] prog.wasm [args...]")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -40,7 +44,11 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	code, err := run(*seed, *cacheDir, flag.Arg(0), flag.Args()[1:])
+	args := flag.Args()[1:]
+	if *compile {
+		args = nil
+	}
+	code, err := run(*seed, *cacheDir, flag.Arg(0), args, *compile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wasirun:", err)
 		os.Exit(2)
@@ -48,8 +56,9 @@ func main() {
 	os.Exit(code)
 }
 
-// run runs prog with args and returns its exit status.
-func run(seed uint64, cacheDir, prog string, args []string) (int, error) {
+// run runs prog with args and returns its exit status; with compileOnly,
+// it stops once prog is compiled.
+func run(seed uint64, cacheDir, prog string, args []string, compileOnly bool) (int, error) {
 	ctx := context.Background()
 	bin, err := os.ReadFile(prog)
 	if err != nil {
@@ -71,7 +80,7 @@ func run(seed uint64, cacheDir, prog string, args []string) (int, error) {
 	defer r.Close(ctx)
 	wasi_snapshot_preview1.MustInstantiate(ctx, r)
 	mod, err := r.CompileModule(ctx, bin)
-	if err != nil {
+	if err != nil || compileOnly {
 		return 0, err
 	}
 	cwd, err := os.Getwd()
