@@ -24,7 +24,7 @@ import (
 //	go test ./internal/sim -run TestSim -sim.seed=S -sim.dur=D
 var (
 	simSeed  = flag.Uint64("sim.seed", 0, "replay this seed alone (0: the fixed seeds and a fresh one)")
-	simDur   = flag.Duration("sim.dur", 0, "simulated time of each seed's run (0: 10m, or 1m under -race)")
+	simDur   = flag.Duration("sim.dur", 0, "simulated time of each seed's run (0: 2m, or 1m under -race)")
 	simStall = flag.Duration("sim.stall", 30*time.Second, "wall time without the bubble's clock moving after which the watchdog reports a stall")
 	simTrace = flag.String("sim.trace", "", "write each run's whole trace to this file (a seed's run to FILE.SEED)")
 	simCmds  = flag.String("sim.cmds", "", "trace every command a client sends a node that names a key with this prefix, with its arguments (see -sim.trace)")
@@ -74,7 +74,7 @@ func TestSim(t *testing.T) {
 	TraceCommandsOf = *simCmds
 	dur := *simDur
 	if dur == 0 {
-		dur = 10 * time.Minute
+		dur = 2 * time.Minute
 		if raceOn {
 			dur = time.Minute
 		}
