@@ -37,7 +37,43 @@ var (
 		"or native (in this process: about ten times faster, not the same twice; the default of TestSim under -race, which wasm lacks)")
 	simSchedule = flag.String("sim.schedule", "", "run this schedule (JSON of a Schedule) instead of the seeds: how a wasm run gets its own")
 	simResult   = flag.String("sim.result", "", "write each run's result (JSON) to this file: how a wasm run reports to the test that started it")
+	simIO       = flag.String("sim.io", "", "-sim.result, -sim.trace and -sim.stall of a wasm run, as JSON padded to a fixed length (runIO)")
 )
+
+// runIO is what a wasm run is told that must not change its history: its
+// arguments are in its memory, and one of another length may lay its heap
+// out otherwise (a map of pointers is then iterated in another order), so
+// these paths go in one argument of a fixed length.
+type runIO struct {
+	Result, Trace string
+	Stall         time.Duration
+}
+
+const runIOLen = 4096
+
+func (rio runIO) arg() (string, error) {
+	b, err := json.Marshal(rio)
+	if err != nil {
+		return "", err
+	}
+	if len(b) > runIOLen {
+		return "", fmt.Errorf("paths of a wasm run longer than %d bytes: %s", runIOLen, b)
+	}
+	return "-sim.io=" + string(b) + strings.Repeat(" ", runIOLen-len(b)), nil
+}
+
+// applyIO sets -sim.result, -sim.trace and -sim.stall from -sim.io.
+func applyIO() error {
+	if *simIO == "" {
+		return nil
+	}
+	var rio runIO
+	if err := json.Unmarshal([]byte(*simIO), &rio); err != nil {
+		return fmt.Errorf("-sim.io: %v", err)
+	}
+	*simResult, *simTrace, *simStall = rio.Result, rio.Trace, rio.Stall
+	return nil
+}
 
 // runResult is what a run reports to the test that started it.
 type runResult struct {
@@ -84,6 +120,9 @@ func (s Schedule) config() Config {
 // it writes what it found there too.
 func runHere(t *testing.T, s Schedule) runResult {
 	t.Helper()
+	if err := applyIO(); err != nil {
+		t.Fatal(err)
+	}
 	cfg := s.config()
 	res, wall := runSim(t, cfg)
 	rr := resultOf(res, cfg)
@@ -178,22 +217,25 @@ func (x *executor) run(t *testing.T, s Schedule, out io.Writer) (runResult, erro
 	if err != nil {
 		return runResult{}, err
 	}
-	resFile := filepath.Join(t.TempDir(), "result.json")
-	args := []string{"-seed", strconv.FormatUint(s.Seed, 10)}
+	rio := runIO{Result: filepath.Join(t.TempDir(), "result.json"), Stall: *simStall}
+	if *simTrace != "" {
+		if rio.Trace, err = filepath.Abs(*simTrace); err != nil {
+			return runResult{}, err
+		}
+	}
+	ioArg, err := rio.arg()
+	if err != nil {
+		return runResult{}, err
+	}
+	// The run's directory is /, whatever the checkout's: its paths are
+	// absolute, and its environment is the same everywhere.
+	args := []string{"-seed", strconv.FormatUint(s.Seed, 10), "-cwd", "/"}
 	if x.cache != "" {
 		args = append(args, "-cache", x.cache)
 	}
-	args = append(args, x.bin, "-test.run=^TestSim$", "-test.v", "-test.timeout=0",
-		"-sim.schedule="+string(sched), "-sim.result="+resFile, fmt.Sprintf("-sim.stall=%v", *simStall))
-	if *simTrace != "" {
-		path, err := filepath.Abs(*simTrace)
-		if err != nil {
-			return runResult{}, err
-		}
-		args = append(args, "-sim.trace="+path)
-	}
+	args = append(args, x.bin, "-test.run=^TestSim$", "-test.v", "-test.timeout=0", "-sim.schedule="+string(sched), ioArg)
 	if *simCmds != "" {
-		args = append(args, "-sim.cmds="+*simCmds)
+		args = append(args, "-sim.cmds="+*simCmds) // it changes the run: the nodes trace more
 	}
 	ctx := t.Context()
 	if d, ok := t.Deadline(); ok {
@@ -215,7 +257,7 @@ func (x *executor) run(t *testing.T, s Schedule, out io.Writer) (runResult, erro
 	_ = pw.Close()
 	<-relayed
 	wall := time.Since(start)
-	b, rerr := os.ReadFile(resFile)
+	b, rerr := os.ReadFile(rio.Result)
 	if rerr != nil {
 		return runResult{}, fmt.Errorf("the wasm run of seed %d ended without a result (%v, after %v): %v", s.Seed, err, wall.Round(time.Millisecond), rerr)
 	}

@@ -6,14 +6,18 @@
 // advances them a microsecond, a sleep by its length), so that nothing of
 // the host, its load or its clock reaches the program.
 //
-//	wasirun [-seed N] [-cache DIR] [-compile] prog.wasm [args...]
+//	wasirun [-seed N] [-cache DIR] [-cwd DIR] [-compile] prog.wasm [args...]
 //
 // -compile only compiles prog into -cache's directory, so that the runs
 // that follow, started at once, find it there.
 //
-// The program sees the host's file system at / and the current directory
-// as its own, no environment but PWD, and exits with its own status. It is
-// a module of its own so that the library's go.mod does not gain wazero.
+// The program sees the host's file system at /, -cwd (the current
+// directory by default) as its own, no environment but PWD, and exits with
+// its own status. Its arguments and environment are in its memory: a run
+// whose arguments differ in length from another's may lay out its heap
+// otherwise, and so iterate a map of pointers otherwise; what must not
+// change a run goes in arguments of a fixed length. It is a module of its
+// own so that the library's go.mod does not gain wazero.
 package main
 
 import (
@@ -35,6 +39,7 @@ func main() {
 	seed := flag.Uint64("seed", 0, "the seed of every random byte the program reads")
 	cacheDir := flag.String("cache", "", "keep wazero's compiled code in this directory (\"\": compile every time)")
 	compile := flag.Bool("compile", false, "only compile the program into -cache's directory")
+	cwd := flag.String("cwd", "", "the program's working directory (\"\": the current directory)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: wasirun [-seed N] [-cache DIR] [-compile] prog.wasm [args...]")
 		flag.PrintDefaults()
@@ -48,7 +53,15 @@ func main() {
 	if *compile {
 		args = nil
 	}
-	code, err := run(*seed, *cacheDir, flag.Arg(0), args, *compile)
+	if *cwd == "" {
+		dir, err := os.Getwd()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "wasirun:", err)
+			os.Exit(2)
+		}
+		*cwd = dir
+	}
+	code, err := run(*seed, *cacheDir, *cwd, flag.Arg(0), args, *compile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wasirun:", err)
 		os.Exit(2)
@@ -56,9 +69,9 @@ func main() {
 	os.Exit(code)
 }
 
-// run runs prog with args and returns its exit status; with compileOnly,
-// it stops once prog is compiled.
-func run(seed uint64, cacheDir, prog string, args []string, compileOnly bool) (int, error) {
+// run runs prog with args in directory cwd and returns its exit status;
+// with compileOnly, it stops once prog is compiled.
+func run(seed uint64, cacheDir, cwd, prog string, args []string, compileOnly bool) (int, error) {
 	ctx := context.Background()
 	bin, err := os.ReadFile(prog)
 	if err != nil {
@@ -81,10 +94,6 @@ func run(seed uint64, cacheDir, prog string, args []string, compileOnly bool) (i
 	wasi_snapshot_preview1.MustInstantiate(ctx, r)
 	mod, err := r.CompileModule(ctx, bin)
 	if err != nil || compileOnly {
-		return 0, err
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
 		return 0, err
 	}
 	clk := newClock()
