@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"go/format"
 	"maps"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -33,7 +34,7 @@ var (
 // shrinker reduces a failing schedule.
 type shrinker struct {
 	t        *testing.T
-	x        *executor
+	run      func(Schedule) (runResult, error) // one deterministic run
 	kinds    []string // a run fails as the first did if it finds one of these (none: a wrong)
 	deadline time.Time
 	runs     int
@@ -50,13 +51,9 @@ func shrink(t *testing.T, x *executor, s Schedule, rr runResult) {
 		return
 	}
 	start := time.Now()
-	sh := &shrinker{t: t, x: x, kinds: slices.Compact(slices.Sorted(slices.Values(rr.Kinds))), deadline: start.Add(*simShrinkFor), best: s, bestRes: rr}
-	sh.shorten()
-	sh.dropWorkers()
-	sh.dropFaults()
-	sh.dropRounds()
-	sh.dropFaults()
-	sh.shorten()
+	sh := newShrinker(t, func(s Schedule) (runResult, error) { return x.run(t, s, nil) }, s, rr)
+	sh.deadline = start.Add(*simShrinkFor)
+	sh.shrink()
 	rounds := 0
 	for _, rs := range sh.best.Rounds {
 		rounds += len(rs)
@@ -65,6 +62,20 @@ func shrink(t *testing.T, x *executor, s Schedule, rr runResult) {
 		s.Seed, rr.Simulated.Round(time.Second), rr.Ops, countRounds(rr.Rounds), len(rr.Acted),
 		rounds, len(sh.best.Workers), len(sh.best.Faults), sh.best.Duration, sh.runs, time.Since(start).Round(time.Second),
 		strings.Join(sh.bestRes.Kinds, ", "), sh.bestRes.Hash, sh.best.test(sh.bestRes))
+}
+
+func newShrinker(t *testing.T, run func(Schedule) (runResult, error), s Schedule, rr runResult) *shrinker {
+	return &shrinker{t: t, run: run, kinds: slices.Compact(slices.Sorted(slices.Values(rr.Kinds))), deadline: time.Now().Add(time.Hour), best: s, bestRes: rr}
+}
+
+// shrink makes the steps of a shrink; the best schedule is the result.
+func (sh *shrinker) shrink() {
+	sh.shorten()
+	sh.dropWorkers()
+	sh.dropFaults()
+	sh.dropRounds()
+	sh.dropFaults()
+	sh.shorten()
 }
 
 func countRounds(rs map[int][]Round) int {
@@ -102,7 +113,7 @@ func (sh *shrinker) first(cands []Schedule) int {
 		errs := make([]error, len(batch))
 		var wg sync.WaitGroup
 		for j, c := range batch {
-			wg.Go(func() { res[j], errs[j] = sh.x.run(sh.t, c, nil) })
+			wg.Go(func() { res[j], errs[j] = sh.run(c) })
 		}
 		wg.Wait()
 		sh.runs += len(batch)
@@ -377,4 +388,56 @@ func goDuration(d time.Duration) string {
 		}
 	}
 	return fmt.Sprintf("%d * time.Nanosecond", d)
+}
+
+// TestShrinkFindsWhatFails shrinks a made-up run that fails iff it has
+// faults 17 and 42 and worker 3's round 5 (started at 12.3456 s), and
+// which reports all of what a seed's run reports: the shrink must end with
+// exactly those, the other workers and rounds left out, the run cut after
+// its finding.
+func TestShrinkFindsWhatFails(t *testing.T) {
+	all := Schedule{Seed: 9, Duration: 2 * time.Minute}
+	full := func(s Schedule) runResult {
+		rr := runResult{Rounds: make(map[int][]Round)}
+		for k := range 200 {
+			if s.acts(k) {
+				rr.Acted = append(rr.Acted, Fault{K: k, At: time.Duration(k) * 500 * time.Millisecond})
+			}
+		}
+		for w := range 6 {
+			if !s.runs(w) {
+				continue
+			}
+			if rs, ok := s.rounds(w); ok {
+				rr.Rounds[w] = rs
+				continue
+			}
+			for n := range 50 {
+				rr.Rounds[w] = append(rr.Rounds[w], Round{N: n, At: time.Duration(n)*2*time.Second + 345678*time.Nanosecond + time.Duration(w)*time.Second})
+			}
+		}
+		has := func(k int) bool { return s.acts(k) }
+		round := false
+		if rs, ok := s.rounds(3); ok {
+			for _, r := range rs {
+				round = round || r.N == 5 && r.At == 13*time.Second
+			}
+		} else {
+			round = s.runs(3) && s.Duration >= 15*time.Second
+		}
+		if has(17) && has(42) && round && s.Duration >= 22*time.Second {
+			rr.Violations, rr.Kinds, rr.First = 1, []string{"exclusion"}, 21*time.Second+500*time.Millisecond
+		}
+		return rr
+	}
+	runs := 0
+	sh := newShrinker(t, func(s Schedule) (runResult, error) { runs++; return full(s), nil }, all, full(all))
+	defer func(j int) { *simJobs = j }(*simJobs)
+	*simJobs = 1 // the runs counted in order
+	sh.shrink()
+	want := Schedule{Seed: 9, Duration: 23 * time.Second, Workers: []int{3}, Rounds: map[int][]Round{3: {{N: 5, At: 13 * time.Second}}}, Faults: []int{17, 42}}
+	if !reflect.DeepEqual(sh.best, want) {
+		t.Errorf("shrunk to %+v in %d runs, want %+v", sh.best, runs, want)
+	}
+	t.Logf("%d runs:\n%s", runs, sh.best.test(sh.bestRes))
 }
