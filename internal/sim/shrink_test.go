@@ -35,7 +35,7 @@ var (
 type shrinker struct {
 	t        *testing.T
 	run      func(Schedule) (runResult, error) // one deterministic run
-	kinds    []string // a run fails as the first did if it finds one of these (none: a wrong)
+	kinds    []string                          // a run fails as the first did if it finds one of these (none: a wrong)
 	deadline time.Time
 	runs     int
 	best     Schedule
