@@ -71,6 +71,7 @@ func newShrinker(t *testing.T, run func(Schedule) (runResult, error), s Schedule
 // shrink makes the steps of a shrink; the best schedule is the result.
 func (sh *shrinker) shrink() {
 	sh.shorten()
+	sh.window()
 	sh.dropWorkers()
 	sh.dropFaults()
 	sh.dropRounds()
@@ -148,6 +149,39 @@ func (sh *shrinker) shorten() {
 	sh.first([]Schedule{c})
 }
 
+// window tries the run with only the rounds and faults that started
+// within each of windows before the first finding: one run that fails
+// leaves most of the run out, and makes the runs after it cheap (an idle
+// simulated second costs little).
+func (sh *shrinker) window() {
+	first := sh.bestRes.First
+	if first == 0 {
+		return
+	}
+	var cands []Schedule
+	for _, w := range windows {
+		c := sh.best.clone()
+		c.Faults = []int{}
+		for _, f := range sh.bestRes.Acted {
+			if f.At >= first-w {
+				c.Faults = append(c.Faults, f.K)
+			}
+		}
+		c.Rounds = make(map[int][]Round)
+		for w2, rs := range sh.bestRes.Rounds {
+			for _, r := range rs {
+				if r.At >= first-w {
+					r.At = r.At.Truncate(time.Millisecond)
+					c.Rounds[w2] = append(c.Rounds[w2], r)
+				}
+			}
+		}
+		c.Workers = append([]int{}, slices.Sorted(maps.Keys(c.Rounds))...)
+		cands = append(cands, c)
+	}
+	sh.first(cands)
+}
+
 // dropWorkers leaves out workers.
 func (sh *shrinker) dropWorkers() {
 	ws := sh.best.Workers
@@ -160,6 +194,13 @@ func (sh *shrinker) dropWorkers() {
 	ddmin(sh, ws, nil, func(keep []int) Schedule {
 		c := sh.best.clone()
 		c.Workers = keep
+		if c.Rounds != nil {
+			for w := range c.Rounds {
+				if !slices.Contains(keep, w) {
+					delete(c.Rounds, w)
+				}
+			}
+		}
 		return c
 	})
 }
@@ -418,7 +459,7 @@ func TestShrinkFindsWhatFails(t *testing.T) {
 		}
 		has := func(k int) bool { return s.acts(k) }
 		round := false
-		if rs, ok := s.rounds(3); ok {
+		if rs, ok := s.rounds(3); ok && s.runs(3) {
 			for _, r := range rs {
 				round = round || r.N == 5 && r.At == 13*time.Second
 			}
