@@ -61,7 +61,7 @@ fi
 
 # The library, then the nested modules, which have their own go.mod so that
 # their dependencies stay out of the library's.
-modules=(. compare cmd/redlock otel)
+modules=(. compare cmd/redlock otel internal/wasirun)
 
 staticcheck="honnef.co/go/tools/cmd/staticcheck@v0.8.2"
 for mod in "${modules[@]}"; do
@@ -113,39 +113,27 @@ fi
 # The nemesis runs on its own with -v, so that a passing run shows what it
 # did (its summary and activity lines).
 echo "== tests"
-go test -race -count=1 -p 1 -timeout 30m -skip '^TestNemesis$|^TestSim$|^TestSimControls$' ./...
+go test -race -count=1 -p 1 -timeout 30m -skip '^TestNemesis$|^TestSim$|^TestSimHandovers$|^TestSimControls$' ./...
 go test -race -count=1 -timeout 25m -run '^TestNemesis$' -v .
 
-# The simulator (docs/testing.md): one simulated hour, its fixed seeds and
-# a fresh one ten minutes each, and its controls, with -v for their lines;
-# without the race detector, which makes it ten times slower; then two of
-# the seeds for a minute each under it. The hour's seeds are shared by two
-# processes, one per core (each runs its bubble on one P); their output
-# follows, a failing one's last, so that the tail of a failed run shows it.
+# The simulator (docs/testing.md): its fixed seeds and a fresh one,
+# $REDLOCK_SIM_DUR (two simulated minutes) each, every run deterministic
+# (the package's tests built for wasip1 and run by internal/wasirun, two at
+# once, one per core), and its controls, with -v for their lines; a failing
+# seed's findings come again at the end of TestSim's output. Then the fixed
+# seeds a simulated minute each in the run where Releases hand keys over
+# (TestSimHandovers), and two of the seeds for a minute each under -race, in
+# the test's own process (wasm has no race detector).
 echo "== simulator"
+sim_dur="${REDLOCK_SIM_DUR:-2m}"
 go test -c -o "$scratch/sim.test" ./internal/sim
-(cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 15m -test.run '^TestSim$|^TestSimControls$' -test.v -sim.shard=0/2 >"$scratch/sim-0" 2>&1) &
-sim0=$!
-(cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 15m -test.run '^TestSim$' -test.v -sim.shard=1/2 >"$scratch/sim-1" 2>&1) &
-sim1=$!
-rc0=0 rc1=0
-wait "$sim0" || rc0=$?
-wait "$sim1" || rc1=$?
-for pass in 0 1; do
-  for k in 0 1; do
-    rc=rc$k
-    if { [ "$pass" = 0 ] && [ "${!rc}" = 0 ]; } || { [ "$pass" = 1 ] && [ "${!rc}" != 0 ]; }; then
-      echo "-- simulator, shard $k/2 (exit ${!rc})"; cat "$scratch/sim-$k"
-    fi
-  done
-done
-if [ "$rc0" != 0 ] || [ "$rc1" != 0 ]; then
-  echo "simulator: shard 0/2 exit $rc0, shard 1/2 exit $rc1"; exit 1
-fi
+(cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 30m -test.run '^TestSim$|^TestSimControls$' -test.v -sim.dur="$sim_dur" -sim.jobs=2)
+(cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 30m -test.run '^TestSimHandovers$' -test.v -sim.dur=1m -sim.jobs=2)
 go test -race -count=1 -timeout 15m -run '^TestSim$' ./internal/sim
 (cd cmd/redlock && go test -race -count=1 -timeout 10m ./...)
 (cd otel && go test -race -count=1 -timeout 10m ./...)
 (cd compare && go test -count=1 -timeout 10m ./...)
+(cd internal/wasirun && go test -count=1 -timeout 10m ./...)
 
 # Each benchmark once, for the checks it makes (BenchmarkContention fails on
 # overlapping holders): 100 iterations, so that contention has holders to

@@ -9,9 +9,11 @@
 // what it recorded, with one rule of its own here: no value may outlive
 // the Locks that wrote it (history.Residue).
 //
-// Time is the bubble's: a simulated hour takes a minute or two of CPU, and
-// a run is replayed by its seed (TestSim's -sim.seed), which fixes the
-// faults, their times and every worker's choices, not every interleaving
-// of the goroutines. docs/testing.md says what it models and what it does
-// not.
+// Time is the bubble's: a simulated hour takes a minute or two of CPU in
+// the test's process. TestSim runs each seed in this package's tests built
+// for wasip1 and run by internal/wasirun, where the seed fixes everything
+// (the faults, every worker's choices, the interleaving of the goroutines),
+// so that -sim.seed replays a run exactly and a failing one shrinks to a
+// Schedule (replay_test.go, shrink_test.go). docs/testing.md says what it
+// models and what it does not.
 package sim

@@ -62,9 +62,20 @@ type Nemesis struct {
 	// late-write rule does not count time in which no delete could run.
 	down  []history.NodeDown
 	heals sync.WaitGroup
+	// Schedule, when set, names the faults that act (nil: all); k is
+	// the place of the fault being injected among the draws, acted
+	// those that acted, and when.
+	Schedule *Schedule
+	k        int
+	acted    []actedFault
 	// handover picks what FaultHoldHandover holds; nil when the run has
 	// none.
 	handover *HandoverFault
+}
+
+type actedFault struct {
+	k  int
+	at time.Time
 }
 
 // HandoverFault picks what FaultHoldHandover holds: a handover's command,
@@ -115,15 +126,36 @@ func NewNemesis(w *World, seed uint64, kinds []string, every, guard time.Duratio
 }
 
 // Run injects faults until stop, then heals them all: every node up, every
-// link whole, every clock at rate 1 (its offset kept).
+// link whole, every clock at rate 1 (its offset kept). When and of what
+// kind each fault is comes from the nemesis's source; what it hits and for
+// how long from one of the fault's own, so that a fault its Schedule
+// leaves out moves no other.
 func (nm *Nemesis) Run(stop <-chan struct{}) {
-	for {
-		if !sleep(stop, randDur(nm.rng, nm.every/2, nm.every*3/2)) {
+	draws := nm.rng
+	for k := 0; ; k++ {
+		if !sleep(stop, randDur(draws, nm.every/2, nm.every*3/2)) {
 			break
 		}
-		nm.inject(nm.kinds[nm.rng.IntN(len(nm.kinds))])
+		kind := nm.kinds[draws.IntN(len(nm.kinds))]
+		nm.rng = rand.New(rand.NewPCG(draws.Uint64(), uint64(k)))
+		if nm.Schedule.acts(k) {
+			nm.k = k
+			nm.inject(kind)
+		}
 	}
 	nm.heals.Wait()
+}
+
+// Acted returns the faults that acted, by their place among the draws,
+// each with when it did after since.
+func (nm *Nemesis) Acted(since time.Time) []Fault {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	out := make([]Fault, len(nm.acted))
+	for i, a := range nm.acted {
+		out[i] = Fault{K: a.k, At: a.at.Sub(since)}
+	}
+	return out
 }
 
 // Counts returns how many faults of each kind were injected.
@@ -213,6 +245,7 @@ func (nm *Nemesis) count(kind string) {
 	nm.mu.Lock()
 	defer nm.mu.Unlock()
 	nm.counts[kind]++
+	nm.acted = append(nm.acted, actedFault{nm.k, time.Now()})
 }
 
 // inject makes one fault of kind, if its targets are free.

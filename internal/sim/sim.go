@@ -55,6 +55,9 @@ type Config struct {
 	// Progress, when set, is stored the bubble's time every tick of the
 	// monitor: a watchdog outside the bubble reads it.
 	Progress *atomic.Int64
+	// Schedule, when set, leaves out of the run the workers, rounds and
+	// faults it does not name (a shrunk run: schedule.go).
+	Schedule *Schedule
 }
 
 // Result is what a run found and did.
@@ -69,6 +72,12 @@ type Result struct {
 	Simulated time.Duration // the workload's simulated time
 	Outcomes  string
 	Stopped   bool // a Stop asked to end early
+	// Rounds are the rounds each worker started, and Acted the
+	// nemesis's faults that acted, by their place among its draws: what
+	// a shrink leaves out (Schedule).
+	Rounds map[int][]Round
+	Acted  []Fault
+	Began  time.Time // when the workload started
 }
 
 // Violations counts the findings.
@@ -121,6 +130,7 @@ func Run(cfg Config) *Result {
 
 	nm := NewNemesis(w, cfg.Seed, cfg.Faults, cfg.FaultEvery, cfg.Guard)
 	nm.handover = cfg.Handover
+	nm.Schedule = cfg.Schedule
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
 	began := time.Now()
@@ -134,8 +144,11 @@ func Run(cfg Config) *Result {
 	if len(cfg.Faults) > 0 {
 		nemDone.Go(func() { nm.Run(stop) })
 	}
+	wl.Schedule, wl.Began = cfg.Schedule, began
 	for i := range cfg.Workers {
-		bg.Go(func() { wl.Run(i, stop) })
+		if cfg.Schedule.runs(i) {
+			bg.Go(func() { wl.Run(i, stop) })
+		}
 	}
 	if cfg.ReplaceEvery > 0 {
 		bg.Go(func() { replace(w, wl, cfg, opts, stop) })
@@ -155,7 +168,7 @@ func Run(cfg Config) *Result {
 			}
 		}
 	}
-	res.Simulated = time.Since(began)
+	res.Simulated, res.Began = time.Since(began), began
 	wl.stopping.Store(true)
 	trace.Add("check", -1, "the workload stops; the faults heal")
 	close(stop)
@@ -196,6 +209,7 @@ func Run(cfg Config) *Result {
 	res.Verdict, res.Record = v, r
 	res.Ops, res.OpTotal = rec.OpCounts()
 	res.Faults = nm.Counts()
+	res.Rounds, res.Acted = wl.Started(), nm.Acted(began)
 	res.Wrongs = rec.Wrongs()
 	res.Outcomes = rec.Outcomes()
 	return res
@@ -540,9 +554,9 @@ func (r *Result) Summary(cfg Config) string {
 	for _, k := range opKinds {
 		ops = append(ops, fmt.Sprintf("%s %d", k.name, r.Ops[k.name]))
 	}
-	return fmt.Sprintf("sim: seed %d, %d nodes, %d clients, %d workers, %v simulated, %d ops (%s), %d faults (%s), %d violations (%s), stale writes refused %d (within the writer's claim %d), accepted %d",
+	return fmt.Sprintf("sim: seed %d, %d nodes, %d clients, %d workers, %v simulated, %d ops (%s), %d faults (%s), %d violations (%s), stale writes refused %d (within the writer's claim %d), accepted %d, history %s",
 		cfg.Seed, cfg.Nodes, cfg.Slots, cfg.Workers, r.Simulated.Round(time.Second), r.OpTotal, strings.Join(ops, ", "),
-		faults, countsLine(r.Faults), r.Violations(), r.Verdict.Counts(), r.Verdict.StaleRefused, r.Verdict.OverlapRefused, r.Verdict.StaleAccepted)
+		faults, countsLine(r.Faults), r.Violations(), r.Verdict.Counts(), r.Verdict.StaleRefused, r.Verdict.OverlapRefused, r.Verdict.StaleAccepted, r.Hash())
 }
 
 // Report describes the findings, each with the trace around it.

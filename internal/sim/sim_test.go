@@ -2,8 +2,7 @@ package sim
 
 import (
 	"bytes"
-	"crypto/sha1"
-	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/history"
-	"github.com/redlock-go/redlock/internal/nodetest"
 )
 
 // TestSim runs the simulator: the library's Client, go-redis's clients and
@@ -28,7 +26,7 @@ import (
 //	go test ./internal/sim -run TestSim -sim.seed=S -sim.dur=D
 var (
 	simSeed  = flag.Uint64("sim.seed", 0, "replay this seed alone (0: the fixed seeds and a fresh one)")
-	simDur   = flag.Duration("sim.dur", 0, "simulated time of each seed's run (0: 10m, or 1m under -race)")
+	simDur   = flag.Duration("sim.dur", 0, "simulated time of each seed's run (0: 2m, or 1m under -race)")
 	simStall = flag.Duration("sim.stall", 30*time.Second, "wall time without the bubble's clock moving after which the watchdog reports a stall")
 	simTrace = flag.String("sim.trace", "", "write each run's whole trace to this file (a seed's run to FILE.SEED)")
 	simCmds  = flag.String("sim.cmds", "", "trace every command a client sends a node that names a key with this prefix, with its arguments (see -sim.trace)")
@@ -76,35 +74,33 @@ func Guarded(seed uint64, dur time.Duration) Config {
 }
 
 // handoverCommand picks a command of the handover script, by its hash as
-// EVALSHA sends it, and then the leaving Lock's delete (release_one.lua),
-// by its hash and the leaving Lock's prefix, the last of the handover's
-// arguments that ends with a dot (FaultHoldHandover).
-var handoverCommand = func() *HandoverFault {
-	sha := func(name string) []byte {
-		src, err := nodetest.Source(name)
-		if err != nil {
-			panic("sim: " + err.Error())
+// EVALSHA sends it, and then the leaving Lock's delete (the script that
+// scripts/release_one.lua ends), by its hash and the leaving Lock's
+// prefix, the last of the handover's arguments that ends with a dot
+// (FaultHoldHandover). Each script is found by the first line of its
+// file, among those the nodes have loaded.
+var handoverCommand = &HandoverFault{
+	Handover: func(b []byte) bool {
+		sha := scriptWith("-- handover: ")
+		return sha != nil && bytes.Contains(b, sha)
+	},
+	LeavingDelete: func(h []byte) func([]byte) bool {
+		release := scriptWith("-- release_one: ")
+		if release == nil {
+			return nil
 		}
-		sum := sha1.Sum([]byte(src))
-		return []byte(hex.EncodeToString(sum[:]))
-	}
-	handover, release := sha("handover.lua"), sha("release_one.lua")
-	return &HandoverFault{
-		Handover: func(b []byte) bool { return bytes.Contains(b, handover) },
-		LeavingDelete: func(h []byte) func([]byte) bool {
-			var leaving []byte
-			for _, a := range bytes.Split(h, []byte("\r\n")) {
-				if len(a) > 1 && a[len(a)-1] == '.' {
-					leaving = a
-				}
+		var leaving []byte
+		for _, a := range bytes.Split(h, []byte("\r\n")) {
+			if len(a) > 1 && a[len(a)-1] == '.' {
+				leaving = a
 			}
-			if leaving == nil {
-				return nil
-			}
-			return func(b []byte) bool { return bytes.Contains(b, release) && bytes.Contains(b, leaving) }
-		},
-	}
-}()
+		}
+		if leaving == nil {
+			return nil
+		}
+		return func(b []byte) bool { return bytes.Contains(b, release) && bytes.Contains(b, leaving) }
+	},
+}
 
 // Handovers is the run where a Release hands its key to a waiter of its
 // Client: no restart guard and no fencing, which the handover does not
@@ -121,24 +117,30 @@ func Handovers(seed uint64, dur time.Duration) Config {
 }
 
 // TestSimHandovers runs Handovers on the fixed seeds, a simulated minute
-// each (one under the race detector, for two of them).
+// each, as TestSim runs its seeds (deterministic, in wasm; in this
+// process under -race, for two of them).
 func TestSimHandovers(t *testing.T) {
-	seeds, dur := slices.Clone(SimSeeds), time.Minute
-	if *simSeed != 0 {
-		seeds = []uint64{*simSeed}
+	dur := *simDur
+	if dur == 0 {
+		dur = time.Minute
 	}
-	if raceOn {
-		seeds = seeds[:2]
+	runs, err := schedules(dur)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if *simDur != 0 {
-		dur = *simDur
+	if *simSeed == 0 && *simSchedule == "" { // the fixed seeds: a fresh one is TestSim's
+		runs = slices.DeleteFunc(runs, func(s Schedule) bool { return !slices.Contains(SimSeeds, s.Seed) })
 	}
-	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			cfg := Handovers(seed, dur)
-			res, _ := runSim(t, cfg)
-			if res.Violations() > 0 || len(res.Wrongs) > 0 {
-				t.Errorf("%s\nreplay: go test ./internal/sim -run '^TestSimHandovers$' -v -sim.seed=%d -sim.dur=%v", res.Report(5), seed, dur)
+	for i := range runs {
+		runs[i].Handovers = true
+	}
+	x := newExecutor(t, raceOn)
+	result := startRuns(t, x, runs)
+	for i, s := range runs {
+		t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) {
+			rr := result(t, i)
+			if rr.failed() {
+				t.Errorf("%d violations, %d wrongs\n%s\nreplay: %s", rr.Violations, rr.Wrongs, firstLines(rr.Report, 12), replay(t, s.config()))
 			}
 		})
 	}
@@ -146,42 +148,40 @@ func TestSimHandovers(t *testing.T) {
 
 func TestSim(t *testing.T) {
 	TraceCommandsOf = *simCmds
-	seeds := slices.Clone(SimSeeds)
 	dur := *simDur
-	switch {
-	case *simSeed != 0:
-		seeds = []uint64{*simSeed}
-	case raceOn:
-		seeds = seeds[:2] // the race detector makes it ten times slower
-	default:
-		seeds = append(seeds, uint64(time.Now().UnixNano()%1_000_000)+1000)
-	}
-	seeds, err := shardOf(seeds, *simShard)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if dur == 0 {
-		dur = 10 * time.Minute
+		dur = 2 * time.Minute
 		if raceOn {
 			dur = time.Minute
 		}
 	}
+	runs, err := schedules(dur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newExecutor(t, raceOn)
+	result := startRuns(t, x, runs)
 	var failed []string
-	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			cfg := Guarded(seed, dur)
-			res, _ := runSim(t, cfg)
-			if res.Violations() > 0 || len(res.Wrongs) > 0 {
-				report := res.Report(5)
-				t.Errorf("%d violations, %d wrongs\n%s", res.Violations(), len(res.Wrongs), report)
+	for i, s := range runs {
+		t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) {
+			rr := result(t, i)
+			if rr.failed() {
+				if x != nil {
+					t.Errorf("%d violations, %d wrongs (the findings are above)", rr.Violations, rr.Wrongs)
+				} else {
+					t.Errorf("%d violations, %d wrongs\n%s", rr.Violations, rr.Wrongs, rr.Report)
+				}
 				failed = append(failed, fmt.Sprintf("seed %d: %d violations, %d wrongs; replay: %s\n%s",
-					seed, res.Violations(), len(res.Wrongs), replay(t, cfg), firstLines(report, 12)))
+					s.Seed, rr.Violations, rr.Wrongs, replay(t, s.config()), firstLines(rr.Report, 12)))
+				if *simShrink {
+					shrink(t, x, s, rr)
+				}
 			}
 		})
 	}
 	// CI shows the tail of a failing test's output: the findings again,
 	// last, so that the tail holds them and not the next seed's summary.
-	if len(failed) > 0 {
+	if len(failed) > 0 && *simResult == "" { // a wasm run's test that started it says it
 		t.Errorf("failed seeds:\n%s", strings.Join(failed, "\n"))
 	}
 }
@@ -232,8 +232,10 @@ func runSim(t *testing.T, cfg Config) (*Result, time.Duration) {
 		t.Logf("trace: %s", path)
 	}
 	t.Log(res.Summary(cfg))
-	t.Logf("%v simulated in %v of wall time (%.1f simulated hours per wall minute); %d trace events",
-		res.Simulated.Round(time.Second), wall.Round(time.Millisecond), res.Simulated.Hours()/wall.Minutes(), res.Trace.Len())
+	if runtime.GOOS != "wasip1" { // a wasm run's clock is not the wall's: the test that started it says
+		t.Logf("%v simulated in %v of wall time (%.1f simulated hours per wall minute); %d trace events",
+			res.Simulated.Round(time.Second), wall.Round(time.Millisecond), res.Simulated.Hours()/wall.Minutes(), res.Trace.Len())
+	}
 	t.Logf("outcomes: %s", res.Outcomes)
 	if cfg.Elections {
 		t.Log(electionLine(res.Record))
@@ -250,7 +252,12 @@ func replay(t *testing.T, cfg Config) string {
 	if i := strings.LastIndex(name, "/"); i >= 0 && strings.HasPrefix(name[i+1:], "seed=") {
 		name = name[:i] // TestSim/seed=S: -sim.seed selects the seed
 	}
-	return fmt.Sprintf("go test ./internal/sim -run '^%s$' -v -sim.seed=%d -sim.dur=%v", strings.ReplaceAll(name, "/", "$/^"), cfg.Seed, cfg.Duration)
+	cmd := fmt.Sprintf("go test ./internal/sim -run '^%s$' -v -sim.seed=%d -sim.dur=%v", strings.ReplaceAll(name, "/", "$/^"), cfg.Seed, cfg.Duration)
+	if cfg.Schedule != nil {
+		b, _ := json.Marshal(cfg.Schedule)
+		cmd = fmt.Sprintf("go test ./internal/sim -run '^TestSim$' -v -sim.schedule='%s'", b)
+	}
+	return cmd
 }
 
 // watchdog watches the bubble from outside it: when its clock has not

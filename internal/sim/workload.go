@@ -73,6 +73,12 @@ type Workload struct {
 	// its values on the nodes, to expire with their TTL.
 	Closed   func(*redlock.Client) bool
 	stopping atomic.Bool
+	// Schedule, when set, names the workers' rounds to run (nil: all);
+	// Began is when the workload started, which their times count from.
+	Schedule *Schedule
+	Began    time.Time
+	mu       sync.Mutex
+	started  map[int][]Round // per worker, the rounds it started
 }
 
 // Sem is a semaphore key and the n of its permits.
@@ -81,54 +87,88 @@ type Sem struct {
 	N   int
 }
 
-// Run runs worker w until stop, on slot slots[w % len].
+// Run runs worker w until stop, on slot slots[w % len]: its rounds one
+// after the other, or those its Schedule lists, each at its time.
 func (wl *Workload) Run(w int, stop <-chan struct{}) {
 	slot := wl.Slots[w%len(wl.Slots)]
 	name := fmt.Sprintf("w%d@%s", w, slot.name)
+	if rounds, ok := wl.Schedule.rounds(w); ok {
+		for _, rd := range rounds {
+			if !sleep(stop, time.Until(wl.Began.Add(rd.At))) {
+				return
+			}
+			wl.round(w, uint64(rd.N), slot, name)
+		}
+		return
+	}
 	for round := uint64(0); ; round++ {
 		select {
 		case <-stop:
 			return
 		default:
 		}
-		r := rand.New(rand.NewPCG(wl.Seed, uint64(w)<<40|round))
-		c := slot.Client()
-		key := wl.Keys[r.IntN(len(wl.Keys))]
-		if wl.Hot && r.IntN(20) == 0 {
-			wl.hotRun(r, slot, c, name)
-			continue
-		}
-		ttl := wl.ttl(r)
-		p := r.IntN(100)
-		stalled := wl.Stalled && p >= 35 && p < 45
-		switch {
-		case wl.Permits && len(wl.Sems) > 0 && !stalled && r.IntN(4) == 0:
-			sem := wl.Sems[r.IntN(len(wl.Sems))]
-			switch p := r.IntN(100); {
-			case p < 20:
-				wl.doRun(r, c, name, sem.Key, ttl, sem.N)
-			case p < 45:
-				wl.keepAliveRun(r, slot, c, name, sem.Key, ttl, sem.N)
-			default:
-				wl.plainRun(r, slot, c, name, sem.Key, ttl, sem.N)
-			}
-		case p < 15:
-			wl.doRun(r, c, name, key, ttl, 0)
-		case p < 35:
-			wl.keepAliveRun(r, slot, c, name, key, ttl, 0)
-		case stalled:
-			wl.pausedRun(r, name, key, min(ttl, ShortTTL))
-		case wl.Elections && p >= 90:
-			wl.electRun(r, c, name, wl.electionKey(r), ttl)
-		case wl.Elections && p >= 80:
-			wl.observeRun(r, c, wl.electionKey(r), ttl)
-		default:
-			wl.plainRun(r, slot, c, name, key, ttl, 0)
-		}
+		r := wl.round(w, round, slot, name)
 		if !sleep(stop, randDur(r, 0, wl.Think)) {
 			return
 		}
 	}
+}
+
+// Started returns, per worker, the rounds it started and when.
+func (wl *Workload) Started() map[int][]Round {
+	wl.mu.Lock()
+	defer wl.mu.Unlock()
+	out := make(map[int][]Round, len(wl.started))
+	for w, rs := range wl.started {
+		out[w] = slices.Clone(rs)
+	}
+	return out
+}
+
+// round runs worker w's round, whose choices come from a source of its
+// own, and returns that source for what the worker draws after it.
+func (wl *Workload) round(w int, round uint64, slot *Slot, name string) *rand.Rand {
+	wl.mu.Lock()
+	if wl.started == nil {
+		wl.started = make(map[int][]Round)
+	}
+	wl.started[w] = append(wl.started[w], Round{N: int(round), At: time.Since(wl.Began)})
+	wl.mu.Unlock()
+	r := rand.New(rand.NewPCG(wl.Seed, uint64(w)<<40|round))
+	c := slot.Client()
+	key := wl.Keys[r.IntN(len(wl.Keys))]
+	if wl.Hot && r.IntN(20) == 0 {
+		wl.hotRun(r, slot, c, name)
+		return r
+	}
+	ttl := wl.ttl(r)
+	p := r.IntN(100)
+	stalled := wl.Stalled && p >= 35 && p < 45
+	switch {
+	case wl.Permits && len(wl.Sems) > 0 && !stalled && r.IntN(4) == 0:
+		sem := wl.Sems[r.IntN(len(wl.Sems))]
+		switch p := r.IntN(100); {
+		case p < 20:
+			wl.doRun(r, c, name, sem.Key, ttl, sem.N)
+		case p < 45:
+			wl.keepAliveRun(r, slot, c, name, sem.Key, ttl, sem.N)
+		default:
+			wl.plainRun(r, slot, c, name, sem.Key, ttl, sem.N)
+		}
+	case p < 15:
+		wl.doRun(r, c, name, key, ttl, 0)
+	case p < 35:
+		wl.keepAliveRun(r, slot, c, name, key, ttl, 0)
+	case stalled:
+		wl.pausedRun(r, name, key, min(ttl, ShortTTL))
+	case wl.Elections && p >= 90:
+		wl.electRun(r, c, name, wl.electionKey(r), ttl)
+	case wl.Elections && p >= 80:
+		wl.observeRun(r, c, wl.electionKey(r), ttl)
+	default:
+		wl.plainRun(r, slot, c, name, key, ttl, 0)
+	}
+	return r
 }
 
 // sleep sleeps d, or until stop; it reports whether it slept the whole d.
