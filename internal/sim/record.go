@@ -203,6 +203,22 @@ func (rec *Recorder) ended(id int, at time.Time) {
 	}
 }
 
+// abandoned records that the Close of process proc's Client gave up a
+// delete of key: the values its Locks of key left, whose Release returned
+// before, may stay until they expire (docs/lease.md: Close gives up the
+// deletes nodes have not confirmed within the cleanup timeout), as those
+// of a Lock whose Release ends after its Client closed.
+func (rec *Recorder) abandoned(proc int, key string) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	at := rec.nowLocked()
+	for _, w := range rec.writers[key] {
+		if p, ok := rec.procs[w.ID]; ok && p == proc && !w.Ended.IsZero() && !w.Ended.After(at) {
+			w.Ended = at.Add(ExpiryBound)
+		}
+	}
+}
+
 // acquired records that an Acquire in s returned l: a new Lock, or one
 // more hold of a Lock its owner re-entered. The checker judges l by what
 // was asked for (shared, permits); a Lock that says otherwise is wrong.

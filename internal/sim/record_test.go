@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -38,6 +39,51 @@ func TestRecorderEndsLockWithLastHold(t *testing.T) {
 	require.Equal(t, t0.Add(3*time.Second), ws[0].Ended)
 	_, bad = history.Residue(seen, ws, t0, 2*time.Second)
 	require.True(t, bad, "a value left 7 s after its Lock's last Release is residue")
+}
+
+// TestRecorderAbandonedDeletes: a Client's Close gives up the deletes no
+// node confirmed within its bound (a node stopped for seconds), and the
+// values they were to delete stay until they expire, documented: a
+// Lock of that Client whose Release returned before is judged ended only
+// when its values may have expired. A Lock of another process, and one
+// still held, are not moved (a run with nodes stopped 2.5 to 8 s judged
+// such a value residue 2.07 s after the node came back).
+func TestRecorderAbandonedDeletes(t *testing.T) {
+	bubble(t, recorderAbandonedDeletes)
+}
+
+func recorderAbandonedDeletes(t *testing.T) {
+	rec := NewRecorder(nil)
+	t0 := time.Now()
+	mine, other, held := &history.Lock{Key: "k"}, &history.Lock{Key: "k"}, &history.Lock{Key: "k"}
+	for i, l := range []*history.Lock{mine, other, held} {
+		rec.mu.Lock()
+		rec.newLock(l, fmt.Sprintf("T%d", i))
+		rec.procs[l.ID] = map[int]int{0: 7, 1: 8, 2: 7}[i]
+		rec.holds[l.ID]++
+		rec.mu.Unlock()
+	}
+	rec.ended(mine.ID, t0.Add(time.Second))
+	rec.ended(other.ID, t0.Add(time.Second))
+	seen := func(token string) history.Sighting {
+		return history.Sighting{Node: 1, Key: "k", Value: token + ".1", TTL: time.Second, At: t0.Add(8 * time.Second), Quiet: t0}
+	}
+	for _, token := range []string{"T0", "T1"} {
+		_, bad := history.Residue(seen(token), rec.Writers("k"), t0, 2*time.Second)
+		require.True(t, bad, "%s: a value left 7 s after its Lock's Release is residue", token)
+	}
+
+	time.Sleep(5 * time.Second)
+	now := time.Now()
+	rec.abandoned(7, "k")
+	ws := rec.Writers("k")
+	require.Equal(t, now.Add(ExpiryBound), ws[0].Ended, "the closed process's Lock, released before")
+	require.Equal(t, t0.Add(time.Second), ws[1].Ended, "another process's Lock")
+	require.True(t, ws[2].Ended.IsZero(), "a Lock still held")
+	_, bad := history.Residue(seen("T0"), ws, t0, 2*time.Second)
+	require.False(t, bad, "a value whose delete Close gave up judged residue")
+	_, bad = history.Residue(seen("T1"), ws, t0, 2*time.Second)
+	require.True(t, bad, "another process's value excused")
 }
 
 // TestNemesisRecordsCutOffNodes: a stop and a crash are each a node cut

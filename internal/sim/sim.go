@@ -90,6 +90,7 @@ func Run(cfg Config) *Result {
 	defer w.Close()
 	rec := NewRecorder(trace)
 	rec.procOf = w.ProcOf
+	w.onAbandon = rec.abandoned
 	store := NewStore(rec.Now)
 	res := &Result{Trace: trace}
 
@@ -114,7 +115,13 @@ func Run(cfg Config) *Result {
 		if slot0Fenced(slot, cfg) {
 			o = append(o, redlock.WithFencing()) // all but one, so that stale writes meet the store
 		}
-		return append(o, redlock.WithHooks(traceHooks(trace, slot)))
+		h := traceHooks(trace, slot)
+		traced := h.CleanupAbandoned
+		h.CleanupAbandoned = func(e redlock.Event) {
+			traced(e)
+			w.abandoned(slot, e.Key)
+		}
+		return append(o, redlock.WithHooks(h))
 	}
 	for s := range cfg.Slots {
 		c, proc, err := w.NewClient(s, opts(s)...)

@@ -34,6 +34,10 @@ const (
 	LongEvery = 4
 )
 
+// ExpiryBound is how long after now a value written until now may live:
+// the longest TTL, and its drift.
+const ExpiryBound = MaxTTL + 2*time.Duration(float64(MaxTTL)*redlock.DefaultDriftFactor)
+
 // Slot is one Client, shared by the workers that use it; the workload
 // replaces it with a new one (a new process: go-redis clients and links of
 // its own) when it closes it.
@@ -447,7 +451,7 @@ func (wl *Workload) release(c *redlock.Client, l *redlock.Lock, nl *history.Lock
 	end := wl.Rec.Now()
 	if outcome(err) == redlock.ErrClosed.Error() || wl.Closed != nil && wl.Closed(c) {
 		// Its Client closed under it: its values stay until they expire.
-		end = end.Add(MaxTTL + 2*time.Duration(float64(MaxTTL)*redlock.DefaultDriftFactor))
+		end = end.Add(ExpiryBound)
 	}
 	wl.Rec.ended(nl.ID, end)
 	wl.Trace.AddKeys("op", -1, nl.AllKeys(), "release of lock #%d from %s: %v", nl.ID, Since(wl.Trace.start, start), err)
@@ -712,7 +716,7 @@ func (wl *Workload) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl
 	fd.DoNil = err == nil
 	wl.Rec.doEnded(d, fd, gotShared, gotPermit)
 	if outcome(err) == redlock.ErrClosed.Error() || wl.Closed != nil && wl.Closed(c) {
-		end = end.Add(MaxTTL + 2*time.Duration(float64(MaxTTL)*redlock.DefaultDriftFactor))
+		end = end.Add(ExpiryBound)
 	}
 	wl.Rec.ended(d.ID, end)
 	held := ""

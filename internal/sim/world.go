@@ -29,11 +29,15 @@ type World struct {
 	clients  map[int][]*redis.Client // by process, closed at the end
 	libs     map[int]*redlock.Client
 	procSlot map[int]int // the slot each process serves
+	// closing holds the processes CloseProc closes now; a delete their
+	// Client's Close gives up goes to onAbandon with the process.
+	closing   map[int]bool
+	onAbandon func(proc int, key string)
 }
 
 // NewWorld starts cfg.Nodes nodes and the network.
 func NewWorld(cfg Config, trace *Trace) *World {
-	w := &World{cfg: cfg, Trace: trace, clients: make(map[int][]*redis.Client), libs: make(map[int]*redlock.Client), procSlot: make(map[int]int)}
+	w := &World{cfg: cfg, Trace: trace, clients: make(map[int][]*redis.Client), libs: make(map[int]*redlock.Client), procSlot: make(map[int]int), closing: make(map[int]bool)}
 	for i := range cfg.Nodes {
 		w.Nodes = append(w.Nodes, NewNode(i, rand.New(rand.NewPCG(cfg.Seed, uint64(1000+i))), trace))
 	}
@@ -136,13 +140,39 @@ func (w *World) CloseProc(proc int, d time.Duration) error {
 	var err error
 	if c != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
+		w.mu.Lock()
+		w.closing[proc] = true
+		w.mu.Unlock()
 		err = c.Close(ctx)
+		w.mu.Lock()
+		delete(w.closing, proc)
+		w.mu.Unlock()
 		cancel()
 	}
 	for _, rc := range rcs {
 		_ = rc.Close()
 	}
 	return err
+}
+
+// abandoned tells onAbandon of a delete of key that the Close under way
+// of slot's process gave up (a CleanupAbandoned hook of a Client made for
+// slot).
+func (w *World) abandoned(slot int, key string) {
+	w.mu.Lock()
+	var procs []int
+	for p := range w.closing {
+		if w.procSlot[p] == slot {
+			procs = append(procs, p)
+		}
+	}
+	f := w.onAbandon
+	w.mu.Unlock()
+	for _, p := range procs {
+		if f != nil {
+			f(p, key)
+		}
+	}
 }
 
 // Close closes every process left and stops the nodes.
