@@ -340,7 +340,7 @@ type nemResending struct{ stop, done chan struct{} }
 // that reaches node i's proxy, then another 100 ms after each catch,
 // resetting the client's connection under each: go-redis sends each again
 // on a new connection, and the held copies land at the heal, after what
-// was sent since (the hazard of issue 39: a released Lock's write landing
+// was sent since (the resend hazard: a released Lock's write landing
 // after its delete).
 func (run *nemRun) resend(i int) {
 	stop, done := make(chan struct{}), make(chan struct{})
@@ -661,7 +661,7 @@ func (run *nemRun) restartTimes() string {
 	return fmt.Sprintf("%v median, %v at most, %d restarts", rs[len(rs)/2].Round(time.Millisecond), rs[len(rs)-1].Round(time.Millisecond), len(rs))
 }
 
-// summary is the run's line, in the form of issue 33:
+// summary is the run's line, in this form:
 //
 //	nemesis: seed S, N nodes, P processes, W workers, X ops (acquire …, all …, shared …, permits …, extend …, keepalive …, do …), F faults (blackhole …, delay …, drop …, stop …, kill …, restart …, flush …, clock …, pause …), 0 violations (exclusion 0, shared 0, permits 0, fencing 0, lease 0, lockout 0, leftovers 0, starved 0), paused-holder overlaps O (stale writes accepted 0)
 //

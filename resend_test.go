@@ -167,7 +167,7 @@ func noValueOf(t *testing.T, e *env, key, token string) {
 	}
 }
 
-// TestResendAfterRelease (issue 39, case 1): node 2's acquire write is
+// TestResendAfterRelease (resend case 1): node 2's acquire write is
 // held and its connection reset; go-redis sends it again, the copy
 // succeeds, the Lock holds on all three nodes and is released. Then the
 // held copy lands: it must find what refuses it.
@@ -263,7 +263,7 @@ func noLiveEntryOf(t *testing.T, e *env, key, token string) {
 	}
 }
 
-// TestResendOfRestore (issue 39, case 2): node 2 lost the key; an Extend
+// TestResendOfRestore (resend case 2): node 2 lost the key; an Extend
 // confirmed by the other two puts it back there in the background (the
 // restore), whose write is held and its connection reset. The Lock is
 // released; then the held restore lands.
@@ -308,7 +308,7 @@ func TestResendOfRestore(t *testing.T) {
 	})
 }
 
-// TestResendOfBatch (issue 39, case 3): 24 Acquires at once meet on node 2
+// TestResendOfBatch (resend case 3): 24 Acquires at once meet on node 2
 // and go out in batches; the first batch is held and its connection
 // reset, go-redis sends the whole batch again. Every Lock is released;
 // then the held batch lands.
@@ -353,7 +353,7 @@ func TestResendOfBatch(t *testing.T) {
 	}
 }
 
-// TestResendOfFailedAttempt (issue 39, case 4): another holder has nodes 0
+// TestResendOfFailedAttempt (resend case 4): another holder has nodes 0
 // and 1; a TryAcquire's write to node 2 is held and its connection reset,
 // go-redis sends it again and it succeeds there. The attempt fails and
 // rolls back; then the held copy lands.
@@ -410,7 +410,7 @@ func holderOfWritten(t *testing.T, e *env, i int, key string) string {
 	return holderOf(string(v))
 }
 
-// TestRollbackNotStarved (issue 39, case 5): with calls batched on node 1,
+// TestRollbackNotStarved (resend case 5): with calls batched on node 1,
 // the node drops its replies for 60 ms. A failed attempt wrote there
 // meanwhile; its rollback must reach the node within about a second of the
 // node answering again, not once go-redis gives up on the connections the
@@ -485,7 +485,7 @@ func recovered(t *testing.T, e *env, i int) {
 	}, 20*time.Second, 10*time.Millisecond, "node %d's pool never had a connection free", i)
 }
 
-// TestHotKeyKeepsTombstone (issue 39, case 6): Lock A's write to node 2 is
+// TestHotKeyKeepsTombstone (resend case 6): Lock A's write to node 2 is
 // held; A holds on nodes 0 and 1 and is released, its tombstone on node
 // 2. Lock B takes the key over the tombstone and is released. Then A's
 // held write lands: what B left must still refuse it.
@@ -540,7 +540,7 @@ func gone(t *testing.T, e *env, key, token string) {
 	}, 10*time.Second, time.Millisecond, "the Release of %s did not reach every node", token)
 }
 
-// TestRollbackPastAnotherHolder (issue 39, case 6, the refusing node): a
+// TestRollbackPastAnotherHolder (resend case 6, the refusing node): a
 // TryAcquire's write to node 2 is held while B holds the key there and on
 // node 0; the attempt fails and rolls back, finding B's value on node 2.
 // B is released; then the held write lands: B's release must have kept

@@ -64,7 +64,7 @@ const (
 	nameMinScript  = "min-setnx-script"
 	nameMinPlain   = "min-setnx-del"
 	nameMinScripts = "min-script-script"
-	nameMinTomb    = "min-tombstone"
+	nameMinDead    = "min-deadline"
 	nameRedlock    = "redlock"
 	nameRedlockCtx = "redlock-ctxtimeout"
 	nameRedsync    = "redsync"
@@ -92,7 +92,7 @@ func contenders() []contender {
 		{name: nameMinPlain, experiment: true, open: openMinimal(releaseDel)},
 		{name: nameMinScript, experiment: true, open: openMinimal(releaseScript)},
 		{name: nameMinScripts, experiment: true, open: openMinimal(acquireScriptReleaseScript)},
-		{name: nameMinTomb, experiment: true, open: openMinimal(tombstones)},
+		{name: nameMinDead, experiment: true, open: openMinimal(deadlines)},
 	}
 }
 
@@ -341,34 +341,35 @@ if v and v ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1`)
 
-	// minTombAcquireScript and minTombReleaseScript are the least a lock
-	// sends that refuses every late copy of its writes (issue 39): the
-	// release leaves a tombstone ("!" and the token) for 2 s, redlock's
-	// tombstoneTTL, and an acquire over a tombstone that does not name its
-	// token takes the key carrying the tombstone's entries, which the
-	// release's tombstone keeps, seven at most besides its own (a hot key
-	// keeps refusing the late copies of its last eight holders, case 6).
-	// Tokens are of one length (rand.Text), so an entry is "!" and a
-	// token. No waiting room, no side tombstone, no generations, no
-	// deadlines: redlock's fast paths without what its other features
-	// need, the price of the property alone.
-	minTombAcquireScript = redis.NewScript(`local v = redis.call('GET', KEYS[1])
-if not v then
-  return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and 1 or 0
-end
-if string.sub(v, 1, 1) ~= '!' or string.find(v, '!' .. ARGV[1], 1, true) then
-  return 0
-end
-redis.call('SET', KEYS[1], ARGV[1] .. v, 'PX', ARGV[2])
+	// minDeadlineAcquireScript and minDeadlineReleaseScript are the least
+	// a lock sends that refuses every late copy of its writes by a deadline
+	// on the node's clock (docs/late-writes.md): an acquire carries the
+	// node-clock millisecond after which it changes nothing (ARGV[3]) and
+	// is refused by the lock's own refusal key (KEYS[2]); a release
+	// deletes its value and, while a copy of its acquire may still land,
+	// leaves that refusal until the deadline (PXAT): one key a lock, so no
+	// cap. No waiting room, generations, fences or chains: redlock's fast
+	// paths without what its other features need, the price of the
+	// property alone.
+	minDeadlineAcquireScript = redis.NewScript(`local t = redis.call('TIME')
+if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[3]) then return 0 end
+local r = redis.call('MGET', KEYS[1], KEYS[2])
+if r[1] or r[2] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1`)
-	minTombReleaseScript = redis.NewScript(`local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
-  return 0
+	minDeadlineReleaseScript = redis.NewScript(`local n = 0
+if redis.call('GET', KEYS[1]) == ARGV[1] then n = redis.call('DEL', KEYS[1]) end
+local t = redis.call('TIME')
+if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) <= tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[2], '!', 'PXAT', ARGV[2])
 end
-local kept = v and string.sub(v, #ARGV[1] + 1, #ARGV[1] + 7 * (#ARGV[1] + 1)) or ''
-redis.call('SET', KEYS[1], '!' .. ARGV[1] .. kept, 'PX', 2000)
-return v and 1 or 0`)
+return n`)
 )
+
+// minDeadlineWindow is how long after it is sent the minimal deadline
+// lock's acquire may still change a node: the per-node deadline, as
+// redlock's for the TTL of the harness.
+const minDeadlineWindow = floorTimeout
 
 type minRelease int
 
@@ -376,26 +377,52 @@ const (
 	releaseScript minRelease = iota
 	releaseDel
 	acquireScriptReleaseScript // acquire with a script too, as redlock does
-	tombstones                 // acquire and release with minTomb*Script
+	deadlines                  // acquire and release with minDeadline*Script
 )
 
 type minimalLocker struct {
 	nodes   []*redis.Client
 	release minRelease
+	// skew is each node's clock less the harness's, in milliseconds, read
+	// once at open (deadlines only).
+	skew []int64
 }
 
-type minimalLock struct{ key, token string }
+type minimalLock struct {
+	key, token string
+	deadline   []int64 // each node's deadline of the acquire (deadlines only)
+}
 
 func openMinimal(release minRelease) func([]*redis.Client, *scenario) (locker, error) {
 	return func(clients []*redis.Client, _ *scenario) (locker, error) {
-		return &minimalLocker{nodes: clients, release: release}, nil
+		m := &minimalLocker{nodes: clients, release: release}
+		if release == deadlines {
+			for _, c := range clients {
+				before := time.Now()
+				now, err := c.Time(context.Background()).Result()
+				if err != nil {
+					return nil, err
+				}
+				mid := before.Add(time.Since(before) / 2)
+				m.skew = append(m.skew, now.UnixMilli()-mid.UnixMilli())
+			}
+		}
+		return m, nil
 	}
 }
 
+// refusalKey is the key that refuses the late writes of the lock whose
+// token is token.
+func refusalKey(key, token string) string { return key + ":!" + token }
+
 func (m *minimalLocker) fanOut(call func(c *redis.Client) bool) bool {
+	return m.fanOutIndexed(func(_ int, c *redis.Client) bool { return call(c) })
+}
+
+func (m *minimalLocker) fanOutIndexed(call func(i int, c *redis.Client) bool) bool {
 	out := make(chan bool, len(m.nodes))
-	for _, c := range m.nodes {
-		go func() { out <- call(c) }()
+	for i, c := range m.nodes {
+		go func() { out <- call(i, c) }()
 	}
 	q, ok := len(m.nodes)/2+1, 0
 	for pending := len(m.nodes); pending > 0 && ok < q && ok+pending >= q; pending-- {
@@ -408,20 +435,25 @@ func (m *minimalLocker) fanOut(call func(c *redis.Client) bool) bool {
 
 func (m *minimalLocker) lock(ctx context.Context, key string) (any, error) {
 	l := &minimalLock{key: key, token: rand.Text()}
-	set := func(c *redis.Client) bool { return c.SetNX(ctx, key, l.token, ttl).Val() }
+	set := func(_ int, c *redis.Client) bool { return c.SetNX(ctx, key, l.token, ttl).Val() }
 	switch m.release {
 	case acquireScriptReleaseScript:
-		set = func(c *redis.Client) bool {
+		set = func(_ int, c *redis.Client) bool {
 			n, _ := minAcquireScript.Run(ctx, c, []string{key}, l.token, ttl.Milliseconds()).Int()
 			return n == 1
 		}
-	case tombstones:
-		set = func(c *redis.Client) bool {
-			n, _ := minTombAcquireScript.Run(ctx, c, []string{key}, l.token, ttl.Milliseconds()).Int()
+	case deadlines:
+		sent := time.Now().Add(minDeadlineWindow).UnixMilli()
+		l.deadline = make([]int64, len(m.nodes))
+		for i := range m.nodes {
+			l.deadline[i] = sent + m.skew[i]
+		}
+		set = func(i int, c *redis.Client) bool {
+			n, _ := minDeadlineAcquireScript.Run(ctx, c, []string{key, refusalKey(key, l.token)}, l.token, ttl.Milliseconds(), l.deadline[i]).Int()
 			return n == 1
 		}
 	}
-	if !m.fanOut(set) {
+	if !m.fanOutIndexed(set) {
 		return nil, errNotAcquired
 	}
 	return l, nil
@@ -433,9 +465,9 @@ func (m *minimalLocker) unlock(ctx context.Context, h any) error {
 	switch m.release {
 	case releaseDel:
 		ok = m.fanOut(func(c *redis.Client) bool { return c.Del(ctx, l.key).Val() == 1 })
-	case tombstones:
-		ok = m.fanOut(func(c *redis.Client) bool {
-			n, _ := minTombReleaseScript.Run(ctx, c, []string{l.key}, l.token).Int()
+	case deadlines:
+		ok = m.fanOutIndexed(func(i int, c *redis.Client) bool {
+			n, _ := minDeadlineReleaseScript.Run(ctx, c, []string{l.key, refusalKey(l.key, l.token)}, l.token, l.deadline[i]).Int()
 			return n == 1
 		})
 	default:

@@ -39,7 +39,7 @@ func oneNode(t *testing.T, latency time.Duration) (*Node, *Network, *redis.Clien
 	return nd, nw, c
 }
 
-// TestHoldResetResends is the fault that issue 39 is about, with go-redis
+// TestHoldResetResends is the fault the tombstones were made for, with go-redis
 // alone: the SET's bytes are held back, its connection is reset under the
 // client, go-redis sends it again on a new connection and gets OK; the key
 // is deleted; then the first copy lands and sets the key again.
@@ -64,7 +64,7 @@ func TestHoldResetResends(t *testing.T) {
 }
 
 // TestHoldResetNoRetries: with MaxRetries -1 the same fault is an error, as
-// issue 39's control says.
+// the resend control says.
 func TestHoldResetNoRetries(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		_, nw, c := oneNode(t, time.Millisecond)

@@ -52,7 +52,7 @@ func shardOf(seeds []uint64, spec string) ([]uint64, error) {
 }
 
 // SimSeeds are the seeds every run of TestSim replays. On the commit
-// before issue 39's fix each found, in most runs, values that outlived
+// before the tombstones each found, in most runs, values that outlived
 // their Locks: a command held back while its connection was reset, sent
 // again by go-redis, that landed after its Lock's Release or its failed
 // attempt's rollback (docs/testing.md has the figures).
