@@ -22,6 +22,24 @@ if v and v ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1`)
 	plainReleaseScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+	// The least lock with the property (compare's min-deadline): its
+	// acquire carries a node-clock deadline (ARGV[3]) and reads its own
+	// refusal key (KEYS[2]) with the key; its release deletes its value
+	// and, while the deadline (ARGV[2]) runs, leaves the refusal until it.
+	minDeadlineAcquireScript = redis.NewScript(`local t = redis.call('TIME')
+if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[3]) then return 0 end
+local r = redis.call('MGET', KEYS[1], KEYS[2])
+if r[1] or r[2] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1`)
+	minDeadlineReleaseScript = redis.NewScript(`local n = 0
+if redis.call('GET', KEYS[1]) == ARGV[1] then n = redis.call('DEL', KEYS[1]) end
+local t = redis.call('TIME')
+if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) <= tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[2], '!', 'PXAT', ARGV[2])
+end
+return n`)
 )
 
 // BenchmarkNodeScriptTime: what an uncontended acquire and its release cost
@@ -32,13 +50,16 @@ return 1`)
 // copy may still land: the release leaves a refusal), "past" after it (a
 // plain delete; the benchmark sends the deadline as already passed, as the
 // engine does once the node's clock is past it), "plain" is the least
-// lock. Reported: µs per lock of each and the library's ÷ plain.
+// lock, "min-within" and "min-past" the least lock with the property
+// (a deadline and a refusal key of its own) releasing inside and after
+// the deadline. Reported: µs per lock of each, the library's ÷ plain, and
+// the library's ÷ the least lock with the property.
 func BenchmarkNodeScriptTime(b *testing.B) {
 	s := redistest.StartT(b, 1)[0]
 	rc := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	b.Cleanup(func() { _ = rc.Close() })
 	ctx := context.Background()
-	for _, sc := range []*redis.Script{acquireScript, releaseScript, plainAcquireScript, plainReleaseScript} {
+	for _, sc := range []*redis.Script{acquireScript, releaseScript, plainAcquireScript, plainReleaseScript, minDeadlineAcquireScript, minDeadlineReleaseScript} {
 		if err := sc.Load(ctx, rc).Err(); err != nil {
 			b.Fatal(err)
 		}
@@ -79,13 +100,18 @@ func BenchmarkNodeScriptTime(b *testing.B) {
 		p := rc.Pipeline()
 		at := nowMs() + 100 // the default node deadline and more
 		var gone int64      // a delete's latest deadline: 0, none that may land
-		if kind == "within" {
+		if kind == "within" || kind == "min-within" {
 			gone = at
 		}
+		minimal := strings.HasPrefix(kind, "min-")
 		for k := range keys {
 			key := fmt.Sprintf("ns:%s:%d", kind, k)
 			if kind == "plain" {
 				plainAcquireScript.EvalSha(ctx, p, []string{key}, prefix, 10_000)
+				continue
+			}
+			if minimal {
+				minDeadlineAcquireScript.EvalSha(ctx, p, []string{key, key + ":!" + prefix}, prefix, 10_000, at)
 				continue
 			}
 			acquireScript.EvalSha(ctx, p, []string{script.RefusalsKeyOf(key, prefix, false), key},
@@ -103,6 +129,10 @@ func BenchmarkNodeScriptTime(b *testing.B) {
 				plainReleaseScript.EvalSha(ctx, p, []string{key}, prefix)
 				continue
 			}
+			if minimal {
+				minDeadlineReleaseScript.EvalSha(ctx, p, []string{key, key + ":!" + prefix}, prefix, gone)
+				continue
+			}
 			releaseScript.EvalSha(ctx, p, []string{script.RefusalsKeyOf(key, prefix, false), key}, gone, prefix, 0, 1)
 		}
 		if _, err := p.Exec(ctx); err != nil {
@@ -110,7 +140,7 @@ func BenchmarkNodeScriptTime(b *testing.B) {
 		}
 		return mid - before, evalUsec() - mid
 	}
-	kinds := []string{"within", "past", "plain"}
+	kinds := []string{"within", "past", "plain", "min-within", "min-past"}
 	acq, rel := map[string]int64{}, map[string]int64{}
 	for r := range 20 { // warm: the scripts compiled, the keys' refusals in place
 		for _, k := range kinds {
@@ -136,4 +166,6 @@ func BenchmarkNodeScriptTime(b *testing.B) {
 	plain := float64(acq["plain"] + rel["plain"])
 	b.ReportMetric(float64(acq["within"]+rel["within"])/plain, "within÷plain")
 	b.ReportMetric(float64(acq["past"]+rel["past"])/plain, "past÷plain")
+	b.ReportMetric(float64(acq["within"]+rel["within"])/float64(acq["min-within"]+rel["min-within"]), "within÷min-within")
+	b.ReportMetric(float64(acq["past"]+rel["past"])/float64(acq["min-past"]+rel["min-past"]), "past÷min-past")
 }
