@@ -112,3 +112,86 @@ func TestMutexCeiling(t *testing.T) {
 	}
 	t.Logf("%d acquisitions, cycle %v", e.s.ops, c)
 }
+
+// The batched scripts' ceiling is a lock: every goroutine takes and
+// releases keys of its own, a held key is refused to another lock, every
+// call reaches every node once, and calls are batched: fewer pipelines
+// than calls.
+func TestBatchedScripts(t *testing.T) {
+	servers := redistest.StartT(t, 3)
+	var clients []*redis.Client
+	var addrs []string
+	for _, s := range servers {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+		addrs = append(addrs, s.Addr())
+	}
+	l, err := openBatchedScripts(clients, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := l.(*batchedScripts)
+	ctx := t.Context()
+	h, err := b.lock(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.lock(ctx, "held"); err == nil {
+		t.Fatal("a second lock took a held key")
+	}
+	if err := b.unlock(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	stats := newNodeStats(ctx, addrs)
+	defer stats.close()
+	before := stats.snapshot(ctx)
+	const goroutines, each = 32, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines*each)
+	for g := range goroutines {
+		wg.Go(func() {
+			for range each {
+				h, err := b.lock(ctx, "k"+string(rune('A'+g)))
+				if err == nil {
+					err = b.unlock(ctx, h)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("lock or unlock: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, n := range b.nodes {
+		for {
+			n.mu.Lock()
+			done := !n.sending
+			n.mu.Unlock()
+			if done || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	d := stats.since(ctx, before)
+	if d == nil {
+		t.Fatal("no INFO from the nodes")
+	}
+	if want := int64(2 * goroutines * each * len(clients)); d.calls["evalsha"] != want {
+		t.Errorf("the nodes ran %d scripts, want %d", d.calls["evalsha"], want)
+	}
+	for i, n := range b.nodes {
+		n.mu.Lock()
+		rounds := n.rounds
+		n.mu.Unlock()
+		if rounds == 0 || rounds >= 2*goroutines*each {
+			t.Errorf("node %d: %d pipelines for %d calls, want fewer pipelines than calls", i, rounds, 2*goroutines*each)
+		}
+	}
+}

@@ -62,7 +62,7 @@ func TestHarness(t *testing.T) {
 		"| N=5, 64 goroutines, 1 key | redlock |", "| N=1, 16 goroutines, 1 key | redislock |",
 		"| N=5, 64 goroutines, a key each | floor-bare |", "| N=5, 64 goroutines, a key each | floor-pipelined |",
 		"| N=1, 1 goroutine, a key each | redlock |", "| N=1, 1 goroutine, a key each | min-setnx-script |",
-		"| N=5, 64 goroutines, a key each | min-deadline |",
+		"| N=5, 64 goroutines, a key each | min-deadline |", "| N=5, 64 goroutines, a key each | ceiling-batched-scripts |", "the batched scripts' ceiling",
 		"| N=1, 16 goroutines, 1 key | ceiling-mutex |", "| N=5, 64 goroutines, 1 key | ceiling-mutex |",
 		"locks/s ≥ 0.9 × the local mutex's", "wait p99 ≤ 1.25 × the local mutex's", "locks/s ≥ 3 × redsync's",
 		"fraction of the pipelined floor", "N=3: p50 ≤ min-setnx-script's",

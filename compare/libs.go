@@ -59,6 +59,7 @@ type locker interface {
 const (
 	nameBare       = "floor-bare"
 	namePipe       = "floor-pipelined"
+	nameBatched    = "ceiling-batched-scripts"
 	nameMutex      = "ceiling-mutex"
 	nameFloor      = "floor-ctx"
 	nameMinScript  = "min-setnx-script"
@@ -81,6 +82,7 @@ func contenders() []contender {
 		{name: nameBare, floor: true, open: openBare},
 		{name: nameFloor, floor: true, open: openFloor},
 		{name: namePipe, ceiling: true, only: manyKeys, open: openPipeFloor},
+		{name: nameBatched, ceiling: true, only: manyKeys, open: openBatchedScripts},
 		{name: nameMutex, ceiling: true, only: contention, open: openMutex},
 		{name: nameRedlock, open: openRedlock},
 		{name: nameRedlockCtx, open: openRedlockCtx},
