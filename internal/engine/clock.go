@@ -124,9 +124,13 @@ const lateReply = "LATE "
 // readLate reads a write's reply as the node's refusal of a late write: ok
 // when it is one, with the node's clock, in milliseconds, when it refused.
 func readLate(cmd *redis.Cmd) (nodeMs int64, ok bool) {
-	var re redis.Error
 	err := cmd.Err()
-	if err == nil || !errors.As(err, &re) || !strings.HasPrefix(err.Error(), lateReply) {
+	if err == nil || !strings.HasPrefix(err.Error(), lateReply) {
+		return 0, false
+	}
+	// Declared past the common case: errors.As moves it to the heap.
+	var re redis.Error
+	if !errors.As(err, &re) {
 		return 0, false
 	}
 	ms, perr := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(err.Error(), lateReply)), 10, 64)
