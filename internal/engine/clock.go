@@ -183,6 +183,57 @@ func (p *Set) refreshClock(n *node) {
 	}()
 }
 
+// staleReadings is how many ClockRefresh periods old a node's reading
+// may be when a write round starts before freshen reads the clock again
+// first: the deadline a write carries grows by ClockDrift of the
+// reading's age (a Client idle for ten minutes would send deadlines six
+// seconds loose, and its refusals would live as long).
+const staleReadings = 5
+
+// freshen reads again, in parallel, the clocks of write round r's nodes
+// whose readings are older than staleReadings × ClockRefresh (writes
+// refresh a reading in the background once it is ClockRefresh old, so
+// only a Client idle that long gets here), and waits for those reads at
+// most a quarter of the round's wait: a node that does not answer in time
+// is sent the write with the reading it has, and one whose last read
+// failed is left to the background. The reads go on after the wait if
+// they must (go-redis may hold a call past its context).
+func (p *Set) freshen(r *round) {
+	now := time.Now()
+	old := now.Add(-staleReadings * p.timing.ClockRefresh)
+	var done []chan struct{}
+	for k := range r.jobs {
+		n := p.nodes[r.jobs[k].node]
+		rd := n.clock.reading.Load()
+		if rd == nil || !rd.mid.Before(old) || n.clock.failed.Load() != nil || !n.clock.refreshing.CompareAndSwap(false, true) {
+			continue
+		}
+		ch := make(chan struct{})
+		done = append(done, ch)
+		p.Life.Add(1)
+		go func() {
+			defer p.Life.End()
+			defer n.clock.refreshing.Store(false)
+			defer close(ch)
+			ctx, cancel := context.WithTimeout(context.Background(), p.timing.IdentifyTimeout)
+			defer cancel()
+			_ = n.readClock(ctx, p.timing.ClockDrift)
+		}()
+	}
+	if len(done) == 0 {
+		return
+	}
+	t := time.NewTimer(r.deadline.Sub(now) / 4)
+	defer t.Stop()
+	for _, ch := range done {
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		}
+	}
+}
+
 // lateMs is node i's deadline for a write of ours sent until at, on the
 // node's clock (nodeClock.lateMs); ok is false while the node's clock is
 // unknown, and a read of it is then started.

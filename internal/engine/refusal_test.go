@@ -239,3 +239,33 @@ func TestLateReplyCorrectsClock(t *testing.T) {
 		t.Fatalf("the write after the node's clock was learned again: %+v", rep)
 	}
 }
+
+// TestOldReadingReadAgain: a Client idle for an hour holds readings of
+// its nodes' clocks an hour old, which a write's deadline must allow 1 %
+// of (36 s): a write sent with it could land that late, and a delete's
+// refusal would live that long. The round reads the clock again first,
+// and the deadline it sends is the round's own wait from now, plus a
+// reading's margin.
+func TestOldReadingReadAgain(t *testing.T) {
+	e := newLaneNodes(t, 1, true)
+	n := e.p.nodes[0]
+	r := *n.clock.reading.Load()
+	r.mid = r.mid.Add(-time.Hour)
+	r.nodeUs -= time.Hour.Microseconds()
+	n.clock.reading.Store(&r)
+
+	seq := NewLanes(1)
+	var log replyLog
+	const wait = 50 * time.Millisecond
+	e.launch(seq, writeSpec("ut:old-reading", utValue("utO.", 1), wait, &log))
+	if rep := log.waitN(t, 1, "the write's reply")[0]; rep.Status != OK {
+		t.Fatalf("the write: %+v", rep)
+	}
+	now, err := e.bed.Direct[0].Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ahead := time.Duration(seq.LateBy(0)-now.UnixMilli()) * time.Millisecond; ahead > time.Second {
+		t.Fatalf("the write's deadline is %v past the node's clock after it answered; want within the round's wait and a reading's margin", ahead)
+	}
+}

@@ -344,6 +344,7 @@ func (p *Set) start(ctx context.Context, seq *Lanes, spec Spec, inline int, wait
 // sent the write: its server is not identified either, and its vote would
 // not count. One allocation holds every job's line.
 func (p *Set) lateArgs(r *round) {
+	p.freshen(r)
 	n, at := len(r.args), lateAt(&r.spec.Op)
 	all := make([]any, n*len(r.jobs))
 	for k := range r.jobs {
