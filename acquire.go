@@ -30,7 +30,7 @@ func (c *Client) observedAcquire(ctx context.Context, op, key string, ttl time.D
 	}
 	start := time.Now()
 	l, err := c.acquire(ctx, key, ttl, opts, retry)
-	c.obs.done(op, key, start, err)
+	c.obs.done(ctx, op, key, start, err)
 	return l, err
 }
 

@@ -67,7 +67,7 @@ func (c *Client) acquireAll(ctx context.Context, op string, keys []string, ttl t
 	start := time.Now()
 	l, err := c.acquireKeys(ctx, keys, ttl, opts, retry)
 	if c.obs.on {
-		c.obs.done(op, keys[0], start, err)
+		c.obs.done(ctx, op, keys[0], start, err)
 	}
 	return l, err
 }
