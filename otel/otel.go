@@ -1,7 +1,8 @@
 // Package redlockotel adapts redlock's Hooks to OpenTelemetry: a span per
 // lock operation, with the attempts and the nodes that did not confirm as
-// span events, and metrics of attempts, operations, node errors, rollbacks,
-// cleanup retries, deletes given up at Close, renewals and lost locks.
+// span events, spans of elections, and metrics of attempts, operations, node
+// errors, rollbacks, cleanup retries, deletes given up at Close, renewals,
+// lost locks and elections.
 //
 // It lives in a module of its own so that the redlock library depends on no
 // telemetry package. Wire it in with one call per Client:
@@ -10,12 +11,19 @@
 //
 // # Spans after the fact
 //
-// redlock calls its hooks when something has happened, without a context:
-// the Done hook reports an operation once it has returned, with its
-// duration. The span of an operation is therefore made at that moment, with
-// its start set back by the duration, so it has the right start, end and
-// status but no parent: each operation is the root of a trace of its own,
-// not a child of the caller's span. The attempts, rollbacks and per-node
+// redlock calls its hooks when something has happened: the Done hook
+// reports an operation once it has returned, with its duration and the
+// caller's context (redlock.Event.Context). The span of an operation is
+// therefore made at that moment, with its start set back by the duration,
+// so it has the right start, end and status, and the span in the caller's
+// context as its parent: under an HTTP request's span, the request's
+// Acquire and Release are its children, in its trace. The metrics are
+// recorded with that context too, so that its baggage and span reach the
+// SDK (exemplars, a view or processor that reads baggage). Background work
+// has the context of the call that started it, without its cancellation: a
+// KeepAlive's renewals are "redlock.extend" spans under the span that
+// called KeepAlive, a leadership's under the span that called Campaign, a
+// lost lock's span under KeepAlive's caller's. The attempts, rollbacks and per-node
 // refusals, errors and timeouts of the operation arrive before its Done;
 // they are held per key until the Done of that key turns them into events
 // of its span, each at the time it happened. Only the events between the
@@ -71,6 +79,16 @@
 // to run: "acquire", "commit", "extend", "restore", "delete" or "handover"
 // (a Release handing the key to the next waiter of the same Client).
 //
+// # Elections
+//
+// An Election's campaign that won is a "redlock.campaign" span, from the
+// Campaign's start to its election, under the Campaign's caller's span,
+// with redlock.term; a leadership is a "redlock.leadership" span from its
+// election to its end, with redlock.term and redlock.outcome: "resigned",
+// "closed", or "lost" (then status Error and error.type "lock_lost"). A
+// leader that Observe reports is a "redlock.leader-observed" span of no
+// duration under Observe's caller's span, with redlock.term.
+//
 // Metrics, all with the instrumentation scope of this package:
 //
 //	redlock.attempts            counter    redlock.acquired
@@ -81,6 +99,14 @@
 //	redlock.cleanup.abandoned   counter    redlock.node.addr
 //	redlock.renewals            counter    redlock.outcome
 //	redlock.locks.lost          counter
+//	redlock.election.campaigns  counter    (campaigns started)
+//	redlock.election.leader     up-down    1 while this Client leads, 0 otherwise (summed over keys without WithKeyOnMetrics)
+//	redlock.election.ended      counter    redlock.outcome: resigned, closed, lost
+//	redlock.election.term       gauge      the latest term this Client was elected with or observed
+//
+// redlock.election.leader is client-go's leader_election_master_status:
+// with WithKeyOnMetrics, one series per election key, 1 for the leader's
+// process; without it, how many leaderships the Client holds.
 //
 // The count of redlock.operation.duration is the number of operations by op
 // and outcome: there is no separate counter of operations, which would
@@ -134,6 +160,7 @@ const (
 	keyNodeReason = attribute.Key("redlock.node.reason")
 	keyTimeout    = attribute.Key("redlock.node.timeout")
 	keyNodeError  = attribute.Key("redlock.node.error")
+	keyTerm       = attribute.Key("redlock.term")
 	keyErrorType  = attribute.Key("error.type")
 )
 
@@ -223,6 +250,11 @@ func Hooks(opts ...Option) redlock.Hooks {
 		LockLost:     a.lost,
 
 		CleanupAbandoned: a.cleanupAbandoned,
+
+		CampaignStarted: a.campaignStarted,
+		Elected:         a.elected,
+		LeadershipEnded: a.leadershipEnded,
+		LeaderObserved:  a.leaderObserved,
 	}
 }
 
@@ -240,6 +272,10 @@ type adapter struct {
 	abandoned  metric.Int64Counter
 	renewals   metric.Int64Counter
 	lostLocks  metric.Int64Counter
+	campaigns  metric.Int64Counter
+	leader     metric.Int64UpDownCounter
+	ended      metric.Int64Counter
+	term       metric.Int64Gauge
 }
 
 // durationBounds suit lock operations, which take from a fraction of a
@@ -263,6 +299,22 @@ func (a *adapter) instruments(m metric.Meter) {
 	a.abandoned = counter("redlock.cleanup.abandoned", "{delete}", "Deletes that Close gave up, their node silent: the key stays there until its TTL ends.")
 	a.renewals = counter("redlock.renewals", "{renewal}", "Renewals of locks kept alive by KeepAlive, by outcome.")
 	a.lostLocks = counter("redlock.locks.lost", "{lock}", "Kept-alive locks that could no longer be proven held.")
+	a.campaigns = counter("redlock.election.campaigns", "{campaign}", "Campaigns started for an election's leadership.")
+	a.ended = counter("redlock.election.ended", "{leadership}", "Leaderships ended, by outcome: resigned, closed or lost.")
+	leader, err := m.Int64UpDownCounter("redlock.election.leader", metric.WithUnit("{leadership}"),
+		metric.WithDescription("Leaderships this Client holds: 1 while it leads an election's key, 0 otherwise."))
+	errs = append(errs, err)
+	a.leader = leader
+	if leader == nil {
+		a.leader = noop.Int64UpDownCounter{}
+	}
+	term, err := m.Int64Gauge("redlock.election.term", metric.WithUnit("{term}"),
+		metric.WithDescription("The latest term this Client was elected with or observed."))
+	errs = append(errs, err)
+	a.term = term
+	if term == nil {
+		a.term = noop.Int64Gauge{}
+	}
 	h, err := m.Float64Histogram("redlock.operation.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of Acquire, TryAcquire, Extend and Release calls, by op and outcome."),
 		metric.WithExplicitBucketBoundaries(durationBounds...))
@@ -340,7 +392,7 @@ func (a *adapter) metricAttrs(key string, attrs ...attribute.KeyValue) metric.Me
 
 func (a *adapter) attempt(ev redlock.Event) {
 	acquired := ev.Err == nil
-	a.attempts.Add(context.Background(), 1, a.metricAttrs(ev.Key, keyAcquired.Bool(acquired)))
+	a.attempts.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key, keyAcquired.Bool(acquired)))
 	attrs := []attribute.KeyValue{
 		keyAttempt.Int(ev.Attempt),
 		keyAcquired.Bool(acquired),
@@ -355,7 +407,7 @@ func (a *adapter) attempt(ev redlock.Event) {
 func (a *adapter) nodeError(ev redlock.Event) {
 	reason := nodeReason(ev.Err)
 	timeout := errors.Is(ev.Err, redlock.ErrNoReply)
-	a.nodeErrors.Add(context.Background(), 1, a.metricAttrs(ev.Key,
+	a.nodeErrors.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key,
 		keyNodeOp.String(ev.Op), keyNodeAddr.String(ev.Addr), keyNodeReason.String(reason), keyTimeout.Bool(timeout)))
 	attrs := []attribute.KeyValue{
 		keyNodeOp.String(ev.Op),
@@ -373,31 +425,31 @@ func (a *adapter) nodeError(ev redlock.Event) {
 }
 
 func (a *adapter) rollback(ev redlock.Event) {
-	a.rollbacks.Add(context.Background(), 1, a.metricAttrs(ev.Key))
+	a.rollbacks.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key))
 	a.pending.add(ev.Key, event{name: "redlock.rollback", at: time.Now(), attrs: []attribute.KeyValue{keyNodes.Int(ev.Nodes)}})
 }
 
 // cleanupRetry is counted only: a retried delete is background work that
 // outlives the operation that launched it.
 func (a *adapter) cleanupRetry(ev redlock.Event) {
-	a.cleanups.Add(context.Background(), 1, a.metricAttrs(ev.Key, keyNodeAddr.String(ev.Addr)))
+	a.cleanups.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key, keyNodeAddr.String(ev.Addr)))
 }
 
 // cleanupAbandoned is counted only, as cleanupRetry is: Close gave the
 // delete up after its operation ended.
 func (a *adapter) cleanupAbandoned(ev redlock.Event) {
-	a.abandoned.Add(context.Background(), 1, a.metricAttrs(ev.Key, keyNodeAddr.String(ev.Addr)))
+	a.abandoned.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key, keyNodeAddr.String(ev.Addr)))
 }
 
 func (a *adapter) renewal(ev redlock.Event) {
-	a.renewals.Add(context.Background(), 1, a.metricAttrs(ev.Key, keyOutcome.String(outcome(ev.Err))))
+	a.renewals.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key, keyOutcome.String(outcome(ev.Err))))
 }
 
 func (a *adapter) done(ev redlock.Event) {
 	end := time.Now()
 	start := end.Add(-ev.Elapsed)
 	out := outcome(ev.Err)
-	a.duration.Record(context.Background(), ev.Elapsed.Seconds(),
+	a.duration.Record(ctxOf(ev), ev.Elapsed.Seconds(),
 		a.metricAttrs(ev.Key, keyOp.String(ev.Op), keyOutcome.String(out)))
 
 	attrs := make([]attribute.KeyValue, 0, 5) // room for all: no growing
@@ -418,7 +470,7 @@ func (a *adapter) done(ev redlock.Event) {
 	if dropped > 0 {
 		attrs = append(attrs, keyDropped.Int(dropped))
 	}
-	_, span := a.tracer.Start(context.Background(), "redlock."+ev.Op,
+	_, span := a.tracer.Start(ctxOf(ev), "redlock."+ev.Op,
 		trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	for _, e := range events {
 		span.AddEvent(e.name, trace.WithTimestamp(e.at), trace.WithAttributes(e.attrs...))
@@ -430,13 +482,13 @@ func (a *adapter) done(ev redlock.Event) {
 // lost makes a span of no duration for a lock that KeepAlive could no
 // longer prove held: nothing else marks the moment in a trace.
 func (a *adapter) lost(ev redlock.Event) {
-	a.lostLocks.Add(context.Background(), 1, a.metricAttrs(ev.Key))
+	a.lostLocks.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key))
 	now := time.Now()
 	var attrs []attribute.KeyValue
 	if a.cfg.keyOnSpans {
 		attrs = append(attrs, keyKey.String(ev.Key))
 	}
-	_, span := a.tracer.Start(context.Background(), "redlock.lock-lost",
+	_, span := a.tracer.Start(ctxOf(ev), "redlock.lock-lost",
 		trace.WithTimestamp(now), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	cause := ev.Err
 	if cause == nil { // the hook promises one; a span with status Error needs one
@@ -459,4 +511,75 @@ func (a *adapter) fail(span trace.Span, err error, errType string, at time.Time)
 	}
 	span.RecordError(err, trace.WithTimestamp(at))
 	span.SetStatus(codes.Error, err.Error())
+}
+
+func (a *adapter) campaignStarted(ev redlock.Event) {
+	a.campaigns.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key))
+}
+
+// elected makes the span of the campaign that won, and counts its
+// leadership.
+func (a *adapter) elected(ev redlock.Event) {
+	a.leader.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key))
+	a.term.Record(ctxOf(ev), int64(ev.Term), a.metricAttrs(ev.Key))
+	end := time.Now()
+	_, span := a.tracer.Start(ctxOf(ev), "redlock.campaign", trace.WithTimestamp(end.Add(-ev.Elapsed)),
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(a.spanAttrs(ev.Key, keyTerm.Int64(int64(ev.Term)))...))
+	span.End(trace.WithTimestamp(end))
+}
+
+// leadershipEnded makes the span of the leadership, from its election to
+// its end, failed when it was lost.
+func (a *adapter) leadershipEnded(ev redlock.Event) {
+	out := endedOutcome(ev.Err)
+	a.leader.Add(ctxOf(ev), -1, a.metricAttrs(ev.Key))
+	a.ended.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key, keyOutcome.String(out)))
+	end := time.Now()
+	_, span := a.tracer.Start(ctxOf(ev), "redlock.leadership", trace.WithTimestamp(end.Add(-ev.Elapsed)),
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(a.spanAttrs(ev.Key, keyTerm.Int64(int64(ev.Term)), keyOutcome.String(out))...))
+	if out == "lost" {
+		a.fail(span, ev.Err, "lock_lost", end)
+	}
+	span.End(trace.WithTimestamp(end))
+}
+
+// leaderObserved makes a span of no duration for a leader that Observe
+// reported, as lost does for a lost lock.
+func (a *adapter) leaderObserved(ev redlock.Event) {
+	a.term.Record(ctxOf(ev), int64(ev.Term), a.metricAttrs(ev.Key))
+	now := time.Now()
+	_, span := a.tracer.Start(ctxOf(ev), "redlock.leader-observed", trace.WithTimestamp(now),
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(a.spanAttrs(ev.Key, keyTerm.Int64(int64(ev.Term)))...))
+	span.End(trace.WithTimestamp(now))
+}
+
+// spanAttrs is attrs with the key, unless WithoutKeyOnSpans.
+func (a *adapter) spanAttrs(key string, attrs ...attribute.KeyValue) []attribute.KeyValue {
+	if a.cfg.keyOnSpans {
+		attrs = append(attrs, keyKey.String(key))
+	}
+	return attrs
+}
+
+// endedOutcome names why a leadership ended.
+func endedOutcome(cause error) string {
+	switch {
+	case errors.Is(cause, redlock.ErrReleased):
+		return "resigned"
+	case errors.Is(cause, redlock.ErrClosed):
+		return "closed"
+	case errors.Is(cause, redlock.ErrLockLost):
+		return "lost"
+	}
+	return "error"
+}
+
+// ctxOf is the event's context, which redlock always sets; a hook called
+// with an Event made elsewhere, without one, reports with no parent.
+func ctxOf(ev redlock.Event) context.Context {
+	if ev.Context == nil {
+		return context.Background()
+	}
+	return ev.Context
 }
