@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -223,4 +224,36 @@ func TestLeadershipLost(t *testing.T) {
 	v, _ := attr(led.Attributes(), "error.type")
 	assert.Equal(t, "lock_lost", v.AsString())
 	assert.Equal(t, 0.0, sum(e.metrics()["redlock.election.leader"]))
+}
+
+// TestBaggageOnMetrics: WithBaggageOnMetrics puts the members it names of
+// the caller's baggage on the metrics, and no other.
+func TestBaggageOnMetrics(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(redlockotel.WithBaggageOnMetrics("tenant", "absent"))
+	tenant, err := baggage.NewMember("tenant", "acme")
+	require.NoError(t, err)
+	secret, err := baggage.NewMember("user", "alice")
+	require.NoError(t, err)
+	b, err := baggage.New(tenant, secret)
+	require.NoError(t, err)
+	ctx := baggage.ContextWithBaggage(t.Context(), b)
+	l, err := c.Acquire(ctx, newKey(t), time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	plain, err := c.Acquire(t.Context(), newKey(t), time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, plain.Release(t.Context()))
+	e.settle(c)
+
+	m := e.metrics()
+	assert.Equal(t, 2.0, sum(m["redlock.operation.duration"], attribute.String("tenant", "acme")))
+	assert.Equal(t, 4.0, sum(m["redlock.operation.duration"]))
+	assert.Equal(t, 1.0, sum(m["redlock.attempts"], attribute.String("tenant", "acme")))
+	for name, points := range m {
+		for _, p := range points {
+			assert.False(t, p.attrs.HasValue("user"), "%s: a baggage member not asked for", name)
+			assert.False(t, p.attrs.HasValue("absent"), "%s: a member the baggage lacks", name)
+		}
+	}
 }

@@ -18,8 +18,9 @@
 // so it has the right start, end and status, and the span in the caller's
 // context as its parent: under an HTTP request's span, the request's
 // Acquire and Release are its children, in its trace. The metrics are
-// recorded with that context too, so that its baggage and span reach the
-// SDK (exemplars, a view or processor that reads baggage). Background work
+// recorded with that context too, so that its span reaches the SDK
+// (exemplars), and WithBaggageOnMetrics puts named members of its baggage
+// on them. Background work
 // has the context of the call that started it, without its cancellation: a
 // KeepAlive's renewals are "redlock.extend" spans under the span that
 // called KeepAlive, a leadership's under the span that called Campaign, a
@@ -123,6 +124,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -177,6 +179,7 @@ type config struct {
 	keyOnSpans  bool
 	keyOnMetric bool
 	maxKeys     int
+	baggageKeys []string
 }
 
 // WithTracerProvider sets where spans go; the default, and what nil means,
@@ -205,6 +208,15 @@ func WithoutKeyOnSpans() Option {
 // each metric.
 func WithKeyOnMetrics() Option {
 	return optionFunc(func(c *config) { c.keyOnMetric = true })
+}
+
+// WithBaggageOnMetrics adds the members named keys of the baggage in the
+// caller's context (redlock.Event.Context) to the attributes of every
+// metric, each under its own name, when the baggage has it: a tenant or a
+// service tier, say. Each value of a member is a time series of each
+// metric: name only members with few values.
+func WithBaggageOnMetrics(keys ...string) Option {
+	return optionFunc(func(c *config) { c.baggageKeys = append(c.baggageKeys, keys...) })
 }
 
 // WithMaxPendingKeys bounds the keys whose events wait for their
@@ -371,13 +383,18 @@ func nodeReason(err error) string {
 type attrKey [4]attribute.KeyValue
 
 // metricAttrs returns the measurement option for attrs (at most four), with
-// the key when WithKeyOnMetrics asked for it. Without the key the options
-// are made once and cached: every attribute of a metric has few values (an
-// op, an outcome, a node address, a reason), so the cache stays small, and
+// the event's key when WithKeyOnMetrics asked for it and the baggage
+// members WithBaggageOnMetrics names. Without either the options are made
+// once and cached: every attribute of a metric has few values (an op, an
+// outcome, a node address, a reason), so the cache stays small, and
 // building the set each time was most of a hook's cost.
-func (a *adapter) metricAttrs(key string, attrs ...attribute.KeyValue) metric.MeasurementOption {
-	if a.cfg.keyOnMetric {
-		return metric.WithAttributes(append(attrs, keyKey.String(key))...)
+func (a *adapter) metricAttrs(ev redlock.Event, attrs ...attribute.KeyValue) metric.MeasurementOption {
+	if a.cfg.keyOnMetric || len(a.cfg.baggageKeys) > 0 {
+		attrs = a.withBaggage(ev.Context, attrs)
+		if a.cfg.keyOnMetric {
+			attrs = append(attrs, keyKey.String(ev.Key))
+		}
+		return metric.WithAttributes(attrs...)
 	}
 	var k attrKey
 	if copy(k[:], attrs) < len(attrs) {
@@ -390,9 +407,28 @@ func (a *adapter) metricAttrs(key string, attrs ...attribute.KeyValue) metric.Me
 	return o.(metric.MeasurementOption)
 }
 
+// withBaggage is attrs with the members of ctx's baggage that
+// WithBaggageOnMetrics names, those it holds.
+func (a *adapter) withBaggage(ctx context.Context, attrs []attribute.KeyValue) []attribute.KeyValue {
+	if ctx == nil {
+		return attrs
+	}
+	b := baggage.FromContext(ctx)
+	out := attrs
+	for _, k := range a.cfg.baggageKeys {
+		if m := b.Member(k); m.Key() != "" {
+			if len(out) == len(attrs) {
+				out = append(make([]attribute.KeyValue, 0, len(attrs)+len(a.cfg.baggageKeys)+1), attrs...)
+			}
+			out = append(out, attribute.String(k, m.Value()))
+		}
+	}
+	return out
+}
+
 func (a *adapter) attempt(ev redlock.Event) {
 	acquired := ev.Err == nil
-	a.attempts.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key, keyAcquired.Bool(acquired)))
+	a.attempts.Add(ctxOf(ev), 1, a.metricAttrs(ev, keyAcquired.Bool(acquired)))
 	attrs := []attribute.KeyValue{
 		keyAttempt.Int(ev.Attempt),
 		keyAcquired.Bool(acquired),
@@ -407,7 +443,7 @@ func (a *adapter) attempt(ev redlock.Event) {
 func (a *adapter) nodeError(ev redlock.Event) {
 	reason := nodeReason(ev.Err)
 	timeout := errors.Is(ev.Err, redlock.ErrNoReply)
-	a.nodeErrors.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key,
+	a.nodeErrors.Add(ctxOf(ev), 1, a.metricAttrs(ev,
 		keyNodeOp.String(ev.Op), keyNodeAddr.String(ev.Addr), keyNodeReason.String(reason), keyTimeout.Bool(timeout)))
 	attrs := []attribute.KeyValue{
 		keyNodeOp.String(ev.Op),
@@ -425,24 +461,24 @@ func (a *adapter) nodeError(ev redlock.Event) {
 }
 
 func (a *adapter) rollback(ev redlock.Event) {
-	a.rollbacks.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key))
+	a.rollbacks.Add(ctxOf(ev), 1, a.metricAttrs(ev))
 	a.pending.add(ev.Key, event{name: "redlock.rollback", at: time.Now(), attrs: []attribute.KeyValue{keyNodes.Int(ev.Nodes)}})
 }
 
 // cleanupRetry is counted only: a retried delete is background work that
 // outlives the operation that launched it.
 func (a *adapter) cleanupRetry(ev redlock.Event) {
-	a.cleanups.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key, keyNodeAddr.String(ev.Addr)))
+	a.cleanups.Add(ctxOf(ev), 1, a.metricAttrs(ev, keyNodeAddr.String(ev.Addr)))
 }
 
 // cleanupAbandoned is counted only, as cleanupRetry is: Close gave the
 // delete up after its operation ended.
 func (a *adapter) cleanupAbandoned(ev redlock.Event) {
-	a.abandoned.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key, keyNodeAddr.String(ev.Addr)))
+	a.abandoned.Add(ctxOf(ev), 1, a.metricAttrs(ev, keyNodeAddr.String(ev.Addr)))
 }
 
 func (a *adapter) renewal(ev redlock.Event) {
-	a.renewals.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key, keyOutcome.String(outcome(ev.Err))))
+	a.renewals.Add(ctxOf(ev), 1, a.metricAttrs(ev, keyOutcome.String(outcome(ev.Err))))
 }
 
 func (a *adapter) done(ev redlock.Event) {
@@ -450,7 +486,7 @@ func (a *adapter) done(ev redlock.Event) {
 	start := end.Add(-ev.Elapsed)
 	out := outcome(ev.Err)
 	a.duration.Record(ctxOf(ev), ev.Elapsed.Seconds(),
-		a.metricAttrs(ev.Key, keyOp.String(ev.Op), keyOutcome.String(out)))
+		a.metricAttrs(ev, keyOp.String(ev.Op), keyOutcome.String(out)))
 
 	attrs := make([]attribute.KeyValue, 0, 5) // room for all: no growing
 	attrs = append(attrs, keyOp.String(ev.Op), keyOutcome.String(out))
@@ -482,7 +518,7 @@ func (a *adapter) done(ev redlock.Event) {
 // lost makes a span of no duration for a lock that KeepAlive could no
 // longer prove held: nothing else marks the moment in a trace.
 func (a *adapter) lost(ev redlock.Event) {
-	a.lostLocks.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key))
+	a.lostLocks.Add(ctxOf(ev), 1, a.metricAttrs(ev))
 	now := time.Now()
 	var attrs []attribute.KeyValue
 	if a.cfg.keyOnSpans {
@@ -514,14 +550,14 @@ func (a *adapter) fail(span trace.Span, err error, errType string, at time.Time)
 }
 
 func (a *adapter) campaignStarted(ev redlock.Event) {
-	a.campaigns.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key))
+	a.campaigns.Add(ctxOf(ev), 1, a.metricAttrs(ev))
 }
 
 // elected makes the span of the campaign that won, and counts its
 // leadership.
 func (a *adapter) elected(ev redlock.Event) {
-	a.leader.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key))
-	a.term.Record(ctxOf(ev), int64(ev.Term), a.metricAttrs(ev.Key))
+	a.leader.Add(ctxOf(ev), 1, a.metricAttrs(ev))
+	a.term.Record(ctxOf(ev), int64(ev.Term), a.metricAttrs(ev))
 	end := time.Now()
 	_, span := a.tracer.Start(ctxOf(ev), "redlock.campaign", trace.WithTimestamp(end.Add(-ev.Elapsed)),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(a.spanAttrs(ev.Key, keyTerm.Int64(int64(ev.Term)))...))
@@ -532,8 +568,8 @@ func (a *adapter) elected(ev redlock.Event) {
 // its end, failed when it was lost.
 func (a *adapter) leadershipEnded(ev redlock.Event) {
 	out := endedOutcome(ev.Err)
-	a.leader.Add(ctxOf(ev), -1, a.metricAttrs(ev.Key))
-	a.ended.Add(ctxOf(ev), 1, a.metricAttrs(ev.Key, keyOutcome.String(out)))
+	a.leader.Add(ctxOf(ev), -1, a.metricAttrs(ev))
+	a.ended.Add(ctxOf(ev), 1, a.metricAttrs(ev, keyOutcome.String(out)))
 	end := time.Now()
 	_, span := a.tracer.Start(ctxOf(ev), "redlock.leadership", trace.WithTimestamp(end.Add(-ev.Elapsed)),
 		trace.WithSpanKind(trace.SpanKindInternal),
@@ -547,7 +583,7 @@ func (a *adapter) leadershipEnded(ev redlock.Event) {
 // leaderObserved makes a span of no duration for a leader that Observe
 // reported, as lost does for a lost lock.
 func (a *adapter) leaderObserved(ev redlock.Event) {
-	a.term.Record(ctxOf(ev), int64(ev.Term), a.metricAttrs(ev.Key))
+	a.term.Record(ctxOf(ev), int64(ev.Term), a.metricAttrs(ev))
 	now := time.Now()
 	_, span := a.tracer.Start(ctxOf(ev), "redlock.leader-observed", trace.WithTimestamp(now),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(a.spanAttrs(ev.Key, keyTerm.Int64(int64(ev.Term)))...))
