@@ -32,7 +32,7 @@ func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if len(ls.contexts) == 0 {
-		ls.values = context.WithoutCancel(ctx) // this call starts the renewal
+		ls.values = detach(ctx) // this call starts the renewal
 	}
 	if ls.cause == nil && len(ls.contexts) == 0 {
 		// Not renewing: the lock may have run out since it was acquired.
