@@ -19,19 +19,20 @@
 // context as its parent: under an HTTP request's span, the request's
 // Acquire and Release are its children, in its trace. The metrics are
 // recorded with that context too, so that its span reaches the SDK
-// (exemplars), and WithBaggageOnMetrics puts named members of its baggage
-// on them. Background work
-// has the context of the call that started it, without its cancellation: a
-// KeepAlive's renewals are "redlock.extend" spans under the span that
-// called KeepAlive, a leadership's under the span that called Campaign, a
-// lost lock's span under KeepAlive's caller's. The attempts, rollbacks and per-node
-// refusals, errors and timeouts of the operation arrive before its Done;
-// they are held per key until the Done of that key turns them into events
-// of its span, each at the time it happened. Only the events between the
-// operation's start and end go into its span: earlier ones came from an
-// earlier operation's background work, such as a rollback or the late
-// replies of a Release that returned on a quorum, and are dropped; later
-// ones came while the span was being made, and stay held for the next.
+// (exemplars); WithBaggageOnMetrics puts named members of its baggage on
+// them. Background work has the context of the call that started it,
+// without its cancellation: a KeepAlive's renewals are "redlock.extend"
+// spans under the span that called KeepAlive (a leadership's under the
+// span that called Campaign), and a lost lock's span is there too.
+//
+// The attempts, rollbacks and per-node refusals, errors and timeouts of
+// the operation arrive before its Done; they are held per key until the
+// Done of that key turns them into events of its span, each at the time
+// it happened. Only the events between the operation's start and end go
+// into its span: earlier ones came from an earlier operation's background
+// work, such as a rollback or the late replies of a Release that returned
+// on a quorum, and are dropped; later ones came while the span was being
+// made, and stay held for the next.
 //
 // That correlation by key has limits, which cost events, never memory:
 //   - Concurrent operations on one key through one Client share the events
