@@ -170,7 +170,7 @@ func (cn *contender) waitNext(ctx context.Context, err error, wait time.Duration
 		}
 	}
 	if cn.an == nil {
-		cn.an = c.announce(cn.l, waitsExclusive, cn.ttl)
+		cn.an = c.announce(ctx, cn.l, waitsExclusive, cn.ttl)
 	}
 	if !cn.subscribed {
 		// Subscribe, then attempt again at once: a release that came

@@ -166,7 +166,7 @@ func (c *Client) acquireWatching(ctx context.Context, l *Lock, ttl time.Duration
 			return nil, stop
 		}
 		if an == nil && what != "" {
-			an = c.announce(l, what, ttl)
+			an = c.announce(ctx, l, what, ttl)
 		}
 		if l.kind.entitledBy(err) {
 			an.Entitle(waitsEntitled)
