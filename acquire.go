@@ -30,7 +30,7 @@ func (c *Client) observedAcquire(ctx context.Context, op, key string, ttl time.D
 	}
 	start := time.Now()
 	l, err := c.acquire(ctx, key, ttl, opts, retry)
-	c.obs.done(op, key, start, err)
+	c.obs.done(ctx, op, key, start, err)
 	return l, err
 }
 
@@ -170,7 +170,7 @@ func (cn *contender) waitNext(ctx context.Context, err error, wait time.Duration
 		}
 	}
 	if cn.an == nil {
-		cn.an = c.announce(cn.l, waitsExclusive, cn.ttl)
+		cn.an = c.announce(ctx, cn.l, waitsExclusive, cn.ttl)
 	}
 	if !cn.subscribed {
 		// Subscribe, then attempt again at once: a release that came

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/engine"
@@ -32,10 +33,10 @@ const (
 // announce enters l, waiting as what says, in its keys' waiting rooms, and
 // renews the entry until Stop. ttl is the TTL l asks for, which sets the
 // node deadline of its renewals.
-func (c *Client) announce(l *Lock, what string, ttl time.Duration) *waiting.Announcer {
+func (c *Client) announce(ctx context.Context, l *Lock, what string, ttl time.Duration) *waiting.Announcer {
 	wait := c.cfg.nodeTimeout(ttl)
 	life := c.cfg.announceLife(wait)
-	return waiting.Announce(c.nodes, func(what string, end bool) engine.Op {
+	return waiting.Announce(ctx, c.nodes, func(what string, end bool) engine.Op {
 		return announceOp(l, what, life.Milliseconds(), end)
 	}, what, life, wait, announceEvery, c.cfg.cleanupTimeout)
 }

@@ -61,6 +61,10 @@ type Leadership struct {
 	owner  string
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// values are the values, not the cancellation, of the Campaign's
+	// context: the leadership's renewals and its end are that call's
+	// work, and the hooks are told so (Event.Context).
+	values context.Context
 
 	mu       sync.Mutex // lock order: first, before a lease's (docs/internals.md)
 	l        *Lock      // the Lock that holds the key now
@@ -80,7 +84,7 @@ func (ld *Leadership) lock() *Lock {
 // Called with ld.mu held; it returns how to stop the renewal of the Lock
 // it replaced (nil for the first).
 func (ld *Leadership) hold(l *Lock) (stopOld context.CancelFunc) {
-	kaCtx, stop := context.WithCancel(context.Background())
+	kaCtx, stop := context.WithCancel(ld.values)
 	kctx := l.KeepAlive(kaCtx)
 	stopOld, ld.l, ld.stopKA = ld.stopKA, l, stop
 	context.AfterFunc(kctx, func() {
@@ -107,16 +111,21 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 	// else has the id, so nobody else takes it over.
 	owner := "election:" + rand.Text()
 	opts := e.options(owner, value)
+	start := time.Now()
+	if e.c.obs.on {
+		e.c.obs.campaignStarted(ctx, e.key)
+	}
 	for failed := 1; ; failed++ {
 		l, err := e.c.Acquire(ctx, e.key, e.ttl, opts...)
 		if err == nil {
-			ld := &Leadership{e: e, owner: owner}
+			ld := &Leadership{e: e, owner: owner, values: detach(ctx)}
 			ld.ctx, ld.cancel = context.WithCancelCause(context.Background())
 			ld.mu.Lock()
 			ld.hold(l)
 			ld.mu.Unlock()
 			e.recordTerm(ctx, ld, l)
 			e.keepSettled(ld)
+			e.report(ld, start)
 			return ld, nil
 		}
 		if ctx == nil || ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidArgument) {
@@ -135,6 +144,20 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 			return nil, fmt.Errorf("%w: %q: campaigning: %w", ErrNotAcquired, showKey(e.key), errors.Join(err, werr))
 		}
 	}
+}
+
+// report tells the hooks and the log that ld was elected, by a campaign
+// that began at start, and, once its context ends, why it did.
+func (e *Election) report(ld *Leadership, start time.Time) {
+	obs := &e.c.obs
+	if !obs.on {
+		return
+	}
+	obs.elected(ld.values, e.key, ld.Term(), start)
+	won := time.Now()
+	context.AfterFunc(ld.ctx, func() {
+		obs.leadershipEnded(ld.values, e.key, ld.Term(), won, context.Cause(ld.ctx))
+	})
 }
 
 // Run campaigns, calls lead while it leads, and campaigns again when its
@@ -451,6 +474,9 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 			select {
 			case out <- ld:
 				last = ld
+				if e.c.obs.on {
+					e.c.obs.leaderObserved(ctx, e.key, ld.Term)
+				}
 			case <-ctx.Done():
 				return
 			}

@@ -35,7 +35,7 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, v script.Value, acq *
 		late := t.Where(func(r engine.Reply) bool {
 			return r.Status == engine.Unknown && acq.Replies[r.Node].Status != engine.Refused
 		})
-		c.nodes.Launch(context.Background(), l.seq, engine.Spec{Effect: engine.Write, Op: op,
+		c.nodes.Launch(ctx, l.seq, engine.Spec{Effect: engine.Write, Op: op,
 			Wait: c.cfg.cleanupTimeout, TTL: ttl, Only: late})
 	}
 	return fence, t, err

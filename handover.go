@@ -108,7 +108,7 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, settled 
 			// deadline and changed nothing: l's value may be there.
 			only := make([]bool, n)
 			only[r.Node] = true
-			c.deleteOn(l, only)
+			c.deleteOn(ctx, l, only)
 		}
 		seen <- r
 	}
@@ -128,16 +128,16 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, settled 
 	// that has returned by now ran before the waiter could release, so it
 	// found the key taken. This runs before the waiter learns the outcome.
 	if late := l.seq.Unsettled(); late != nil {
-		c.deleteOn(l, late)
+		c.deleteOn(ctx, l, late)
 	}
-	c.settleHandover(l.key, off, settled, v, t, until)
+	c.settleHandover(ctx, l.key, off, settled, v, t, until)
 	return l.collectGone(seen, deadline)
 }
 
 // settleHandover settles off, whose handover round of the waiter's value v
 // for key ended with t: the waiter's Lock is held until until, or the
 // round is rolled back; then it closes settled and wakes the waiter.
-func (c *Client) settleHandover(key string, off *handOffer, settled chan<- struct{}, v script.Value, t *engine.Tally, until time.Time) {
+func (c *Client) settleHandover(ctx context.Context, key string, off *handOffer, settled chan<- struct{}, v script.Value, t *engine.Tally, until time.Time) {
 	w := off.l
 	got := t.Reached() && c.cfg.clock.Now().Before(until)
 	if got {
@@ -145,7 +145,7 @@ func (c *Client) settleHandover(key string, off *handOffer, settled chan<- struc
 		w.until, w.ttl = until, off.ttl
 		w.mu.Unlock()
 	} else {
-		c.rollback(w, v, off.ttl, t)
+		c.rollback(ctx, w, v, off.ttl, t)
 	}
 	// The streak goes on while the waiter got the key with others waiting,
 	// and ends with a handover nobody else waited for, or a release.

@@ -31,6 +31,9 @@ func (l *Lock) KeepAlive(ctx context.Context) context.Context {
 	ls := l.leaseOf()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	if len(ls.contexts) == 0 {
+		ls.values = detach(ctx) // this call starts the renewal
+	}
 	if ls.cause == nil && len(ls.contexts) == 0 {
 		// Not renewing: the lock may have run out since it was acquired.
 		if until := l.Until(); !ls.now().Before(until) {
@@ -141,6 +144,10 @@ type lease struct {
 	// cause is why the lease ended for good (ErrReleased or an error
 	// matching ErrLockLost); nil while the lock may still be held.
 	cause error
+	// values are the values, not the cancellation, of the KeepAlive
+	// context that started the renewal: its renewals and its loss are
+	// that call's work, and the hooks are told so (Event.Context).
+	values context.Context
 }
 
 // keepAliveCtx is one KeepAlive call's context, cancelled with the lease's cause.
@@ -331,7 +338,8 @@ func (ls *lease) renew() {
 	}
 	deadline := ls.deadline()
 	_, ttl := ls.window()
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	values := ls.values
+	ctx, cancel := context.WithDeadline(values, deadline)
 	ls.stopRun = cancel
 	ls.mu.Unlock()
 
@@ -339,7 +347,7 @@ func (ls *lease) renew() {
 	err := ls.l.Extend(ctx, ttl)
 	cancel()
 	if obs := &ls.l.client.obs; obs.on {
-		obs.renewal(ls.l.key, start, err)
+		obs.renewal(values, ls.l.key, start, err)
 	}
 	if ls.settle(err) {
 		if hook := ls.l.client.cfg.renewFailed; hook != nil {
@@ -424,7 +432,7 @@ func (ls *lease) endLocked(cause error) {
 		ls.l.lost = true
 		ls.l.mu.Unlock()
 		if obs := &ls.l.client.obs; obs.on {
-			obs.lost(ls.l.key, cause)
+			obs.lost(ls.values, ls.l.key, cause)
 		}
 	}
 	ls.haltLocked()

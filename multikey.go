@@ -67,7 +67,7 @@ func (c *Client) acquireAll(ctx context.Context, op string, keys []string, ttl t
 	start := time.Now()
 	l, err := c.acquireKeys(ctx, keys, ttl, opts, retry)
 	if c.obs.on {
-		c.obs.done(op, keys[0], start, err)
+		c.obs.done(ctx, op, keys[0], start, err)
 	}
 	return l, err
 }
@@ -166,7 +166,7 @@ func (c *Client) acquireWatching(ctx context.Context, l *Lock, ttl time.Duration
 			return nil, stop
 		}
 		if an == nil && what != "" {
-			an = c.announce(l, what, ttl)
+			an = c.announce(ctx, l, what, ttl)
 		}
 		if l.kind.entitledBy(err) {
 			an.Entitle(waitsEntitled)

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/engine"
@@ -40,10 +41,10 @@ func (c *Client) Nodes() []NodeStatus {
 // the nodes.
 type nodeObserver struct{ o *observer }
 
-func (n nodeObserver) NodeError(op *engine.Op, node int, addr string, err error) {
-	n.o.nodeError(opName(op), op.Keys[0], node, addr, err)
+func (n nodeObserver) NodeError(ctx context.Context, op *engine.Op, node int, addr string, err error) {
+	n.o.nodeError(ctx, opName(op), op.Keys[0], node, addr, err)
 }
 
-func (n nodeObserver) CleanupRetry(key string, node int, addr string, try int, wait time.Duration) {
-	n.o.cleanupRetry(key, node, addr, try, wait)
+func (n nodeObserver) CleanupRetry(ctx context.Context, key string, node int, addr string, try int, wait time.Duration) {
+	n.o.cleanupRetry(ctx, key, node, addr, try, wait)
 }

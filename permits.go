@@ -103,12 +103,12 @@ func (permitKind) holding(l *Lock, r *keyRead) (time.Duration, error) {
 // (t): such a node does not count for the Lock, and the slot is someone
 // else's to take there. The entries a node wrote after the round stopped waiting
 // expire with their TTL, never extended.
-func (c *Client) dropStray(l *Lock, v script.Value, t *engine.Tally) {
+func (c *Client) dropStray(ctx context.Context, l *Lock, v script.Value, t *engine.Tally) {
 	if !l.kind.byVal() || t.Confirmed == engine.Count(t.Where(func(r engine.Reply) bool { return r.Status == engine.OK })) {
 		return
 	}
 	only := t.Where(func(r engine.Reply) bool { return r.Status == engine.OK && r.Val != t.Val })
-	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Effect: engine.Delete, Op: l.kind.deleteOp(l, v, v.Gen, v.Gen),
+	c.nodes.Launch(ctx, l.seq, engine.Spec{Effect: engine.Delete, Op: l.kind.deleteOp(l, v, v.Gen, v.Gen),
 		Wait: c.cfg.cleanupTimeout, CallTimeout: c.cfg.cleanupTimeout, Only: only})
 }
 

@@ -25,7 +25,7 @@ import (
 func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg any, n int) (err error) {
 	if c.obs.on {
 		start := time.Now()
-		defer func() { c.obs.attempt(l.key, n, start, err) }()
+		defer func() { c.obs.attempt(ctx, l.key, n, start, err) }()
 	}
 	timeout := c.cfg.nodeTimeout(ttl)
 	if err := c.nodes.CheckServers(timeout); err != nil {
@@ -55,12 +55,12 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 		l.until, l.ttl, l.fence = until, ttl, fence
 		l.kind.held(l, t)
 		l.mu.Unlock()
-		c.dropChains(l, v, ttl, acq)
-		c.dropStray(l, v, t)
+		c.dropChains(ctx, l, v, ttl, acq)
+		c.dropStray(ctx, l, v, t)
 		return nil
 	}
 	l.kind.missed(l, t)
-	c.rollback(l, v, ttl, t)
+	c.rollback(ctx, l, v, ttl, t)
 	qe := newQuorumError("acquire", l.key, ErrNotAcquired, err, t, c.nodes)
 	if quorum {
 		qe.Elapsed = now.Sub(start)
@@ -72,13 +72,14 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 // may have left: on every node that did not refuse it, only v's generation
 // or an earlier one, leaving what refuses the write's copies still in the
 // network. A node that refused it ran the one copy sent (engine: a
-// command is sent once) and changed nothing.
-func (c *Client) rollback(l *Lock, v script.Value, ttl time.Duration, t *engine.Tally) {
+// command is sent once) and changed nothing. ctx, the call's, lends its
+// values (the hooks' Event.Context), not its cancellation.
+func (c *Client) rollback(ctx context.Context, l *Lock, v script.Value, ttl time.Duration, t *engine.Tally) {
 	only := t.Unrefused()
-	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Effect: engine.Delete, Op: l.kind.deleteOp(l, v, v.Gen, v.Gen),
+	c.nodes.Launch(ctx, l.seq, engine.Spec{Effect: engine.Delete, Op: l.kind.deleteOp(l, v, v.Gen, v.Gen),
 		Wait: c.cfg.cleanupTimeout, CallTimeout: c.cfg.cleanupTimeout, Only: only})
 	if c.obs.on {
-		c.obs.rollback(l.key, engine.Count(only))
+		c.obs.rollback(ctx, l.key, engine.Count(only))
 	}
 }
 
@@ -90,12 +91,12 @@ func (c *Client) rollback(l *Lock, v script.Value, ttl time.Duration, t *engine.
 // The acquire heard every node once one kept a chain (HearAll); a node
 // that did not answer in time keeps its chain until the Lock's next
 // extension or its Release.
-func (c *Client) dropChains(l *Lock, v script.Value, ttl time.Duration, acq *engine.Tally) {
+func (c *Client) dropChains(ctx context.Context, l *Lock, v script.Value, ttl time.Duration, acq *engine.Tally) {
 	if acq.Chained == 0 {
 		return
 	}
 	only := acq.Where(func(r engine.Reply) bool { return r.Chained })
-	c.nodes.Launch(context.Background(), l.seq, engine.Spec{Effect: engine.Write, Op: l.kind.extendOp(l, v, ttl.Milliseconds(), 0, nil),
+	c.nodes.Launch(ctx, l.seq, engine.Spec{Effect: engine.Write, Op: l.kind.extendOp(l, v, ttl.Milliseconds(), 0, nil),
 		Wait: c.cfg.nodeTimeout(ttl), TTL: ttl, Only: only})
 }
 

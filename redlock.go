@@ -147,7 +147,7 @@ func (c *Client) giveUp(cause error) error {
 	e := &abandonedError{deletes: len(left), cause: cause}
 	for _, a := range left {
 		addr, silence := c.nodes.Addr(a.Node), c.nodes.Silence(a.Node)
-		c.obs.cleanupAbandoned(a.Key, a.Node, addr, a.Tries, silence)
+		c.obs.cleanupAbandoned(a.Ctx, a.Key, a.Node, addr, a.Tries, silence)
 		if n := len(e.nodes); n == 0 || e.nodes[n-1].Node != a.Node { // left is in node order
 			e.nodes = append(e.nodes, &NodeError{Node: a.Node, Addr: addr, Err: silence})
 		}

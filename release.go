@@ -33,7 +33,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	start := time.Now()
 	err := l.extend(ctx, ttl)
-	l.client.obs.done("extend", l.key, start, err)
+	l.client.obs.done(ctx, "extend", l.key, start, err)
 	return err
 }
 
@@ -137,7 +137,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	start := time.Now()
 	err := l.releaseCall(ctx)
-	l.client.obs.done("release", l.key, start, err)
+	l.client.obs.done(ctx, "release", l.key, start, err)
 	return err
 }
 
@@ -355,10 +355,10 @@ func (l *Lock) releaseOutcome() error {
 
 // deleteOn deletes l's key, any generation of it, in the background on the
 // nodes in only, with a Release's retries and bookkeeping.
-func (c *Client) deleteOn(l *Lock, only []bool) {
+func (c *Client) deleteOn(ctx context.Context, l *Lock, only []bool) {
 	spec := l.deleteAll(c.cfg.cleanupTimeout, c.cfg.cleanupTimeout)
 	spec.Only, spec.Note = only, l.noteDeleted
-	c.nodes.Launch(context.Background(), l.seq, spec)
+	c.nodes.Launch(ctx, l.seq, spec)
 }
 
 // deleteAll is a round that deletes l's key, any generation of it, and

@@ -1,7 +1,8 @@
 // Package redlockotel adapts redlock's Hooks to OpenTelemetry: a span per
 // lock operation, with the attempts and the nodes that did not confirm as
-// span events, and metrics of attempts, operations, node errors, rollbacks,
-// cleanup retries, deletes given up at Close, renewals and lost locks.
+// span events, spans of elections, and metrics of attempts, operations, node
+// errors, rollbacks, cleanup retries, deletes given up at Close, renewals,
+// lost locks and elections.
 //
 // It lives in a module of its own so that the redlock library depends on no
 // telemetry package. Wire it in with one call per Client:
@@ -10,19 +11,28 @@
 //
 // # Spans after the fact
 //
-// redlock calls its hooks when something has happened, without a context:
-// the Done hook reports an operation once it has returned, with its
-// duration. The span of an operation is therefore made at that moment, with
-// its start set back by the duration, so it has the right start, end and
-// status but no parent: each operation is the root of a trace of its own,
-// not a child of the caller's span. The attempts, rollbacks and per-node
-// refusals, errors and timeouts of the operation arrive before its Done;
-// they are held per key until the Done of that key turns them into events
-// of its span, each at the time it happened. Only the events between the
-// operation's start and end go into its span: earlier ones came from an
-// earlier operation's background work, such as a rollback or the late
-// replies of a Release that returned on a quorum, and are dropped; later
-// ones came while the span was being made, and stay held for the next.
+// redlock calls its hooks when something has happened: the Done hook
+// reports an operation once it has returned, with its duration and the
+// caller's context (redlock.Event.Context). The span of an operation is
+// therefore made at that moment, with its start set back by the duration,
+// so it has the right start, end and status, and the span in the caller's
+// context as its parent: under an HTTP request's span, the request's
+// Acquire and Release are its children, in its trace. The metrics are
+// recorded with that context too, so that its span reaches the SDK
+// (exemplars); WithBaggageOnMetrics puts named members of its baggage on
+// them. Background work has the context of the call that started it,
+// without its cancellation: a KeepAlive's renewals are "redlock.extend"
+// spans under the span that called KeepAlive (a leadership's under the
+// span that called Campaign), and a lost lock's span is there too.
+//
+// The attempts, rollbacks and per-node refusals, errors and timeouts of
+// the operation arrive before its Done; they are held per key until the
+// Done of that key turns them into events of its span, each at the time
+// it happened. Only the events between the operation's start and end go
+// into its span: earlier ones came from an earlier operation's background
+// work, such as a rollback or the late replies of a Release that returned
+// on a quorum, and are dropped; later ones came while the span was being
+// made, and stay held for the next.
 //
 // That correlation by key has limits, which cost events, never memory:
 //   - Concurrent operations on one key through one Client share the events
@@ -71,6 +81,16 @@
 // to run: "acquire", "commit", "extend", "restore", "delete" or "handover"
 // (a Release handing the key to the next waiter of the same Client).
 //
+// # Elections
+//
+// An Election's campaign that won is a "redlock.campaign" span, from the
+// Campaign's start to its election, under the Campaign's caller's span,
+// with redlock.term; a leadership is a "redlock.leadership" span from its
+// election to its end, with redlock.term and redlock.outcome: "resigned",
+// "closed", or "lost" (then status Error and error.type "lock_lost"). A
+// leader that Observe reports is a "redlock.leader-observed" span of no
+// duration under Observe's caller's span, with redlock.term.
+//
 // Metrics, all with the instrumentation scope of this package:
 //
 //	redlock.attempts            counter    redlock.acquired
@@ -81,6 +101,14 @@
 //	redlock.cleanup.abandoned   counter    redlock.node.addr
 //	redlock.renewals            counter    redlock.outcome
 //	redlock.locks.lost          counter
+//	redlock.election.campaigns  counter    (campaigns started)
+//	redlock.election.leader     up-down    1 while this Client leads, 0 otherwise (summed over keys without WithKeyOnMetrics)
+//	redlock.election.ended      counter    redlock.outcome: resigned, closed, lost
+//	redlock.election.term       gauge      the latest term this Client was elected with or observed
+//
+// redlock.election.leader is client-go's leader_election_master_status:
+// with WithKeyOnMetrics, one series per election key, 1 for the leader's
+// process; without it, how many leaderships the Client holds.
 //
 // The count of redlock.operation.duration is the number of operations by op
 // and outcome: there is no separate counter of operations, which would
@@ -97,6 +125,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -134,6 +163,7 @@ const (
 	keyNodeReason = attribute.Key("redlock.node.reason")
 	keyTimeout    = attribute.Key("redlock.node.timeout")
 	keyNodeError  = attribute.Key("redlock.node.error")
+	keyTerm       = attribute.Key("redlock.term")
 	keyErrorType  = attribute.Key("error.type")
 )
 
@@ -150,6 +180,7 @@ type config struct {
 	keyOnSpans  bool
 	keyOnMetric bool
 	maxKeys     int
+	baggageKeys []string
 }
 
 // WithTracerProvider sets where spans go; the default, and what nil means,
@@ -178,6 +209,15 @@ func WithoutKeyOnSpans() Option {
 // each metric.
 func WithKeyOnMetrics() Option {
 	return optionFunc(func(c *config) { c.keyOnMetric = true })
+}
+
+// WithBaggageOnMetrics adds the members named keys of the baggage in the
+// caller's context (redlock.Event.Context) to the attributes of every
+// metric, each under its own name, when the baggage has it: a tenant or a
+// service tier, say. Each value of a member is a time series of each
+// metric: name only members with few values.
+func WithBaggageOnMetrics(keys ...string) Option {
+	return optionFunc(func(c *config) { c.baggageKeys = append(c.baggageKeys, keys...) })
 }
 
 // WithMaxPendingKeys bounds the keys whose events wait for their
@@ -223,6 +263,11 @@ func Hooks(opts ...Option) redlock.Hooks {
 		LockLost:     a.lost,
 
 		CleanupAbandoned: a.cleanupAbandoned,
+
+		CampaignStarted: a.campaignStarted,
+		Elected:         a.elected,
+		LeadershipEnded: a.leadershipEnded,
+		LeaderObserved:  a.leaderObserved,
 	}
 }
 
@@ -240,6 +285,10 @@ type adapter struct {
 	abandoned  metric.Int64Counter
 	renewals   metric.Int64Counter
 	lostLocks  metric.Int64Counter
+	campaigns  metric.Int64Counter
+	leader     metric.Int64UpDownCounter
+	ended      metric.Int64Counter
+	term       metric.Int64Gauge
 }
 
 // durationBounds suit lock operations, which take from a fraction of a
@@ -263,6 +312,22 @@ func (a *adapter) instruments(m metric.Meter) {
 	a.abandoned = counter("redlock.cleanup.abandoned", "{delete}", "Deletes that Close gave up, their node silent: the key stays there until its TTL ends.")
 	a.renewals = counter("redlock.renewals", "{renewal}", "Renewals of locks kept alive by KeepAlive, by outcome.")
 	a.lostLocks = counter("redlock.locks.lost", "{lock}", "Kept-alive locks that could no longer be proven held.")
+	a.campaigns = counter("redlock.election.campaigns", "{campaign}", "Campaigns started for an election's leadership.")
+	a.ended = counter("redlock.election.ended", "{leadership}", "Leaderships ended, by outcome: resigned, closed or lost.")
+	leader, err := m.Int64UpDownCounter("redlock.election.leader", metric.WithUnit("{leadership}"),
+		metric.WithDescription("Leaderships this Client holds: 1 while it leads an election's key, 0 otherwise."))
+	errs = append(errs, err)
+	a.leader = leader
+	if leader == nil {
+		a.leader = noop.Int64UpDownCounter{}
+	}
+	term, err := m.Int64Gauge("redlock.election.term", metric.WithUnit("{term}"),
+		metric.WithDescription("The latest term this Client was elected with or observed."))
+	errs = append(errs, err)
+	a.term = term
+	if term == nil {
+		a.term = noop.Int64Gauge{}
+	}
 	h, err := m.Float64Histogram("redlock.operation.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of Acquire, TryAcquire, Extend and Release calls, by op and outcome."),
 		metric.WithExplicitBucketBoundaries(durationBounds...))
@@ -319,13 +384,18 @@ func nodeReason(err error) string {
 type attrKey [4]attribute.KeyValue
 
 // metricAttrs returns the measurement option for attrs (at most four), with
-// the key when WithKeyOnMetrics asked for it. Without the key the options
-// are made once and cached: every attribute of a metric has few values (an
-// op, an outcome, a node address, a reason), so the cache stays small, and
+// the event's key when WithKeyOnMetrics asked for it and the baggage
+// members WithBaggageOnMetrics names. Without either the options are made
+// once and cached: every attribute of a metric has few values (an op, an
+// outcome, a node address, a reason), so the cache stays small, and
 // building the set each time was most of a hook's cost.
-func (a *adapter) metricAttrs(key string, attrs ...attribute.KeyValue) metric.MeasurementOption {
-	if a.cfg.keyOnMetric {
-		return metric.WithAttributes(append(attrs, keyKey.String(key))...)
+func (a *adapter) metricAttrs(ev redlock.Event, attrs ...attribute.KeyValue) metric.MeasurementOption {
+	if a.cfg.keyOnMetric || len(a.cfg.baggageKeys) > 0 {
+		attrs = a.withBaggage(ev.Context, attrs)
+		if a.cfg.keyOnMetric {
+			attrs = append(attrs, keyKey.String(ev.Key))
+		}
+		return metric.WithAttributes(attrs...)
 	}
 	var k attrKey
 	if copy(k[:], attrs) < len(attrs) {
@@ -338,9 +408,28 @@ func (a *adapter) metricAttrs(key string, attrs ...attribute.KeyValue) metric.Me
 	return o.(metric.MeasurementOption)
 }
 
+// withBaggage is attrs with the members of ctx's baggage that
+// WithBaggageOnMetrics names, those it holds.
+func (a *adapter) withBaggage(ctx context.Context, attrs []attribute.KeyValue) []attribute.KeyValue {
+	if ctx == nil {
+		return attrs
+	}
+	b := baggage.FromContext(ctx)
+	out := attrs
+	for _, k := range a.cfg.baggageKeys {
+		if m := b.Member(k); m.Key() != "" {
+			if len(out) == len(attrs) {
+				out = append(make([]attribute.KeyValue, 0, len(attrs)+len(a.cfg.baggageKeys)+1), attrs...)
+			}
+			out = append(out, attribute.String(k, m.Value()))
+		}
+	}
+	return out
+}
+
 func (a *adapter) attempt(ev redlock.Event) {
 	acquired := ev.Err == nil
-	a.attempts.Add(context.Background(), 1, a.metricAttrs(ev.Key, keyAcquired.Bool(acquired)))
+	a.attempts.Add(ctxOf(ev), 1, a.metricAttrs(ev, keyAcquired.Bool(acquired)))
 	attrs := []attribute.KeyValue{
 		keyAttempt.Int(ev.Attempt),
 		keyAcquired.Bool(acquired),
@@ -355,7 +444,7 @@ func (a *adapter) attempt(ev redlock.Event) {
 func (a *adapter) nodeError(ev redlock.Event) {
 	reason := nodeReason(ev.Err)
 	timeout := errors.Is(ev.Err, redlock.ErrNoReply)
-	a.nodeErrors.Add(context.Background(), 1, a.metricAttrs(ev.Key,
+	a.nodeErrors.Add(ctxOf(ev), 1, a.metricAttrs(ev,
 		keyNodeOp.String(ev.Op), keyNodeAddr.String(ev.Addr), keyNodeReason.String(reason), keyTimeout.Bool(timeout)))
 	attrs := []attribute.KeyValue{
 		keyNodeOp.String(ev.Op),
@@ -373,32 +462,32 @@ func (a *adapter) nodeError(ev redlock.Event) {
 }
 
 func (a *adapter) rollback(ev redlock.Event) {
-	a.rollbacks.Add(context.Background(), 1, a.metricAttrs(ev.Key))
+	a.rollbacks.Add(ctxOf(ev), 1, a.metricAttrs(ev))
 	a.pending.add(ev.Key, event{name: "redlock.rollback", at: time.Now(), attrs: []attribute.KeyValue{keyNodes.Int(ev.Nodes)}})
 }
 
 // cleanupRetry is counted only: a retried delete is background work that
 // outlives the operation that launched it.
 func (a *adapter) cleanupRetry(ev redlock.Event) {
-	a.cleanups.Add(context.Background(), 1, a.metricAttrs(ev.Key, keyNodeAddr.String(ev.Addr)))
+	a.cleanups.Add(ctxOf(ev), 1, a.metricAttrs(ev, keyNodeAddr.String(ev.Addr)))
 }
 
 // cleanupAbandoned is counted only, as cleanupRetry is: Close gave the
 // delete up after its operation ended.
 func (a *adapter) cleanupAbandoned(ev redlock.Event) {
-	a.abandoned.Add(context.Background(), 1, a.metricAttrs(ev.Key, keyNodeAddr.String(ev.Addr)))
+	a.abandoned.Add(ctxOf(ev), 1, a.metricAttrs(ev, keyNodeAddr.String(ev.Addr)))
 }
 
 func (a *adapter) renewal(ev redlock.Event) {
-	a.renewals.Add(context.Background(), 1, a.metricAttrs(ev.Key, keyOutcome.String(outcome(ev.Err))))
+	a.renewals.Add(ctxOf(ev), 1, a.metricAttrs(ev, keyOutcome.String(outcome(ev.Err))))
 }
 
 func (a *adapter) done(ev redlock.Event) {
 	end := time.Now()
 	start := end.Add(-ev.Elapsed)
 	out := outcome(ev.Err)
-	a.duration.Record(context.Background(), ev.Elapsed.Seconds(),
-		a.metricAttrs(ev.Key, keyOp.String(ev.Op), keyOutcome.String(out)))
+	a.duration.Record(ctxOf(ev), ev.Elapsed.Seconds(),
+		a.metricAttrs(ev, keyOp.String(ev.Op), keyOutcome.String(out)))
 
 	attrs := make([]attribute.KeyValue, 0, 5) // room for all: no growing
 	attrs = append(attrs, keyOp.String(ev.Op), keyOutcome.String(out))
@@ -418,7 +507,7 @@ func (a *adapter) done(ev redlock.Event) {
 	if dropped > 0 {
 		attrs = append(attrs, keyDropped.Int(dropped))
 	}
-	_, span := a.tracer.Start(context.Background(), "redlock."+ev.Op,
+	_, span := a.tracer.Start(ctxOf(ev), "redlock."+ev.Op,
 		trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	for _, e := range events {
 		span.AddEvent(e.name, trace.WithTimestamp(e.at), trace.WithAttributes(e.attrs...))
@@ -430,13 +519,13 @@ func (a *adapter) done(ev redlock.Event) {
 // lost makes a span of no duration for a lock that KeepAlive could no
 // longer prove held: nothing else marks the moment in a trace.
 func (a *adapter) lost(ev redlock.Event) {
-	a.lostLocks.Add(context.Background(), 1, a.metricAttrs(ev.Key))
+	a.lostLocks.Add(ctxOf(ev), 1, a.metricAttrs(ev))
 	now := time.Now()
 	var attrs []attribute.KeyValue
 	if a.cfg.keyOnSpans {
 		attrs = append(attrs, keyKey.String(ev.Key))
 	}
-	_, span := a.tracer.Start(context.Background(), "redlock.lock-lost",
+	_, span := a.tracer.Start(ctxOf(ev), "redlock.lock-lost",
 		trace.WithTimestamp(now), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	cause := ev.Err
 	if cause == nil { // the hook promises one; a span with status Error needs one
@@ -459,4 +548,75 @@ func (a *adapter) fail(span trace.Span, err error, errType string, at time.Time)
 	}
 	span.RecordError(err, trace.WithTimestamp(at))
 	span.SetStatus(codes.Error, err.Error())
+}
+
+func (a *adapter) campaignStarted(ev redlock.Event) {
+	a.campaigns.Add(ctxOf(ev), 1, a.metricAttrs(ev))
+}
+
+// elected makes the span of the campaign that won, and counts its
+// leadership.
+func (a *adapter) elected(ev redlock.Event) {
+	a.leader.Add(ctxOf(ev), 1, a.metricAttrs(ev))
+	a.term.Record(ctxOf(ev), int64(ev.Term), a.metricAttrs(ev))
+	end := time.Now()
+	_, span := a.tracer.Start(ctxOf(ev), "redlock.campaign", trace.WithTimestamp(end.Add(-ev.Elapsed)),
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(a.spanAttrs(ev.Key, keyTerm.Int64(int64(ev.Term)))...))
+	span.End(trace.WithTimestamp(end))
+}
+
+// leadershipEnded makes the span of the leadership, from its election to
+// its end, failed when it was lost.
+func (a *adapter) leadershipEnded(ev redlock.Event) {
+	out := endedOutcome(ev.Err)
+	a.leader.Add(ctxOf(ev), -1, a.metricAttrs(ev))
+	a.ended.Add(ctxOf(ev), 1, a.metricAttrs(ev, keyOutcome.String(out)))
+	end := time.Now()
+	_, span := a.tracer.Start(ctxOf(ev), "redlock.leadership", trace.WithTimestamp(end.Add(-ev.Elapsed)),
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(a.spanAttrs(ev.Key, keyTerm.Int64(int64(ev.Term)), keyOutcome.String(out))...))
+	if out == "lost" {
+		a.fail(span, ev.Err, "lock_lost", end)
+	}
+	span.End(trace.WithTimestamp(end))
+}
+
+// leaderObserved makes a span of no duration for a leader that Observe
+// reported, as lost does for a lost lock.
+func (a *adapter) leaderObserved(ev redlock.Event) {
+	a.term.Record(ctxOf(ev), int64(ev.Term), a.metricAttrs(ev))
+	now := time.Now()
+	_, span := a.tracer.Start(ctxOf(ev), "redlock.leader-observed", trace.WithTimestamp(now),
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(a.spanAttrs(ev.Key, keyTerm.Int64(int64(ev.Term)))...))
+	span.End(trace.WithTimestamp(now))
+}
+
+// spanAttrs is attrs with the key, unless WithoutKeyOnSpans.
+func (a *adapter) spanAttrs(key string, attrs ...attribute.KeyValue) []attribute.KeyValue {
+	if a.cfg.keyOnSpans {
+		attrs = append(attrs, keyKey.String(key))
+	}
+	return attrs
+}
+
+// endedOutcome names why a leadership ended.
+func endedOutcome(cause error) string {
+	switch {
+	case errors.Is(cause, redlock.ErrReleased):
+		return "resigned"
+	case errors.Is(cause, redlock.ErrClosed):
+		return "closed"
+	case errors.Is(cause, redlock.ErrLockLost):
+		return "lost"
+	}
+	return "error"
+}
+
+// ctxOf is the event's context, which redlock always sets; a hook called
+// with an Event made elsewhere, without one, reports with no parent.
+func ctxOf(ev redlock.Event) context.Context {
+	if ev.Context == nil {
+		return context.Background()
+	}
+	return ev.Context
 }

@@ -174,6 +174,10 @@ func (e *env) metrics() map[string][]point {
 				for _, p := range d.DataPoints {
 					out[m.Name] = append(out[m.Name], point{p.Attributes, float64(p.Value)})
 				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					out[m.Name] = append(out[m.Name], point{p.Attributes, float64(p.Value)})
+				}
 			case metricdata.Histogram[float64]:
 				assert.Equal(e.t, "s", m.Unit)
 				for _, p := range d.DataPoints {

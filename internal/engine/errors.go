@@ -57,10 +57,12 @@ func pastDeadline(ctx context.Context) bool {
 }
 
 // Observer is told what the engine does on the nodes, for hooks and logs.
+// ctx is the context the round was sent with (SendAndCount's, Launch's),
+// for its values: it may have ended long before, as the call returned.
 type Observer interface {
 	// NodeError: a call of op on node (at addr) did not confirm.
-	NodeError(op *Op, node int, addr string, err error)
+	NodeError(ctx context.Context, op *Op, node int, addr string, err error)
 	// CleanupRetry: a delete got no definite answer and is tried again
 	// after wait.
-	CleanupRetry(key string, node int, addr string, try int, wait time.Duration)
+	CleanupRetry(ctx context.Context, key string, node int, addr string, try int, wait time.Duration)
 }

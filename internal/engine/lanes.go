@@ -418,7 +418,7 @@ func (s *Lanes) retry(p *Set, l *lane, j *job) bool {
 	l.current = nil
 	p.Life.park(j, time.AfterFunc(wait, func() { s.resume(p, j) })) // before resume can take s.mu
 	if p.observe {
-		p.obs.CleanupRetry(j.r.spec.Op.Keys[0], j.node, p.nodes[j.node].address(), int(j.tries.Load()), wait)
+		p.obs.CleanupRetry(j.r.base, j.r.spec.Op.Keys[0], j.node, p.nodes[j.node].address(), int(j.tries.Load()), wait)
 	}
 	return true
 }
@@ -517,7 +517,7 @@ func (j *job) send(s *Lanes, p *Set) Reply {
 		r.spec.Note(rep)
 	}
 	if p.observe && rep.Status != OK {
-		p.obs.NodeError(&r.spec.Op, n.index, n.address(), rep.Err)
+		p.obs.NodeError(r.base, &r.spec.Op, n.index, n.address(), rep.Err)
 	}
 	if !j.reported {
 		j.reported = true

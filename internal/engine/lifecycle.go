@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"sync"
 	"time"
@@ -145,6 +146,9 @@ type Abandoned struct {
 	Key   string // the first key of the delete's op
 	Node  int
 	Tries int // the tries sent so far
+	// Ctx is the context the delete's round was launched with, for its
+	// values (the hooks'): it may have ended long before.
+	Ctx context.Context
 }
 
 // GiveUp makes parked deletes stop at their next try, and returns the
@@ -170,7 +174,7 @@ func (l *Life) GiveUp() []Abandoned {
 			continue
 		}
 		seen[lane{j.r.seq, j.node}] = true
-		out = append(out, Abandoned{Key: j.r.spec.Op.Keys[0], Node: j.node, Tries: int(j.tries.Load())})
+		out = append(out, Abandoned{Key: j.r.spec.Op.Keys[0], Node: j.node, Tries: int(j.tries.Load()), Ctx: j.r.base})
 	}
 	slices.SortFunc(out, func(a, b Abandoned) int {
 		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Key, b.Key))

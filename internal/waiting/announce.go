@@ -23,6 +23,10 @@ type Announcer struct {
 	every   time.Duration // between renewals
 	cleanup time.Duration // the removal's node deadline
 	seq     *engine.Lanes
+	// ctx is the waiting call's context, whose values (not cancellation)
+	// the renewals and the removal carry (engine.Set.Launch): the hooks
+	// report their node errors as that call's.
+	ctx context.Context
 
 	mu      sync.Mutex // a leaf but for the engine's Lanes.mu and Life.mu (docs/internals.md)
 	timer   *time.Timer
@@ -33,8 +37,8 @@ type Announcer struct {
 // waiting rooms with op, for life from each renewal, and renews the entry
 // every every until Stop; wait is each renewal's node deadline, cleanup the
 // removal's.
-func Announce(nodes *engine.Set, op func(what string, end bool) engine.Op, what string, life, wait, every, cleanup time.Duration) *Announcer {
-	a := &Announcer{nodes: nodes, op: op, what: what, life: life, wait: wait, every: every, cleanup: cleanup, seq: engine.NewLanes(nodes.Len())}
+func Announce(ctx context.Context, nodes *engine.Set, op func(what string, end bool) engine.Op, what string, life, wait, every, cleanup time.Duration) *Announcer {
+	a := &Announcer{nodes: nodes, op: op, what: what, life: life, wait: wait, every: every, cleanup: cleanup, seq: engine.NewLanes(nodes.Len()), ctx: ctx}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.send()
@@ -67,7 +71,7 @@ func (a *Announcer) send() {
 			return
 		}
 	}
-	a.nodes.Launch(context.Background(), a.seq, engine.Spec{Effect: engine.Write,
+	a.nodes.Launch(a.ctx, a.seq, engine.Spec{Effect: engine.Write,
 		Op: a.op(a.what, false), Wait: a.wait, TTL: a.life, Only: only})
 }
 
@@ -103,6 +107,6 @@ func (a *Announcer) Stop() {
 	}
 	a.stopped = true
 	a.timer.Stop()
-	a.nodes.Launch(context.Background(), a.seq, engine.Spec{Effect: engine.Delete,
+	a.nodes.Launch(a.ctx, a.seq, engine.Spec{Effect: engine.Delete,
 		Op: a.op(a.what, true), Wait: a.cleanup, CallTimeout: a.cleanup})
 }
