@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -60,6 +62,11 @@ func (p *Set) compareServers() error {
 		id, unknowable := n.identity()
 		ids[i], known = id, known && (id != nil || unknowable)
 	}
+	for _, n := range p.nodes {
+		if r, ok := n.replicaOf(); ok {
+			return p.replicaError(n, r)
+		}
+	}
 	for i, a := range p.nodes {
 		for j, b := range p.nodes[i+1:] {
 			for _, id := range ids[i] {
@@ -74,6 +81,40 @@ func (p *Set) compareServers() error {
 		p.verified.Store(true)
 	}
 	return nil
+}
+
+// replicaError refuses n, whose server is a replica (of r.master): of
+// another node's server when one has that address.
+func (p *Set) replicaError(n *node, r *role) error {
+	if r.master == "" {
+		return fmt.Errorf("%w: node %d (%s) is a replica: Redlock needs independent masters, give it a master of its own",
+			ErrReplica, n.index, n.address())
+	}
+	for _, m := range p.nodes {
+		if m != n && sameAddr(m.address(), r.master) {
+			return fmt.Errorf("%w: node %d (%s) is a replica of node %d (%s), which would vote twice with it: Redlock needs independent masters",
+				ErrReplica, n.index, n.address(), m.index, m.address())
+		}
+	}
+	return fmt.Errorf("%w: node %d (%s) is a replica of %s: Redlock needs independent masters, give it a master of its own",
+		ErrReplica, n.index, n.address(), r.master)
+}
+
+// sameAddr reports whether two host:port addresses name one endpoint
+// as written (localhost for 127.0.0.1 too).
+func sameAddr(a, b string) bool {
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb {
+		return false
+	}
+	loop := func(h string) string {
+		if h == "localhost" || h == "::1" {
+			return "127.0.0.1"
+		}
+		return h
+	}
+	return loop(ha) == loop(hb)
 }
 
 // identify asks the nodes that pick selects for their identity, each in the
@@ -201,16 +242,41 @@ func (n *node) identify(done chan struct{}, timeout time.Duration) {
 		// server_time_usec): TIME, which every write needs anyway.
 		_ = n.readClock(ctx, n.drift)
 	}
+	// A replica is no independent master: its writes are refused
+	// (READONLY), or, writable, lost at the next resync, and beside its
+	// master it holds what the master holds. A cluster client reaches
+	// masters only.
+	refused := errors.Is(asMisconfig(err), ErrAuth)
+	var r role
+	roleKnown := false
+	if _, cluster := n.client.(*redis.ClusterClient); !cluster && !refused && (err == nil || isNoPerm(err) || isServerReply(err)) {
+		r, roleKnown, _ = readRole(ctx, n.client)
+	}
 	n.identMu.Lock()
 	defer n.identMu.Unlock()
+	n.replica = nil
 	switch {
+	case roleKnown && r.replica:
+		// Refused, not identified: asked again (IdentifyRetry), so that
+		// a replica promoted since is taken once it is a master.
+		n.replica = &r
 	case err == nil && len(ids) > 0:
 		n.ident = ids
+	case refused:
+		// Our credentials refused: nothing is known; asked again.
 	case err != nil && (isNoPerm(err) || isServerReply(err)):
 		// The server answered but cannot tell who it is (an ACL without
 		// INFO, a server whose INFO has no run_id): trusted as configured.
 		n.identUnknowable = true
 	}
+}
+
+// replicaOf returns what n's server is known to replicate, if it is a
+// replica.
+func (n *node) replicaOf() (*role, bool) {
+	n.identMu.Lock()
+	defer n.identMu.Unlock()
+	return n.replica, n.replica != nil
 }
 
 // isServerReply reports whether err is the server's own lasting answer that
@@ -325,16 +391,19 @@ wait:
 	return errors.Join(append(errs, p.compareServers())...)
 }
 
-// load loads the scripts on n and pings it; an ACL that refuses either is
-// no failure.
+// load pings n and loads the scripts there; an ACL that refuses either
+// is no failure, refused credentials are (ErrAuth). The ping goes first:
+// a server that wants a password answers it NOAUTH, where it would
+// close the connection on a script's text (an unauthenticated client may
+// send no long argument).
 func (p *Set) load(ctx context.Context, n *node) error {
+	if err := n.client.Ping(ctx).Err(); err != nil && !isNoPerm(err) {
+		return asMisconfig(err)
+	}
 	for _, s := range p.scripts {
 		if err := s.Load(ctx, n.client).Err(); err != nil && !isNoPerm(err) {
-			return err
+			return asMisconfig(err)
 		}
-	}
-	if err := n.client.Ping(ctx).Err(); err != nil && !isNoPerm(err) {
-		return err
 	}
 	return nil
 }
