@@ -82,8 +82,8 @@ type Server struct {
 	// TIME.
 	Err error
 
-	Version string        // redis_version
-	RunID   string        // run_id: two nodes with the same one are one server
+	Version string // redis_version
+	RunID   string // run_id: two nodes with the same one are one server
 	// Role is "master" or "replica", as INFO replication says. A replica
 	// is no node for a lock: it refuses writes (READONLY) or loses them at
 	// its next resync, and beside its own master it holds what the master
@@ -94,7 +94,7 @@ type Server struct {
 	// replID is the replication id the server follows (master_replid),
 	// the same on a master and its replicas.
 	replID string
-	Uptime  time.Duration // since the server started, which is when it lost what it did not persist
+	Uptime time.Duration // since the server started, which is when it lost what it did not persist
 
 	// MaxmemoryPolicy, AppendOnly and AppendFsync are the server's CONFIG
 	// values, or Unreadable when CONFIG GET was refused (AppendOnly then comes
