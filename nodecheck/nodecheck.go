@@ -218,9 +218,9 @@ func checkServer(ctx context.Context, i int, addr string, c redis.Cmdable) Serve
 		s.Err = misconfig(s.Err)
 		switch {
 		case errors.Is(s.Err, redlock.ErrAuth):
-			s.Warnings = []string{fmt.Sprintf("%s: refuses the client's credentials (%v): give the node's user name and password (in its URL for the redlock command)", s.name(), s.Err)}
+			s.Warnings = []string{fmt.Sprintf("%s: refuses the client's credentials: %v: give the node's user name and password (in its URL for the redlock command)", s.name(), s.Err)}
 		case errors.Is(s.Err, redlock.ErrNoPermission):
-			s.Warnings = []string{fmt.Sprintf("%s: cannot be checked, its ACL refuses the check (%v): allow INFO and TIME to check it", s.name(), s.Err)}
+			s.Warnings = []string{fmt.Sprintf("%s: cannot be checked, its ACL refuses the check: %v: allow INFO and TIME to check it", s.name(), s.Err)}
 		default:
 			s.Warnings = []string{fmt.Sprintf("%s: unreachable: %v", s.name(), s.Err)}
 		}
