@@ -236,7 +236,7 @@ func (n *node) identify(done chan struct{}, timeout time.Duration) {
 		}
 	}
 	sent := time.Now()
-	ids, info, err := runIDs(ctx, n.client)
+	ids, info, roleCmd, err := runIDs(ctx, n.client)
 	if info == "" || !n.noteInfoClock(info, sent, time.Now(), n.drift) {
 		// No clock in INFO (an ACL without INFO, a server without
 		// server_time_usec): TIME, which every write needs anyway.
@@ -249,8 +249,8 @@ func (n *node) identify(done chan struct{}, timeout time.Duration) {
 	refused := errors.Is(asMisconfig(err), ErrAuth)
 	var r role
 	roleKnown := false
-	if _, cluster := n.client.(*redis.ClusterClient); !cluster && !refused && (err == nil || isNoPerm(err) || isServerReply(err)) {
-		r, roleKnown, _ = readRole(ctx, n.client)
+	if roleCmd != nil && !refused {
+		r, roleKnown, _ = readRole(roleCmd)
 	}
 	n.identMu.Lock()
 	defer n.identMu.Unlock()
@@ -302,8 +302,10 @@ func isServerReply(err error) bool {
 
 // runIDs returns the run_ids behind c, and the INFO server text of one
 // of its servers ("" when none was read), whose clock a write's deadline
-// is carried to (a cluster's masters are taken to keep one time).
-func runIDs(ctx context.Context, c redis.UniversalClient) ([]string, string, error) {
+// is carried to (a cluster's masters are taken to keep one time). Of a
+// client of one server it returns the ROLE command sent with INFO, in one
+// round trip; of a cluster's, which reaches masters only, nil.
+func runIDs(ctx context.Context, c redis.UniversalClient) ([]string, string, *redis.Cmd, error) {
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		var mu sync.Mutex
 		var ids []string
@@ -318,14 +320,23 @@ func runIDs(ctx context.Context, c redis.UniversalClient) ([]string, string, err
 			mu.Unlock()
 			return err
 		})
-		return ids, first, err
+		return ids, first, nil, err
 	}
-	id, info, err := runID(ctx, c)
-	return []string{id}, info, err
+	pipe := c.Pipeline()
+	infoCmd := pipe.Info(ctx, "server")
+	roleCmd := pipe.Do(ctx, "ROLE")
+	_, _ = pipe.Exec(ctx) // each command's own error is read below
+	id, info, err := readRunID(infoCmd)
+	return []string{id}, info, roleCmd, err
 }
 
 func runID(ctx context.Context, c redis.Cmdable) (string, string, error) {
-	info, err := c.Info(ctx, "server").Result()
+	return readRunID(c.Info(ctx, "server"))
+}
+
+// readRunID reads a server's run_id from its reply to INFO server.
+func readRunID(cmd *redis.StringCmd) (string, string, error) {
+	info, err := cmd.Result()
 	if err != nil {
 		return "", "", err
 	}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -84,11 +83,12 @@ type role struct {
 	master  string // host:port of a replica's master
 }
 
-// readRole asks c's server for its ROLE. ok is false when the server did
-// not tell (an ACL without ROLE, a server without it): it is then trusted
-// as configured.
-func readRole(ctx context.Context, c redis.UniversalClient) (r role, ok bool, err error) {
-	v, err := c.Do(ctx, "ROLE").Slice()
+// readRole reads a server's reply to ROLE. ok is false when the server
+// did not tell (an ACL without ROLE, a server without it, a reply we do
+// not know): it is then trusted as configured. err is set when the
+// server could not answer (not reached, our credentials refused).
+func readRole(cmd *redis.Cmd) (r role, ok bool, err error) {
+	v, err := cmd.Slice()
 	if err != nil {
 		var re redis.Error
 		if errors.As(err, &re) && !errors.Is(Misconfig(err), ErrAuth) {
