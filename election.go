@@ -447,6 +447,7 @@ func (e *Election) readNode(ctx context.Context, i int) leaderRead {
 
 // Observe reports the leaders as Leader reads them, each change once (a
 // new term, or a value), until ctx ends; then it closes the channel. It
+// reads at once, and again soon while the first reads cannot tell; it
 // reads again when a quorum of nodes announce a release of the key (one
 // subscription per node, shared with the Client's waiters), soon after,
 // and every third of the TTL otherwise, for what no announcement tells (an
@@ -469,9 +470,15 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 	every := max(e.ttl/3, time.Millisecond)
 	var last Leader
 	soon := time.Duration(0) // after a release: read again soon, for the next leader
-	for {
+	for first := true; ; first = false {
 		e.c.waits.Forget(w)
 		ld, err := e.Leader(ctx)
+		if first && err != nil && !errors.Is(err, ErrNoLeader) {
+			// The first read did not tell (a node slow to answer its
+			// first contact): read again soon, not after a third of
+			// the TTL.
+			soon = 10 * time.Millisecond
+		}
 		if err == nil && (ld.Term != last.Term || ld.Value != last.Value) {
 			select {
 			case out <- ld:

@@ -23,7 +23,8 @@ import (
 // node not yet known, all in parallel, and waits up to wait, the caller's
 // per-node deadline; a node not identified by then is asked again by the
 // next operation. A node whose server refuses INFO (an ACL without it) is
-// trusted as configured. Once every node is known and distinct, the check
+// trusted as configured. A node whose server is a replica (ROLE) fails the
+// check with ErrReplica, and is asked again, as one not identified. Once every node is known and distinct, the check
 // costs one atomic load.
 func (p *Set) CheckServers(wait time.Duration) error {
 	if p.verified.Load() {
@@ -359,7 +360,8 @@ func isNoPerm(err error) bool {
 // when each node has answered, failed, or ctx ended, whatever go-redis
 // still holds. A node that did not answer by then (nor its identification
 // within Timing.IdentifyTimeout) is not waited for by any operation, and
-// its error is returned.
+// its error is returned; a node that refuses our credentials, as
+// ErrAuth. A node that is a replica fails it with ErrReplica.
 func (p *Set) Warm(ctx context.Context, nodeErr func(node int, addr string, err error) error) error {
 	type result struct {
 		n   *node
