@@ -295,7 +295,7 @@ func TestWaitersWithoutPubSub(t *testing.T) {
 	s := redistest.StartT(t, 1)[0]
 	ctx := t.Context()
 	require.NoError(t, s.Client().Do(ctx, "ACL", "SETUSER", "locker", "on", ">pw", "resetchannels", "-@all",
-		"+evalsha", "+eval", "+get", "+set", "+pexpire", "+pttl", "+del", "~lock:*").Err())
+		"+evalsha", "+eval", "+get", "+set", "+pexpire", "+pttl", "+del", "+time", "~lock:*").Err())
 	nodes := func() []redis.UniversalClient {
 		rc := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: "locker", Password: "pw", ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = rc.Close() })
