@@ -138,7 +138,7 @@ func (cn *contender) step(ctx context.Context, failed int) (got bool, err error)
 // backoff returns how long to wait after attempt number failed failed with
 // err, or the error that ends the Acquire.
 func (c *Client) backoff(ctx context.Context, err error, failed int) (time.Duration, error) {
-	if errors.Is(err, ErrInvalidArgument) {
+	if errors.Is(err, ErrInvalidArgument) || c.misconfigured(err) {
 		return 0, err
 	}
 	if ctx.Err() != nil {
@@ -152,6 +152,25 @@ func (c *Client) backoff(ctx context.Context, err error, failed int) (time.Durat
 		return 0, err
 	}
 	return wait, nil
+}
+
+// misconfigured reports whether err, a failed attempt's, has so many
+// nodes refusing our credentials or rights (ErrAuth, ErrNoPermission) that
+// the others cannot make a quorum: no attempt can succeed until an
+// operator mends them, so none is made. Fewer such nodes are shown in
+// the error like nodes down, and the others may still grant the lock.
+func (c *Client) misconfigured(err error) bool {
+	var qe *QuorumError
+	if err == nil || !errors.As(err, &qe) {
+		return false
+	}
+	n := 0
+	for _, ne := range qe.Nodes {
+		if engine.IsMisconfig(ne.Err) {
+			n++
+		}
+	}
+	return n > c.nodes.Len()-c.nodes.Quorum
 }
 
 // waitNext waits, after an attempt failed with err, until the next attempt:

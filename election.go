@@ -104,7 +104,9 @@ func (ld *Leadership) hold(l *Lock) (stopOld context.CancelFunc) {
 // rules; Inspect and redlock status show it). Campaign goes on through
 // refusals and unavailable nodes; it fails when ctx ends (an error
 // matching ErrNotAcquired and ctx.Err()), when the Client closes
-// (ErrClosed), or with ErrInvalidArgument for a bad value.
+// (ErrClosed), with ErrInvalidArgument for a bad value (or a node that is
+// a replica, ErrReplica), and with ErrAuth or ErrNoPermission when so
+// many nodes refuse its credentials or rights that no quorum is left.
 func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
 	// An owner id of the leadership's own: its Proclaim takes the key
 	// over from its Lock with another of the id (docs/owners.md); nobody
@@ -128,7 +130,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 			e.report(ld, start)
 			return ld, nil
 		}
-		if ctx == nil || ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidArgument) {
+		if ctx == nil || ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidArgument) || e.c.misconfigured(err) {
 			return nil, err
 		}
 		// The Client's RetryStrategy or its unavailability bound gave up:
@@ -349,7 +351,10 @@ func (e *Election) keepSettled(ld *Leadership) {
 // Leader reads the current leader: the elected leadership that a quorum
 // of nodes holds, with the Value it campaigned with and its Term. It
 // fails with ErrNoLeader when there is none, and with an error matching
-// ErrUnavailable when too few nodes answered to tell. What it reports was
+// ErrUnavailable when too few nodes answered to tell (and ErrAuth or
+// ErrNoPermission for the nodes that refused it), with ErrReplica when a
+// node is a replica. A fresh Client identifies the nodes' servers first,
+// as Acquire does. What it reports was
 // a real leader (its Campaign elected it) at some time while Leader ran;
 // a value that a quorum holds for an attempt that then failed is never
 // reported, nor a minority's. That it still leads when Leader returns,
@@ -363,8 +368,17 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 		return Leader{}, fmt.Errorf("%w: %q: %w", ErrNoLeader, showKey(e.key), err)
 	}
 	defer c.nodes.Life.EndCall()
+	timeout := inspectTimeout
+	if c.cfg.nodeTimeoutFixed > 0 {
+		timeout = c.cfg.nodeTimeoutFixed
+	}
+	// Only nodes whose server is known count, as toward any quorum: a
+	// fresh Client meets them here, as Inspect and Acquire do.
+	if err := c.nodes.CheckServers(timeout); err != nil {
+		return Leader{}, fmt.Errorf("election on %q: %w", showKey(e.key), err)
+	}
 	start := time.Now()
-	reads, answered := engine.ReadAll(ctx, c.nodes, inspectTimeout, func(ctx context.Context, i int) leaderRead {
+	reads, answered := engine.ReadAll(ctx, c.nodes, timeout, func(ctx context.Context, i int) leaderRead {
 		return e.readNode(ctx, i)
 	})
 	terms := make(map[string]uint64) // the elected terms any node's record holds, by token
@@ -398,7 +412,15 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	case found:
 		return best, nil
 	case asked < q:
-		return Leader{}, fmt.Errorf("%w: %q: %d of %d nodes answered", ErrUnavailable, showKey(e.key), asked, len(reads))
+		// Nodes that refused our credentials or rights are named: no
+		// wait mends them.
+		format, args := "%w: %q: %d of %d nodes answered", []any{ErrUnavailable, showKey(e.key), asked, len(reads)}
+		for i, r := range reads {
+			if answered[i] && engine.IsMisconfig(r.err) {
+				format, args = format+"; %w", append(args, &NodeError{Node: i, Addr: c.nodes.Addr(i), Err: r.err})
+			}
+		}
+		return Leader{}, fmt.Errorf(format, args...)
 	}
 	return Leader{}, fmt.Errorf("%w: %q", ErrNoLeader, showKey(e.key))
 }
@@ -418,7 +440,10 @@ func (e *Election) readNode(ctx context.Context, i int) leaderRead {
 	op := engine.Op{Script: leaderScript, Keys: [engine.MaxKeys]string{e.key, script.LeadersKey(e.key)}, NKeys: 2}
 	op.Read = func(cmd *redis.Cmd) engine.Reply {
 		v, err := cmd.Slice()
-		if err != nil || len(v) != 3 {
+		if err != nil {
+			return engine.Reply{Err: err} // the node's own words: NOPERM, NOAUTH, a refused connection
+		}
+		if len(v) != 3 {
 			return engine.Reply{Err: script.Unexpected(v)}
 		}
 		value, _ := v[0].(string)
@@ -445,6 +470,7 @@ func (e *Election) readNode(ctx context.Context, i int) leaderRead {
 
 // Observe reports the leaders as Leader reads them, each change once (a
 // new term, or a value), until ctx ends; then it closes the channel. It
+// reads at once, and again soon while the first reads cannot tell; it
 // reads again when a quorum of nodes announce a release of the key (one
 // subscription per node, shared with the Client's waiters), soon after,
 // and every third of the TTL otherwise, for what no announcement tells (an
@@ -467,9 +493,15 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 	every := max(e.ttl/3, time.Millisecond)
 	var last Leader
 	soon := time.Duration(0) // after a release: read again soon, for the next leader
-	for {
+	for first := true; ; first = false {
 		e.c.waits.Forget(w)
 		ld, err := e.Leader(ctx)
+		if first && err != nil && !errors.Is(err, ErrNoLeader) {
+			// The first read did not tell (a node slow to answer its
+			// first contact): read again soon, not after a third of
+			// the TTL.
+			soon = 10 * time.Millisecond
+		}
 		if err == nil && (ld.Term != last.Term || ld.Value != last.Value) {
 			select {
 			case out <- ld:

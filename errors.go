@@ -36,11 +36,12 @@ var (
 	// or reserved key (redlock:boot, a name containing ":redlock:fence",
 	// ":redlock:wait" or ":redlock:tomb"), a TTL
 	// over MaxTTL or leaving no validity, a nil context, a bad option or node
-	// list, refused before anything is sent. Two cases are found by the nodes:
+	// list, refused before anything is sent. Three cases are found by the nodes:
 	// a key held by another kind of lock than the one asked for (permits
 	// against an exclusive or shared lock, or of another count), refused by
 	// each node without a change and never waited for, and two nodes that are
-	// one server, which make every operation fail with it.
+	// one server or a node that is a replica (ErrReplica), which make every
+	// operation fail with it.
 	ErrInvalidArgument = engine.ErrInvalidArgument
 	// ErrClosed means the Client was closed before the call. It is also
 	// the cause of a KeepAlive context that Close ended.
@@ -104,6 +105,28 @@ var (
 	// after the Lock's delete (docs/late-writes.md).
 	ErrLate = engine.ErrLate
 
+	// ErrAuth means the node refused the credentials of its client (NOAUTH:
+	// none given to a server that wants one; WRONGPASS: a wrong user name
+	// or password, or a disabled user). ErrNoPermission means the node's
+	// ACL refused a command or a key of ours (NOPERM, or a script's
+	// command refused). Both are errors of configuration, never matched
+	// together with ErrNoReply: Warm returns them, and an Acquire (or a
+	// Campaign) that so many nodes refuse that the others cannot make a
+	// quorum fails at once with them instead of trying until its context
+	// ends. An ACL without INFO, ROLE, PING or SCRIPT is no failure
+	// (docs/operations.md, least-privilege ACL).
+	ErrAuth         = engine.ErrAuth
+	ErrNoPermission = engine.ErrNoPermission
+	// ErrReplica is matched, with ErrInvalidArgument, by every operation's
+	// error while a node's server says (ROLE) it is a replica: a replica
+	// refuses writes, or loses them at its next resync, and beside its own
+	// master it would vote twice for one server. The message names the
+	// node and its master, and the other node that is that master when
+	// one is. Like two nodes of one server, it is found at first contact
+	// (Warm, or the first operation), and the node is asked again: a
+	// replica promoted to master since is taken.
+	ErrReplica = engine.ErrReplica
+
 	// ErrNotAwaited means the node's reply was not waited for: it was
 	// still on its way when the outcome was decided without it, or when
 	// the call ended. What the node did is unknown, as with ErrNoReply, but
@@ -118,8 +141,9 @@ var (
 // NodeError is the outcome of one operation on one node that did not confirm
 // it. Err matches ErrHeldByOther (and ErrMaxShared), ErrWriterWaiting,
 // ErrKeyAbsent, ErrRestartGuard, ErrNoReply, ErrNotAwaited, ErrNotHeld (a
-// fence commit refused) or ErrInvalidArgument (a key held by another kind
-// of lock, named), or it is the node client's error (NOPERM, READONLY; a
+// fence commit refused), ErrAuth or ErrNoPermission (the server's own
+// words kept), or ErrInvalidArgument (a key held by another kind
+// of lock, named), or it is the node client's error (READONLY; a
 // refused connection, which matches ErrNoReply too when the call's deadline
 // passed first), a stale call refused, or a reply that did not count
 // because the node's server is not identified yet.

@@ -42,8 +42,8 @@ type Client struct {
 // standing for one cluster); a lock needs len(nodes)/2+1 of them, and 3 or 5
 // make the most of each. New sends nothing. It fails with ErrInvalidArgument
 // when nodes is empty, holds a nil client or the same one twice, or an option
-// is invalid; two nodes found later to be one server fail every operation
-// (docs/operations.md).
+// is invalid; two nodes found later to be one server, or a node found to
+// be a replica (ErrReplica), fail every operation (docs/operations.md).
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -87,8 +87,10 @@ func (c *Client) Quorum() int { return c.nodes.Quorum }
 // per-node deadline (call it at start-up with TLS). It identifies every node
 // that answers even when others do not, and returns each node it could not
 // reach by ctx's end as a *NodeError: operations then count that node once
-// it answers, without waiting for it. Two nodes that are one server make it
-// fail with ErrInvalidArgument.
+// it answers, without waiting for it. A node that refuses its client's
+// credentials is a *NodeError matching ErrAuth. Two nodes that are one
+// server, or a node that is a replica (ErrReplica), make it fail with
+// ErrInvalidArgument (docs/operations.md).
 func (c *Client) Warm(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context")

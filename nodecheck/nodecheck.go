@@ -7,6 +7,11 @@
 //     the longest TTL;
 //   - the clock offset against this machine (from TIME), above MaxClockOffset;
 //   - two nodes that are one server (the same run_id), which would vote twice;
+//   - a replica given as a node (INFO replication), alone or beside its
+//     own master: it refuses writes or loses them, and beside its master
+//     it votes twice for one server;
+//   - nodes that refuse the client's credentials (redlock.ErrAuth) or
+//     whose ACL refuses the check (redlock.ErrNoPermission);
 //   - nodes that cannot be reached, and fewer reachable nodes than a quorum.
 //
 // The redlock command's "check" prints the same report.
@@ -17,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +31,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/engine"
 	"github.com/redlock-go/redlock/internal/redisnode"
 )
 
@@ -55,6 +62,13 @@ type Report struct {
 	// sentence naming the node and what to change. They include every
 	// server's own warnings, and two nodes that are one server.
 	Warnings []string
+	// Unusable lists, in order, the nodes a lock cannot count on: a
+	// server unreachable or refusing the client's credentials, a replica,
+	// or a second node of one server. A node whose ACL only refuses the
+	// check's commands (INFO, TIME) is not in it: the lock's own commands
+	// may be allowed (docs/operations.md). The redlock command's check
+	// exits non-zero when it is not empty.
+	Unusable []int
 }
 
 // Server is what one server told Run about itself.
@@ -62,12 +76,25 @@ type Server struct {
 	Node int    // the node's index in the slice given to Run
 	Addr string // the server's address, when its client exposes one
 	// Err is set when the server could not be reached or did not answer
-	// INFO or TIME within Timeout; the fields below are then empty.
+	// INFO or TIME within Timeout; the fields below are then empty. It
+	// matches redlock.ErrAuth when the server refused the client's
+	// credentials, redlock.ErrNoPermission when its ACL refused INFO or
+	// TIME.
 	Err error
 
-	Version string        // redis_version
-	RunID   string        // run_id: two nodes with the same one are one server
-	Uptime  time.Duration // since the server started, which is when it lost what it did not persist
+	Version string // redis_version
+	RunID   string // run_id: two nodes with the same one are one server
+	// Role is "master" or "replica", as INFO replication says. A replica
+	// is no node for a lock: it refuses writes (READONLY) or loses them at
+	// its next resync, and beside its own master it holds what the master
+	// holds.
+	Role string
+	// MasterAddr is a replica's master, host:port as the replica names it.
+	MasterAddr string
+	// replID is the replication id the server follows (master_replid),
+	// the same on a master and its replicas.
+	replID string
+	Uptime time.Duration // since the server started, which is when it lost what it did not persist
 
 	// MaxmemoryPolicy, AppendOnly and AppendFsync are the server's CONFIG
 	// values, or Unreadable when CONFIG GET was refused (AppendOnly then comes
@@ -123,7 +150,24 @@ func Run(ctx context.Context, nodes []redis.UniversalClient) (*Report, error) {
 		}
 		r.Servers = append(r.Servers, servers...)
 	}
-	r.Warnings = append(r.Warnings, sameServers(r.Servers)...)
+	same, seconds := sameServers(r.Servers)
+	r.Warnings = append(r.Warnings, same...)
+	replicas, replicaNodes := replicaWarnings(r.Servers)
+	r.Warnings = append(r.Warnings, replicas...)
+	unusable := make([]bool, len(nodes))
+	for _, s := range r.Servers {
+		if s.Err != nil && !errors.Is(s.Err, redlock.ErrNoPermission) {
+			unusable[s.Node] = true
+		}
+	}
+	for _, i := range append(seconds, replicaNodes...) {
+		unusable[i] = true
+	}
+	for i, u := range unusable {
+		if u {
+			r.Unusable = append(r.Unusable, i)
+		}
+	}
 	if r.Reachable < r.Quorum {
 		r.Warnings = append(r.Warnings, fmt.Sprintf(
 			"only %d of %d nodes answered, fewer than the quorum of %d: no lock can be taken until more are back",
@@ -171,7 +215,15 @@ func checkServer(ctx context.Context, i int, addr string, c redis.Cmdable) Serve
 		s = Server{Node: i, Addr: addr, Err: fmt.Errorf("no answer: %w", context.Cause(ctx))}
 	}
 	if s.Err != nil {
-		s.Warnings = []string{fmt.Sprintf("%s: unreachable: %v", s.name(), s.Err)}
+		s.Err = misconfig(s.Err)
+		switch {
+		case errors.Is(s.Err, redlock.ErrAuth):
+			s.Warnings = []string{fmt.Sprintf("%s: refuses the client's credentials: %v: give the node's user name and password (in its URL for the redlock command)", s.name(), s.Err)}
+		case errors.Is(s.Err, redlock.ErrNoPermission):
+			s.Warnings = []string{fmt.Sprintf("%s: cannot be checked, its ACL refuses the check: %v: allow INFO and TIME to check it", s.name(), s.Err)}
+		default:
+			s.Warnings = []string{fmt.Sprintf("%s: unreachable: %v", s.name(), s.Err)}
+		}
 		return s
 	}
 	s.Warnings = s.advise()
@@ -181,13 +233,22 @@ func checkServer(ctx context.Context, i int, addr string, c redis.Cmdable) Serve
 // askServer sends the commands of a check and reads their replies.
 func askServer(ctx context.Context, i int, addr string, c redis.Cmdable) Server {
 	s := Server{Node: i, Addr: addr}
-	info, err := c.Info(ctx, "server", "persistence").Result()
+	info, err := c.Info(ctx, "server", "persistence", "replication").Result()
 	if err != nil {
 		s.Err = err
 		return s
 	}
 	fields := redisnode.InfoFields(info)
-	s.Version, s.RunID = fields["redis_version"], fields["run_id"]
+	s.Version, s.RunID, s.replID = fields["redis_version"], fields["run_id"], fields["master_replid"]
+	switch fields["role"] {
+	case "master":
+		s.Role = "master"
+	case "slave", "replica":
+		s.Role = "replica"
+		if h, p := fields["master_host"], fields["master_port"]; h != "" && p != "" {
+			s.MasterAddr = net.JoinHostPort(h, p)
+		}
+	}
 	if secs, err := strconv.ParseInt(fields["uptime_in_seconds"], 10, 64); err == nil {
 		s.Uptime = time.Duration(secs) * time.Second
 	}
@@ -266,18 +327,82 @@ func (s *Server) name() string {
 	return fmt.Sprintf("node %d", s.Node)
 }
 
-// sameServers warns about servers of different nodes with the same run_id.
-func sameServers(servers []Server) []string {
+// sameServers warns about servers of different nodes with the same
+// run_id, and returns the later node of each pair.
+func sameServers(servers []Server) ([]string, []int) {
 	var w []string
+	var seconds []int
 	for i, a := range servers {
 		for _, b := range servers[i+1:] {
 			if a.RunID != "" && a.RunID == b.RunID && a.Node != b.Node {
 				w = append(w, fmt.Sprintf("%s and %s are one server (run_id %s), which would vote twice: give each node its own independent master",
 					a.name(), b.name(), a.RunID))
+				seconds = append(seconds, b.Node)
 			}
 		}
 	}
-	return w
+	return w, seconds
+}
+
+// replicaWarnings warns about every replica given as a node, naming the
+// node that is its master when one is (by address, or by the replication
+// id they share), and returns their nodes.
+func replicaWarnings(servers []Server) ([]string, []int) {
+	var w []string
+	var nodes []int
+	for _, s := range servers {
+		if s.Role != "replica" {
+			continue
+		}
+		nodes = append(nodes, s.Node)
+		of := ""
+		if s.MasterAddr != "" {
+			of = " of " + s.MasterAddr
+		}
+		var master *Server
+		for j := range servers {
+			m := &servers[j]
+			if m.Node != s.Node && m.Role == "master" && (sameAddr(m.Addr, s.MasterAddr) || s.replID != "" && m.replID == s.replID) {
+				master = m
+				break
+			}
+		}
+		if master != nil {
+			w = append(w, fmt.Sprintf("%s is a replica of %s: it holds what that node holds and would vote twice with it; Redlock needs independent masters: give it a master of its own, or remove it",
+				s.name(), master.name()))
+			continue
+		}
+		w = append(w, fmt.Sprintf("%s is a replica%s: it refuses the lock's writes (READONLY) or loses them at its next resync; Redlock needs independent masters: list masters only",
+			s.name(), of))
+	}
+	return w, nodes
+}
+
+// sameAddr reports whether two host:port addresses name one endpoint as
+// written (localhost for 127.0.0.1 too).
+func sameAddr(a, b string) bool {
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb {
+		return false
+	}
+	loop := func(h string) string {
+		if h == "localhost" || h == "::1" {
+			return "127.0.0.1"
+		}
+		return h
+	}
+	return loop(ha) == loop(hb)
+}
+
+// misconfig is err as the library shows a refusal of the client's
+// credentials or rights (redlock.ErrAuth, redlock.ErrNoPermission), or
+// err itself.
+func misconfig(err error) error {
+	if m := engine.Misconfig(err); m != nil {
+		return m
+	}
+	return err
 }
 
 // Err returns nil when the report has no warning, and otherwise an error that

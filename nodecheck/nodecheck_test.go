@@ -211,3 +211,78 @@ func TestRunCluster(t *testing.T) {
 	require.NotEmpty(t, evicting)
 	assert.Contains(t, evicting[0], "node 0 ("+cl.Servers()[2].Addr()+"): maxmemory-policy is allkeys-lru, which evicts lock keys and fence counters")
 }
+
+// TestRunReplica: each node's role is read; a replica beside its own
+// master, and a replica of a master that is no node, are each told, and
+// are unusable; the master is not.
+func TestRunReplica(t *testing.T) {
+	servers := redistest.StartT(t, 3)
+	ctx := t.Context()
+	replicate := func(master *redistest.Server) *redistest.Server {
+		host, port, err := net.SplitHostPort(master.Addr())
+		require.NoError(t, err)
+		return redistest.StartT(t, 1, redistest.WithArgs("--replicaof", host, port))[0]
+	}
+	beside, alone := replicate(servers[0]), replicate(servers[2])
+
+	r, err := nodecheck.Run(ctx, checkClients(t, servers[0].Addr(), servers[1].Addr(), beside.Addr(), alone.Addr()))
+	require.NoError(t, err)
+	require.Len(t, r.Servers, 4)
+	for i, want := range []string{"master", "master", "replica", "replica"} {
+		require.NoError(t, r.Servers[i].Err)
+		assert.Equal(t, want, r.Servers[i].Role, "node %d", i)
+	}
+	assert.Equal(t, servers[2].Addr(), r.Servers[3].MasterAddr)
+	assert.Equal(t, []int{2, 3}, r.Unusable)
+	var replicas []string
+	for _, w := range r.Warnings {
+		if strings.Contains(w, "replica") {
+			replicas = append(replicas, w)
+		}
+	}
+	require.Len(t, replicas, 2, "%q", r.Warnings)
+	w := warningsAbout(replicas, beside.Addr())
+	require.Len(t, w, 1, "%q", r.Warnings)
+	assert.Contains(t, w[0], "node 2 ("+beside.Addr()+") is a replica of node 0 ("+servers[0].Addr()+")")
+	w = warningsAbout(replicas, alone.Addr())
+	require.Len(t, w, 1, "%q", r.Warnings)
+	assert.Contains(t, w[0], "node 3 ("+alone.Addr()+") is a replica of "+servers[2].Addr())
+	assert.Contains(t, w[0], "READONLY")
+}
+
+// TestRunAuthRefused: a node that refuses the client's credentials is
+// redlock.ErrAuth and unusable; one whose ACL only refuses the check's
+// commands is redlock.ErrNoPermission and not unusable.
+func TestRunAuthRefused(t *testing.T) {
+	servers := redistest.StartT(t, 3)
+	ctx := t.Context()
+	admin := servers[0].Client()
+	t.Cleanup(func() { _ = admin.Close() })
+	require.NoError(t, admin.ConfigSet(ctx, "requirepass", "secret").Err())
+	admin2 := servers[2].Client()
+	t.Cleanup(func() { _ = admin2.Close() })
+	require.NoError(t, admin2.Do(ctx, "ACL", "SETUSER", "locker", "on", ">pw", "-@all", "+hello", "+evalsha", "~lock:*").Err())
+	nodes := []redis.UniversalClient{
+		redis.NewClient(&redis.Options{Addr: servers[0].Addr(), Password: "wrong", ContextTimeoutEnabled: true}),
+		redis.NewClient(&redis.Options{Addr: servers[1].Addr(), ContextTimeoutEnabled: true}),
+		redis.NewClient(&redis.Options{Addr: servers[2].Addr(), Username: "locker", Password: "pw", ContextTimeoutEnabled: true}),
+	}
+	for _, n := range nodes {
+		t.Cleanup(func() { _ = n.Close() })
+	}
+	start := time.Now()
+	r, err := nodecheck.Run(ctx, nodes)
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), nodecheck.Timeout, "a refusal is not waited for")
+	require.ErrorIs(t, r.Servers[0].Err, redlock.ErrAuth)
+	require.NotErrorIs(t, r.Servers[0].Err, redlock.ErrNoReply)
+	require.ErrorIs(t, r.Servers[2].Err, redlock.ErrNoPermission)
+	assert.Equal(t, []int{0}, r.Unusable)
+	w := warningsAbout(r.Warnings, servers[0].Addr())
+	require.Len(t, w, 1)
+	assert.Contains(t, w[0], "refuses the client's credentials")
+	assert.Contains(t, w[0], "WRONGPASS")
+	w = warningsAbout(r.Warnings, servers[2].Addr())
+	require.Len(t, w, 1)
+	assert.Contains(t, w[0], "its ACL refuses the check")
+}

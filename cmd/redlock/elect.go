@@ -264,7 +264,7 @@ func campaignError(sigCtx context.Context, what string, err error) error {
 		// As run: the key is held by another kind of lock, which no
 		// wait cures.
 		return exit(exitUsage, "campaign for %s refused: the key is held by another kind of lock (shared or permits): %v", what, err)
-	case errors.Is(err, redlock.ErrInvalidArgument):
+	case errors.Is(err, redlock.ErrInvalidArgument), misconfigured(err):
 		return exit(exitUsage, "%v", err)
 	}
 	return fmt.Errorf("campaign for %s: %w", what, err)

@@ -476,7 +476,7 @@ func TestTablesAligned(t *testing.T) {
 	status := redlockRun(t, "status", "--nodes", nodes, "--key", "k")
 	wantExit(t, status, 0)
 	check := redlockRun(t, "check", "--nodes", nodes)
-	wantExit(t, check, 0)
+	wantExit(t, check, 1) // a node a lock cannot use
 	for name, out := range map[string]string{"status": status.stdout, "check": check.stdout} {
 		lines := strings.Split(out, "\n")
 		h := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "node  ") })

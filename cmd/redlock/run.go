@@ -399,7 +399,8 @@ func (w waitSpec) String() string {
 // and the library no wait of its own later. A node whose host name does not
 // resolve gets a warning; with fewer than a quorum answering, run exits
 // exitUnavailable at once for --wait 0, and otherwise goes on to acquire,
-// which keeps trying. Two nodes that are one server are a usage error.
+// which keeps trying. Two nodes that are one server, a replica, and a node
+// that refuses its URL's credentials are usage errors.
 // name ("redlock run", "redlock elect") starts its warning.
 func reachQuorum(name string, locks *redlock.Client, nodes []node, w waitSpec, logf func(string, ...any)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), nodeTimeout)
@@ -455,7 +456,7 @@ wait:
 			break wait
 		}
 	}
-	if err := <-warmed; errors.Is(err, redlock.ErrInvalidArgument) {
+	if err := <-warmed; errors.Is(err, redlock.ErrInvalidArgument) || misconfigured(err) {
 		return exit(exitUsage, "%v", err)
 	}
 	unresolved := make([]bool, len(nodes))
@@ -549,6 +550,9 @@ func acquire(locks *redlock.Client, keys []string, what string, ttl time.Duratio
 	verdict := w.attempts.verdict(r.err)
 	down := unreachable(verdict, locks.Nodes())
 	switch {
+	case misconfigured(r.err):
+		// A node refused our credentials or rights: no wait mends it.
+		return nil, exit(exitUsage, "%s: %v", what, r.err)
 	case down && w.d > 0:
 		return nil, exit(exitUnavailable, "%s: a quorum of nodes unreachable throughout --wait %v: %v", what, w.d, verdict)
 	case down:
@@ -565,6 +569,13 @@ func acquire(locks *redlock.Client, keys []string, what string, ttl time.Duratio
 		return nil, exit(w.conflict, "%s not acquired in one try (--wait 0): %v", what, r.err)
 	}
 	return nil, exit(w.conflict, "%s not acquired within --wait %v: %v", what, w.d, r.err)
+}
+
+// misconfigured reports whether err matches redlock.ErrAuth or
+// redlock.ErrNoPermission: a node refused the credentials of its URL, or
+// its ACL the lock's commands.
+func misconfigured(err error) bool {
+	return errors.Is(err, redlock.ErrAuth) || errors.Is(err, redlock.ErrNoPermission)
 }
 
 // checkSupervised checks what run and elect share: --grace shorter than

@@ -72,8 +72,8 @@ func (c *nodeClock) unknown() error {
 		return errNoClock
 	}
 	var re redis.Error
-	if errors.As(b.err, &re) {
-		return fmt.Errorf("not sent, the node's clock could not be read: %w", b.err)
+	if m := Misconfig(b.err); m != nil || errors.As(b.err, &re) {
+		return fmt.Errorf("not sent, the node's clock could not be read: %w", asMisconfig(b.err))
 	}
 	return silentError{b.err}
 }

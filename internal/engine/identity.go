@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -21,7 +23,8 @@ import (
 // node not yet known, all in parallel, and waits up to wait, the caller's
 // per-node deadline; a node not identified by then is asked again by the
 // next operation. A node whose server refuses INFO (an ACL without it) is
-// trusted as configured. Once every node is known and distinct, the check
+// trusted as configured. A node whose server is a replica (ROLE) fails the
+// check with ErrReplica, and is asked again, as one not identified. Once every node is known and distinct, the check
 // costs one atomic load.
 func (p *Set) CheckServers(wait time.Duration) error {
 	if p.verified.Load() {
@@ -60,6 +63,11 @@ func (p *Set) compareServers() error {
 		id, unknowable := n.identity()
 		ids[i], known = id, known && (id != nil || unknowable)
 	}
+	for _, n := range p.nodes {
+		if r, ok := n.replicaOf(); ok {
+			return p.replicaError(n, r)
+		}
+	}
 	for i, a := range p.nodes {
 		for j, b := range p.nodes[i+1:] {
 			for _, id := range ids[i] {
@@ -74,6 +82,40 @@ func (p *Set) compareServers() error {
 		p.verified.Store(true)
 	}
 	return nil
+}
+
+// replicaError refuses n, whose server is a replica (of r.master): of
+// another node's server when one has that address.
+func (p *Set) replicaError(n *node, r *role) error {
+	if r.master == "" {
+		return fmt.Errorf("%w: node %d (%s) is a replica: Redlock needs independent masters, give it a master of its own",
+			ErrReplica, n.index, n.address())
+	}
+	for _, m := range p.nodes {
+		if m != n && sameAddr(m.address(), r.master) {
+			return fmt.Errorf("%w: node %d (%s) is a replica of node %d (%s), which would vote twice with it: Redlock needs independent masters",
+				ErrReplica, n.index, n.address(), m.index, m.address())
+		}
+	}
+	return fmt.Errorf("%w: node %d (%s) is a replica of %s: Redlock needs independent masters, give it a master of its own",
+		ErrReplica, n.index, n.address(), r.master)
+}
+
+// sameAddr reports whether two host:port addresses name one endpoint
+// as written (localhost for 127.0.0.1 too).
+func sameAddr(a, b string) bool {
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb {
+		return false
+	}
+	loop := func(h string) string {
+		if h == "localhost" || h == "::1" {
+			return "127.0.0.1"
+		}
+		return h
+	}
+	return loop(ha) == loop(hb)
 }
 
 // identify asks the nodes that pick selects for their identity, each in the
@@ -195,22 +237,47 @@ func (n *node) identify(done chan struct{}, timeout time.Duration) {
 		}
 	}
 	sent := time.Now()
-	ids, info, err := runIDs(ctx, n.client)
+	ids, info, roleCmd, err := runIDs(ctx, n.client)
 	if info == "" || !n.noteInfoClock(info, sent, time.Now(), n.drift) {
 		// No clock in INFO (an ACL without INFO, a server without
 		// server_time_usec): TIME, which every write needs anyway.
 		_ = n.readClock(ctx, n.drift)
 	}
+	// A replica is no independent master: its writes are refused
+	// (READONLY), or, writable, lost at the next resync, and beside its
+	// master it holds what the master holds. A cluster client reaches
+	// masters only.
+	refused := errors.Is(asMisconfig(err), ErrAuth)
+	var r role
+	roleKnown := false
+	if roleCmd != nil && !refused {
+		r, roleKnown, _ = readRole(roleCmd)
+	}
 	n.identMu.Lock()
 	defer n.identMu.Unlock()
+	n.replica = nil
 	switch {
+	case roleKnown && r.replica:
+		// Refused, not identified: asked again (IdentifyRetry), so that
+		// a replica promoted since is taken once it is a master.
+		n.replica = &r
 	case err == nil && len(ids) > 0:
 		n.ident = ids
+	case refused:
+		// Our credentials refused: nothing is known; asked again.
 	case err != nil && (isNoPerm(err) || isServerReply(err)):
 		// The server answered but cannot tell who it is (an ACL without
 		// INFO, a server whose INFO has no run_id): trusted as configured.
 		n.identUnknowable = true
 	}
+}
+
+// replicaOf returns what n's server is known to replicate, if it is a
+// replica.
+func (n *node) replicaOf() (*role, bool) {
+	n.identMu.Lock()
+	defer n.identMu.Unlock()
+	return n.replica, n.replica != nil
 }
 
 // isServerReply reports whether err is the server's own lasting answer that
@@ -236,8 +303,10 @@ func isServerReply(err error) bool {
 
 // runIDs returns the run_ids behind c, and the INFO server text of one
 // of its servers ("" when none was read), whose clock a write's deadline
-// is carried to (a cluster's masters are taken to keep one time).
-func runIDs(ctx context.Context, c redis.UniversalClient) ([]string, string, error) {
+// is carried to (a cluster's masters are taken to keep one time). Of a
+// client of one server it returns the ROLE command sent with INFO, in one
+// round trip; of a cluster's, which reaches masters only, nil.
+func runIDs(ctx context.Context, c redis.UniversalClient) ([]string, string, *redis.Cmd, error) {
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		var mu sync.Mutex
 		var ids []string
@@ -252,14 +321,23 @@ func runIDs(ctx context.Context, c redis.UniversalClient) ([]string, string, err
 			mu.Unlock()
 			return err
 		})
-		return ids, first, err
+		return ids, first, nil, err
 	}
-	id, info, err := runID(ctx, c)
-	return []string{id}, info, err
+	pipe := c.Pipeline()
+	infoCmd := pipe.Info(ctx, "server")
+	roleCmd := pipe.Do(ctx, "ROLE")
+	_, _ = pipe.Exec(ctx) // each command's own error is read below
+	id, info, err := readRunID(infoCmd)
+	return []string{id}, info, roleCmd, err
 }
 
 func runID(ctx context.Context, c redis.Cmdable) (string, string, error) {
-	info, err := c.Info(ctx, "server").Result()
+	return readRunID(c.Info(ctx, "server"))
+}
+
+// readRunID reads a server's run_id from its reply to INFO server.
+func readRunID(cmd *redis.StringCmd) (string, string, error) {
+	info, err := cmd.Result()
 	if err != nil {
 		return "", "", err
 	}
@@ -282,7 +360,8 @@ func isNoPerm(err error) bool {
 // when each node has answered, failed, or ctx ended, whatever go-redis
 // still holds. A node that did not answer by then (nor its identification
 // within Timing.IdentifyTimeout) is not waited for by any operation, and
-// its error is returned.
+// its error is returned; a node that refuses our credentials, as
+// ErrAuth. A node that is a replica fails it with ErrReplica.
 func (p *Set) Warm(ctx context.Context, nodeErr func(node int, addr string, err error) error) error {
 	type result struct {
 		n   *node
@@ -325,16 +404,19 @@ wait:
 	return errors.Join(append(errs, p.compareServers())...)
 }
 
-// load loads the scripts on n and pings it; an ACL that refuses either is
-// no failure.
+// load pings n and loads the scripts there; an ACL that refuses either
+// is no failure, refused credentials are (ErrAuth). The ping goes first:
+// a server that wants a password answers it NOAUTH, where it would
+// close the connection on a script's text (an unauthenticated client may
+// send no long argument).
 func (p *Set) load(ctx context.Context, n *node) error {
+	if err := n.client.Ping(ctx).Err(); err != nil && !isNoPerm(err) {
+		return asMisconfig(err)
+	}
 	for _, s := range p.scripts {
 		if err := s.Load(ctx, n.client).Err(); err != nil && !isNoPerm(err) {
-			return err
+			return asMisconfig(err)
 		}
-	}
-	if err := n.client.Ping(ctx).Err(); err != nil && !isNoPerm(err) {
-		return err
 	}
 	return nil
 }

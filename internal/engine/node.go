@@ -54,6 +54,9 @@ type node struct {
 	// identUnknowable is set when the server does not let us ask (an ACL
 	// without INFO): the node is then trusted as configured.
 	identUnknowable bool
+	// replica is set while the server is known to be a replica (ROLE):
+	// the node is refused (compareServers), and asked again.
+	replica *role
 
 	// clock is what the node's writes carry their deadlines with
 	// (clock.go); drift is the rate at which a reading of it ages
@@ -98,7 +101,7 @@ func (n *node) silence() error {
 	if b == nil {
 		return ErrNoReply
 	}
-	if errors.Is(b.err, ErrNoReply) { // a late call's, said already
+	if errors.Is(b.err, ErrNoReply) || IsMisconfig(b.err) { // a late call's, said already; a refusal of ours, not a silence
 		return b.err
 	}
 	return silentError{b.err}
@@ -150,7 +153,10 @@ func (n *node) callOn(c redis.UniversalClient, ctx context.Context, op *Op, args
 	}
 	late := ctx.Err() != nil || r.Status == Unknown && pastDeadline(ctx)
 	nodeErr := r.Status == Unknown && r.Err != nil && !IsContextErr(r.Err)
-	if late && r.Status == Unknown {
+	if nodeErr {
+		r.Err = asMisconfig(r.Err) // refused credentials or rights: said as such, late or not
+	}
+	if late && r.Status == Unknown && !IsMisconfig(r.Err) {
 		// A client with ContextTimeoutEnabled gives up at our deadline
 		// itself: the same unknown outcome as our waiter giving up. The
 		// client's context error is left out: errors.Is(err,
