@@ -90,6 +90,7 @@ func Run(cfg Config) *Result {
 	defer w.Close()
 	rec := NewRecorder(trace)
 	rec.procOf = w.ProcOf
+	w.Net.OnWrite = rec.sent
 	w.onAbandon = rec.abandoned
 	store := NewStore(rec.Now)
 	res := &Result{Trace: trace}
@@ -231,6 +232,7 @@ func record(rec *Recorder, store *Store, cfg Config) *history.Record {
 	r := rec.Record()
 	r.Writes = store.Writes()
 	r.Slack = time.Millisecond // the bubble's timers fire on time: what a late signal may take is its recording's
+	r.Drift = Drift
 	return r
 }
 
