@@ -23,6 +23,11 @@ type Config struct {
 	Workers  int
 	Keys     int
 	Latency  time.Duration // a chunk's one-way delay without faults
+	// Skew: each node's clock starts up to this far ahead of the
+	// bubble's or behind it (drawn per node), so that a node's clock
+	// reading, a fence's clock part, is often above every other's and
+	// its counters above the clocks of a quorum without it.
+	Skew time.Duration
 	// Guard is the restart guard (WithRestartGuard), 0 for none.
 	Guard time.Duration
 	// Unfenced: no Client fences (WithFencing), where all but one do.
