@@ -183,3 +183,19 @@ func plantedRun(dir string, seed uint64, dur time.Duration) (string, string, err
 	}
 	return "", string(out), nil
 }
+
+// TestMutationsFit: every planted bug still fits the code, its text once
+// in its file, so that a change of the code that moves one fails here, in
+// CI, and not in the next run of TestPlantedBugs.
+func TestMutationsFit(t *testing.T) {
+	for _, m := range Mutations {
+		b, err := os.ReadFile(filepath.Join("..", "..", m.File))
+		if err != nil {
+			t.Errorf("%s: %v", m.Name, err)
+			continue
+		}
+		if n := bytes.Count(b, []byte(m.Find)); n != 1 {
+			t.Errorf("%s: %q found %d times in %s, want once", m.Name, m.Find, n, m.File)
+		}
+	}
+}
