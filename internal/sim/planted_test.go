@@ -63,7 +63,7 @@ var Mutations = []Mutation{
 	{"KeepAlive context live past Until", "lease.go",
 		"return until.Add(-min(max(ttl/renewMarginOf, renewMarginMin), renewMarginMax))", "return until.Add(50 * time.Millisecond)"},
 	{"Leader without the term record", "election.go",
-		"if !elected || len(ttls) < q", "if len(ttls) < q"},
+		"if !elected || len(ttls) < q", "if elected && !elected || len(ttls) < q"},
 	{"delete tried once", "internal/engine/lanes.go",
 		"if p.Life.abandoned() || time.Now().Add(wait).After(l.expireBy) {", "if true {"},
 }
