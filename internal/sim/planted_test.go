@@ -61,7 +61,7 @@ var Mutations = []Mutation{
 	{"permit slot given though taken", "scripts/acquire_permit.lua",
 		"if pref >= 0 and pref < n and not taken[pref] then", "if pref >= 0 and pref < n then"},
 	{"KeepAlive context live past Until", "lease.go",
-		"return until.Add(-min(max(ttl/renewMarginOf, renewMarginMin), renewMarginMax))", "return until.Add(50 * time.Millisecond)"},
+		"return until.Add(-min(max(ttl/renewMarginOf, renewMarginMin), renewMarginMax))", "return until.Add(50*time.Millisecond + 0*ttl)"},
 	{"Leader without the term record", "election.go",
 		"if !elected || len(ttls) < q", "if elected && !elected || len(ttls) < q"},
 	{"delete tried once", "internal/engine/lanes.go",
