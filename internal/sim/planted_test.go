@@ -84,9 +84,15 @@ func TestPlantedBugs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := exec.Command("git", "-C", root, "ls-files", "-co", "--exclude-standard").Output()
+	files, err := exec.Command("git", "-C", root, "ls-files", "-co", "--exclude-standard").Output() // newline-separated
 	if err != nil {
 		t.Fatalf("git ls-files: %v", err)
+	}
+	// One copy for every mutation, each undone after its runs: the
+	// packages it does not touch come from the build cache (-trimpath).
+	dir := t.TempDir()
+	if err := copyFiles(root, dir, strings.Split(strings.TrimSuffix(string(files), "\n"), "\n")); err != nil {
+		t.Fatal(err)
 	}
 	var rows []string
 	for _, m := range Mutations {
@@ -94,13 +100,15 @@ func TestPlantedBugs(t *testing.T) {
 			continue
 		}
 		t.Run(m.Name, func(t *testing.T) {
-			dir := t.TempDir()
-			if err := copyFiles(root, dir, strings.Fields(string(files))); err != nil {
+			undo, err := m.apply(dir)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if err := m.apply(dir); err != nil {
-				t.Fatal(err)
-			}
+			defer func() {
+				if err := undo(); err != nil {
+					t.Fatal(err)
+				}
+			}()
 			for _, seed := range SimSeeds {
 				start := time.Now()
 				found, out, err := plantedRun(dir, seed, dur)
@@ -122,17 +130,18 @@ func TestPlantedBugs(t *testing.T) {
 	t.Logf("planted bugs, %v a seed at most:\n| mutation | seed | first finding (simulated time after the workload's start) |\n|---|--:|---|\n%s", dur, strings.Join(rows, "\n"))
 }
 
-// apply makes m in the copy at dir.
-func (m Mutation) apply(dir string) error {
+// apply makes m in the copy at dir, and returns what undoes it.
+func (m Mutation) apply(dir string) (undo func() error, err error) {
 	path := filepath.Join(dir, m.File)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if n := bytes.Count(b, []byte(m.Find)); n != 1 {
-		return fmt.Errorf("%s: %q found %d times, want once: the mutation no longer fits the code", m.File, m.Find, n)
+		return nil, fmt.Errorf("%s: %q found %d times, want once: the mutation no longer fits the code", m.File, m.Find, n)
 	}
-	return os.WriteFile(path, bytes.Replace(b, []byte(m.Find), []byte(m.Replace), 1), 0o644)
+	undo = func() error { return os.WriteFile(path, b, 0o644) }
+	return undo, os.WriteFile(path, bytes.Replace(b, []byte(m.Find), []byte(m.Replace), 1), 0o644)
 }
 
 // copyFiles copies files (paths from src) into dst.
@@ -163,7 +172,7 @@ var firstFinding = regexp.MustCompile(`first finding: (.*)`)
 func plantedRun(dir string, seed uint64, dur time.Duration) (string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
-	args := []string{"test", "./internal/sim", "-run", "^TestSim$", "-count=1", "-v", "-timeout=0",
+	args := []string{"test", "-trimpath", "./internal/sim", "-run", "^TestSim$", "-count=1", "-v", "-timeout=0",
 		fmt.Sprintf("-sim.seed=%d", seed), "-sim.dur=" + dur.String(), "-sim.first"}
 	if *simExec != "" {
 		args = append(args, "-sim.exec="+*simExec)
