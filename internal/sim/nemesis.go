@@ -304,6 +304,13 @@ func (nm *Nemesis) inject(kind string) {
 		nm.after(d, func() { net.DropReplies(proc, node, false); nm.end(proc, node) })
 	case FaultHoldReset, FaultLateBeyond, FaultHoldHandover:
 		hold := randDur(r, 20*time.Millisecond, 1500*time.Millisecond)
+		if kind == FaultHoldReset && r.IntN(2) == 0 {
+			// Within a write's deadline (the node timeout, 10-50 ms,
+			// and the clock reading's error): a copy that lands after
+			// its Lock's delete, which a refusal must stop, as the
+			// deadline does not yet.
+			hold = randDur(r, 5*time.Millisecond, 60*time.Millisecond)
+		}
 		var match func([]byte) bool
 		var then func([]byte) func([]byte) bool
 		switch kind {
