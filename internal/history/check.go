@@ -76,6 +76,9 @@ type Lock struct {
 	// Metadata is what it stored with WithMetadata, which its values on
 	// the nodes carry (checkMetadata).
 	Metadata string
+	// Claims are validities it claimed with what bounds each
+	// (checkClaims); nil where the recorder does not know the bounds.
+	Claims []Claim
 
 	// Acquires are the calls that returned this Lock: the first, then its
 	// owner's re-entries.
@@ -185,6 +188,10 @@ type Record struct {
 	// Observations are the Election.Leader calls that reported a leader
 	// or none (checkObserved).
 	Observations []Observation
+	// Drift is the Clients' allowance for the nodes' clocks over a TTL
+	// (redlock's drift factor and constant), by which checkClaims judges
+	// the Locks' Claims; nil: not judged.
+	Drift        func(ttl time.Duration) time.Duration
 	Down         []NodeDown
 	Nodes        int
 	StarvedBound time.Duration
@@ -272,6 +279,8 @@ func Check(r *Record) *Verdict {
 	checkLate(v, r)
 	checkMetadata(v, r)
 	checkTerms(v, r)
+	checkSameFence(v, r)
+	checkClaims(v, r)
 	checkObserved(v, r)
 	for _, k := range r.Leftovers {
 		v.add("leftovers", k.Key, time.Time{}, "%s", k)
@@ -702,11 +711,22 @@ func checkLockout(v *Verdict, r *Record) {
 	}
 }
 
-// Counts is the number of violations of each kind, in the order of Kinds.
+// Counts is the number of violations of each kind, in the order of Kinds,
+// then those of the kinds Kinds does not list (terms, validity, ...) that
+// were found, by name.
 func (v *Verdict) Counts() string {
 	parts := make([]string, len(Kinds))
 	for i, k := range Kinds {
 		parts[i] = fmt.Sprintf("%s %d", k, v.Count(k))
+	}
+	other := make(map[string]int)
+	for _, f := range v.Found {
+		if !slices.Contains(Kinds, f.Kind) {
+			other[f.Kind]++
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(other)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, other[k]))
 	}
 	return strings.Join(parts, ", ")
 }

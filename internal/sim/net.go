@@ -39,6 +39,11 @@ type Network struct {
 	seq   int // connections made, for their names
 	// landed is when the last held chunk to each node landed.
 	landed map[int]time.Time
+	// OnWrite, when set, is told of every chunk a client writes to a
+	// node (not pub/sub's), as it is written, without n.mu held: the
+	// recorder learns from it when a Lock last sent a command
+	// (Recorder.sent).
+	OnWrite func(data []byte)
 }
 
 // NetConfig is the network's timing.
@@ -423,7 +428,11 @@ func (c *Conn) Write(b []byte) (int, error) {
 			return 0, net.ErrClosed
 		case c.out.bytes < n.cfg.QueueBytes:
 			n.send(c, append([]byte(nil), b...), false)
+			on := n.OnWrite
 			n.mu.Unlock()
+			if on != nil && c.client && !c.free {
+				on(b)
+			}
 			return len(b), nil
 		}
 		dl := c.wdl

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,9 @@ type Recorder struct {
 	last        time.Time   // the latest instant Now returned
 	procs       map[int]int // per Lock ID, the process of the Client that took it
 	procOf      func(*redlock.Client) int
+	// sends is, per token, when a client last wrote a command that
+	// carries it (sent): no round of its Locks began later.
+	sends map[string]time.Time
 }
 
 // Now is the bubble's time, made unique: a nanosecond after the last
@@ -71,7 +75,74 @@ func (rec *Recorder) nowLocked() time.Time {
 func NewRecorder(trace *Trace) *Recorder {
 	return &Recorder{trace: trace, locks: make(map[*redlock.Lock]*history.Lock), results: make(map[string]int),
 		writers: make(map[string][]*history.Writer), byLock: make(map[int]*history.Writer), holds: make(map[int]int),
-		acquiring: make(map[string]int), lastAcquire: make(map[string]time.Time), procs: make(map[int]int)}
+		acquiring: make(map[string]int), lastAcquire: make(map[string]time.Time), procs: make(map[int]int),
+		sends: make(map[string]time.Time)}
+}
+
+// sent notes the tokens of the Locks whose values or prefixes a command
+// written to a node carries (Network.OnWrite), with the time: a round
+// reads its start, then writes, so that the last such write before a
+// Lock's Until is read is no earlier than the start of the round that set
+// it (history.Claim).
+func (rec *Recorder) sent(b []byte) {
+	now := time.Now()
+	var toks []string
+	for _, arg := range bytes.Split(b, []byte("\r\n")) {
+		if t := argToken(arg); t != "" {
+			toks = append(toks, t)
+		}
+	}
+	if len(toks) == 0 {
+		return
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, t := range toks {
+		rec.sends[t] = now
+	}
+}
+
+// argToken is the token in a command's argument that is a Lock's value or
+// prefix (its token, an owner's "~" and id, holder metadata after "m",
+// then a dot and a generation), "" for any other argument.
+func argToken(arg []byte) string {
+	dot := bytes.IndexByte(arg, '.')
+	if dot < tokenLen {
+		return ""
+	}
+	tok := arg[:dot]
+	if i := bytes.IndexAny(tok, "~m"); i >= 0 {
+		tok = tok[:i]
+	}
+	if len(tok) != tokenLen {
+		return ""
+	}
+	for i, c := range tok {
+		if !(c >= 'A' && c <= 'Z' || c >= '2' && c <= '7' || i == 0 && c == 'o') {
+			return ""
+		}
+	}
+	return string(tok)
+}
+
+// tokenLen is the length of a Lock's token, random or an owner's.
+const tokenLen = 26
+
+// claim records the validity until that nl claims now, for ttl: bounded
+// by the last command its token went out in (sent), read after until.
+// With rec.mu held.
+func (rec *Recorder) claim(nl *history.Lock, until time.Time) {
+	start, ok := rec.sends[nl.Token]
+	if !ok || until.IsZero() {
+		return
+	}
+	nl.Claims = append(nl.Claims, history.Claim{Start: start, TTL: slices.Max(nl.TTLs), Until: until})
+}
+
+// Drift is the library's default allowance for the nodes' clocks over ttl,
+// as its validity arithmetic computes it: the bound of history.Claim.
+func Drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*redlock.DefaultDriftFactor) + redlock.DefaultDriftConst
 }
 
 // outcome names err for the counts: the library's sentinel it matches, or
@@ -250,6 +321,7 @@ func (rec *Recorder) acquired(l *redlock.Lock, worker, owner string, fenced, sha
 	nl.Acquires = append(nl.Acquires, s)
 	nl.Proofs = append(nl.Proofs, history.Proof{From: at, Until: u})
 	nl.TTLs = append(nl.TTLs, ttl)
+	rec.claim(nl, u)
 	return nl
 }
 
@@ -278,6 +350,7 @@ func (rec *Recorder) prove(nl *history.Lock, l *redlock.Lock) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	nl.Proofs = append(nl.Proofs, history.Proof{From: at, Until: u})
+	rec.claim(nl, u)
 	if nl.Permits > 0 && slot != nl.Slot {
 		rec.wrongs = append(rec.wrongs, fmt.Sprintf("lock #%d of %s: Permit() moved from slot %d to %d", nl.ID, nl.Client, nl.Slot, slot))
 	}
@@ -365,7 +438,7 @@ func (rec *Recorder) Record() *history.Record {
 		}
 		cp := *l
 		cp.Acquires, cp.Releases, cp.Proofs, cp.Caps = slices.Clone(l.Acquires), slices.Clone(l.Releases), slices.Clone(l.Proofs), slices.Clone(l.Caps)
-		cp.TTLs = slices.Clone(l.TTLs)
+		cp.TTLs, cp.Claims = slices.Clone(l.TTLs), slices.Clone(l.Claims)
 		cp.Keys = slices.Clone(l.Keys)
 		if p, ok := rec.procs[l.ID]; ok && p >= 0 {
 			cp.Proc = ProcName(p) // for the link cuts of its process (Nemesis.linkCut)

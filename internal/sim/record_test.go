@@ -141,3 +141,34 @@ func TestNemesisRecordsCutLinks(t *testing.T) {
 		})
 	}
 }
+
+// TestArgToken: the recorder reads the token of a Lock out of every
+// argument that is one of its values or prefixes (a random token, an
+// owner's with its Lock's id, either with holder metadata), as the
+// library's scripts receive them, and out of nothing else: a claim is
+// bounded by the last command that carried its Lock's token.
+func TestArgToken(t *testing.T) {
+	random := "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	owner := "oBCDEFGHIJKLMNOPQRSTUVWXY2"
+	for arg, want := range map[string]string{
+		random + ".3":                  random,
+		random + ".":                   random,
+		random + "mMFRGG.12":           random,
+		owner + "~ABCDEFGHIJ.1":        owner,
+		owner + "~ABCDEFGHIJmMFRGG.1":  owner,
+		owner + "~":                    "",
+		"sim:k1":                       "",
+		"0.5":                          "",
+		"abcdefghijklmnopqrstuvwxyz.1": "",
+		random[:25] + ".1":             "",
+		random + "X.1":                 "",
+	} {
+		require.Equal(t, want, argToken([]byte(arg)), "%q", arg)
+	}
+	rec := NewRecorder(nil)
+	rec.sent([]byte("*4\r\n$7\r\nEVALSHA\r\n$2\r\nab\r\n$28\r\n" + random + ".3\r\n$6\r\nsim:k1\r\n"))
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Len(t, rec.sends, 1)
+	require.Contains(t, rec.sends, random)
+}

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/history"
 )
 
 // Deterministic replay. A run of the simulator in this process is not the
@@ -37,6 +39,7 @@ var (
 		"or native (in this process: about ten times faster, not the same twice; the default of TestSim under -race, which wasm lacks)")
 	simSchedule = flag.String("sim.schedule", "", "run this schedule (JSON of a Schedule) instead of the seeds: how a wasm run gets its own")
 	simResult   = flag.String("sim.result", "", "write each run's result (JSON) to this file: how a wasm run reports to the test that started it")
+	simFirst    = flag.Bool("sim.first", false, "stop each run at its first finding (TestPlantedBugs's runs)")
 	simIO       = flag.String("sim.io", "", "-sim.result, -sim.trace and -sim.stall of a wasm run, as JSON padded to a fixed length (runIO)")
 )
 
@@ -84,6 +87,7 @@ type runResult struct {
 	Wrongs     int
 	Kinds      []string      // the findings' kinds, in order
 	First      time.Duration // when the first finding happened, after the workload's start (0: not known)
+	FirstKind  string        // its kind
 	Report     string        // the findings, each with the trace around it
 	Simulated  time.Duration
 	Ops        int
@@ -101,6 +105,7 @@ func resultOf(res *Result, cfg Config) runResult {
 		rr.Kinds = append(rr.Kinds, f.Kind)
 		if !f.At.IsZero() && (rr.First == 0 || f.At.Sub(res.Began) < rr.First) {
 			rr.First = max(f.At.Sub(res.Began), time.Nanosecond)
+			rr.FirstKind = f.Kind
 		}
 	}
 	return rr
@@ -115,6 +120,9 @@ func (s Schedule) config() Config {
 	}
 	if s.Workers != nil || s.Rounds != nil || s.Faults != nil || s.Handovers {
 		cfg.Schedule = &s
+	}
+	if s.First {
+		cfg.Stop = func(v *history.Verdict) bool { return len(v.Found) > 0 }
 	}
 	return cfg
 }
@@ -359,7 +367,7 @@ func schedules(dur time.Duration) ([]Schedule, error) {
 	}
 	out := make([]Schedule, len(seeds))
 	for i, seed := range seeds {
-		out[i] = Schedule{Seed: seed, Duration: dur}
+		out[i] = Schedule{Seed: seed, Duration: dur, First: *simFirst}
 	}
 	return out, nil
 }

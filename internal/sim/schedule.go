@@ -26,6 +26,9 @@ type Schedule struct {
 	// Handovers makes it the run of Handovers, where Releases hand keys
 	// to waiters of their Client, instead of Guarded's.
 	Handovers bool `json:",omitempty"`
+	// First stops the run at its first finding (a planted bug's run:
+	// TestPlantedBugs), checking the history every simulated second.
+	First bool `json:",omitempty"`
 }
 
 // Fault is one of the nemesis's faults that acted in a run: its place

@@ -23,6 +23,11 @@ type Config struct {
 	Workers  int
 	Keys     int
 	Latency  time.Duration // a chunk's one-way delay without faults
+	// Skew: each node's clock starts up to this far ahead of the
+	// bubble's or behind it (drawn per node), so that a node's clock
+	// reading, a fence's clock part, is often above every other's and
+	// its counters above the clocks of a quorum without it.
+	Skew time.Duration
 	// Guard is the restart guard (WithRestartGuard), 0 for none.
 	Guard time.Duration
 	// Unfenced: no Client fences (WithFencing), where all but one do.
@@ -90,6 +95,7 @@ func Run(cfg Config) *Result {
 	defer w.Close()
 	rec := NewRecorder(trace)
 	rec.procOf = w.ProcOf
+	w.Net.OnWrite = rec.sent
 	w.onAbandon = rec.abandoned
 	store := NewStore(rec.Now)
 	res := &Result{Trace: trace}
@@ -231,6 +237,7 @@ func record(rec *Recorder, store *Store, cfg Config) *history.Record {
 	r := rec.Record()
 	r.Writes = store.Writes()
 	r.Slack = time.Millisecond // the bubble's timers fire on time: what a late signal may take is its recording's
+	r.Drift = Drift
 	return r
 }
 

@@ -63,9 +63,9 @@ var SimSeeds = []uint64{2, 5, 6, 7, 8}
 func Guarded(seed uint64, dur time.Duration) Config {
 	return Config{
 		Seed: seed, Duration: dur, Nodes: 5, Slots: 3, Workers: 6, Keys: 8,
-		Latency: 200 * time.Microsecond, Guard: MaxTTL,
+		Latency: 200 * time.Microsecond, Guard: MaxTTL, Skew: 300 * time.Millisecond,
 		Faults: []string{FaultDelay, FaultBlackhole, FaultPartition, FaultDrop, FaultHoldReset, FaultHoldReset, FaultHoldReset,
-			FaultLateBeyond, FaultHoldHandover, FaultStop, FaultStopLong, FaultCrash, FaultRestartEmpty, FaultFlush, FaultClock},
+			FaultLateBeyond, FaultHoldHandover, FaultStop, FaultStopLong, FaultCrash, FaultRestartEmpty, FaultFlush, FaultClock, FaultPause},
 		FaultEvery: 500 * time.Millisecond, Think: 200 * time.Millisecond,
 		Owners: true, Shared: true, Permits: true, Multi: true, Stalled: true, Long: true, Elections: true, Hot: true,
 		Handover:     handoverCommand,
@@ -165,6 +165,9 @@ func TestSim(t *testing.T) {
 	for i, s := range runs {
 		t.Run(fmt.Sprintf("seed=%d", s.Seed), func(t *testing.T) {
 			rr := result(t, i)
+			if rr.failed() && rr.First > 0 {
+				t.Logf("first finding: %s at %v", rr.FirstKind, rr.First.Round(time.Millisecond))
+			}
 			if rr.failed() {
 				if x != nil {
 					t.Errorf("%d violations, %d wrongs (the findings are above)", rr.Violations, rr.Wrongs)

@@ -39,7 +39,16 @@ type World struct {
 func NewWorld(cfg Config, trace *Trace) *World {
 	w := &World{cfg: cfg, Trace: trace, clients: make(map[int][]*redis.Client), libs: make(map[int]*redlock.Client), procSlot: make(map[int]int), closing: make(map[int]bool)}
 	for i := range cfg.Nodes {
-		w.Nodes = append(w.Nodes, NewNode(i, rand.New(rand.NewPCG(cfg.Seed, uint64(1000+i))), trace))
+		n := NewNode(i, rand.New(rand.NewPCG(cfg.Seed, uint64(1000+i))), trace)
+		if cfg.Skew > 0 {
+			// Before any key: an offset moves no expiry (a TTL runs by
+			// the node's rate), only what TIME reads, fences' clock
+			// part and the nodes' deadlines.
+			off := randDur(rand.New(rand.NewPCG(cfg.Seed, uint64(3000+i))), -cfg.Skew, cfg.Skew)
+			n.Step(off)
+			trace.Add("fault", i, "clock offset %v from the start", off)
+		}
+		w.Nodes = append(w.Nodes, n)
 	}
 	w.Net = NewNetwork(NetConfig{Latency: cfg.Latency, QueueBytes: 1 << 20}, w.Nodes, cfg.Seed, trace)
 	return w
