@@ -153,7 +153,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	defer c.nodes.Life.EndCall()
 	start := time.Now()
-	reads := c.readKey(ctx, l.key, c.cfg.nodeTimeout(ttl))
+	reads := c.readKey(ctx, l.key, c.nodeTimeout(ttl))
 	var t engine.Tally
 	t.Init(len(reads), c.nodes.Quorum)
 	var left []time.Duration

@@ -46,6 +46,10 @@ type Spec struct {
 	// Wait is how long the caller waits for replies. A write's call has the
 	// same deadline: it is not sent after it.
 	Wait time.Duration
+	// Nodes, when set, gives each node a deadline of its own (Waits.of) in
+	// place of Wait: a write to it is not sent after it, and carries it on
+	// the node's clock; the caller waits for the longest of them.
+	Nodes Waits
 	// CallTimeout is a delete's own deadline, from when it is sent; it may
 	// outlast wait, since the delete goes on after the caller has moved on.
 	CallTimeout time.Duration
@@ -65,10 +69,11 @@ type Spec struct {
 	ByVal bool
 }
 
-// WriteRound is a round of writes that set the key for ttl: the caller waits
-// up to timeout, and no write is sent after it.
-func WriteRound(op Op, timeout, ttl time.Duration) Spec {
-	return Spec{Effect: Write, Op: op, Wait: timeout, TTL: ttl, Cancellable: true}
+// WriteRound is a round of writes that set the key for ttl: each node
+// is waited for up to its deadline under w, and no write is sent to it
+// after it.
+func WriteRound(op Op, w Waits, ttl time.Duration) Spec {
+	return Spec{Effect: Write, Op: op, Nodes: w, TTL: ttl, Cancellable: true}
 }
 
 // round is one operation sent to the nodes: the jobs, the channel their
@@ -299,11 +304,24 @@ func (p *Set) start(ctx context.Context, seq *Lanes, spec Spec, inline int, wait
 		r.jobs = make([]job, 0, n)
 	}
 	r.args = p.evalArgs(seq, &r.spec.Op, r.Args[:0])
-	r.deadline = time.Now().Add(spec.Wait)
-	for i := range p.nodes {
+	now := time.Now()
+	r.deadline = now.Add(spec.Wait)
+	perNode := spec.Nodes.set()
+	if perNode {
+		r.deadline = now
+	}
+	for i, nd := range p.nodes {
 		if spec.Only == nil || spec.Only[i] {
-			r.jobs = append(r.jobs, job{r: r, node: i, slot: int32(len(r.jobs))})
+			dl := r.deadline
+			if perNode {
+				dl = now.Add(spec.Nodes.of(nd))
+				r.deadline = later(r.deadline, dl)
+			}
+			r.jobs = append(r.jobs, job{r: r, node: i, slot: int32(len(r.jobs)), deadline: dl})
 		}
+	}
+	if perNode {
+		r.spec.Wait = r.deadline.Sub(now)
 	}
 	if spec.Effect == Write && spec.Op.latePairs() > 0 {
 		p.lateArgs(r)
@@ -350,7 +368,7 @@ func (p *Set) lateArgs(r *round) {
 		j := &r.jobs[k]
 		j.args = all[k*n : (k+1)*n : (k+1)*n]
 		copy(j.args, r.args)
-		ms, ok := p.lateMs(j.node, r.deadline)
+		ms, ok := p.lateMs(j.node, j.deadline)
 		if !ok {
 			j.skip = p.nodes[j.node].clock.unknown()
 			continue
@@ -439,7 +457,7 @@ func (p *Set) waitOne(ctx context.Context, r *round, ran bool) error {
 	if r.users.Load() == 0 {
 		t.Add(p.Vote(r.jobs[0].first))
 	} else {
-		t.silent()
+		t.silent(r)
 	}
 	return nil
 }
@@ -534,19 +552,39 @@ func (t *Tally) receiveArrived(r *round, pending int) {
 				pending--
 			}
 		default:
-			t.silent()
+			t.silent(r)
 			return
 		}
 	}
 }
 
-// silent marks the nodes that have not answered as not answering in time.
-func (t *Tally) silent() {
+// silent marks the nodes that have not answered as not answering in time:
+// ErrNoReply, with the deadline r gave each and its usual latency.
+func (t *Tally) silent(r *round) {
 	for i := range t.Replies {
 		if t.Replies[i].Err == ErrNotNeeded {
-			t.Replies[i].Err = ErrNoReply
+			t.Replies[i].Err = r.p.silentFor(i, r.waitOf(i))
 		}
 	}
+}
+
+// waitOf is how long r gave node i: its job's deadline from the round's
+// start.
+func (r *round) waitOf(i int) time.Duration {
+	for k := range r.jobs {
+		if r.jobs[k].node == i {
+			return r.jobs[k].deadline.Sub(r.deadline.Add(-r.spec.Wait))
+		}
+	}
+	return r.spec.Wait
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // Where marks the nodes whose reply satisfies keep.
