@@ -153,10 +153,8 @@ func (n *node) callOn(c redis.UniversalClient, ctx context.Context, op *Op, args
 	}
 	late := ctx.Err() != nil || r.Status == Unknown && pastDeadline(ctx)
 	nodeErr := r.Status == Unknown && r.Err != nil && !IsContextErr(r.Err)
-	if late && r.Status == Unknown && !nodeErr && pastDeadline(ctx) {
-		n.rtt.timedOut() // no reply by the deadline: the next one is longer
-	}
 	if late && r.Status == Unknown {
+		r.TimedOut = pastDeadline(ctx)
 		// A client with ContextTimeoutEnabled gives up at our deadline
 		// itself: the same unknown outcome as our waiter giving up. The
 		// client's context error is left out: errors.Is(err,
@@ -257,7 +255,8 @@ func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *Op, args [
 		// of it was wrong (a step, a drift beyond the margin), and what it
 		// says now is kept.
 		n.clock.note(ms*1000, start, time.Now(), n.drift, true)
-		return Reply{Status: Refused, Err: ErrLate}, true
+		// Past its deadline: too short for the call, whatever held it.
+		return Reply{Status: Refused, Err: ErrLate, TimedOut: true}, true
 	}
 	return op.Read(cmd), true
 }

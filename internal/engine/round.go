@@ -30,6 +30,9 @@ type Reply struct {
 	Chained bool
 	Val     int64 // operation-specific: a fencing counter
 	Err     error // why it is not OK: a per-node sentinel or the client's error
+	// TimedOut: the call got no reply by its deadline (node.callOn), which
+	// the caller counts against the node's deadline (Tally.receive).
+	TimedOut bool
 }
 
 func (r Reply) TransportErr() error {
@@ -455,6 +458,7 @@ func (p *Set) waitOne(ctx context.Context, r *round, ran bool) error {
 		}
 	}
 	if r.users.Load() == 0 {
+		r.noteTimeout(r.jobs[0].first)
 		t.Add(p.Vote(r.jobs[0].first))
 	} else {
 		t.silent(r)
@@ -535,8 +539,18 @@ func (t *Tally) receive(r *round, k int32, pending int) int {
 		t.receiveArrived(r, pending)
 		return 0
 	}
+	r.noteTimeout(r.jobs[k].first)
 	t.Add(r.p.Vote(r.jobs[k].first))
 	return pending - 1
+}
+
+// noteTimeout counts a write's reply that came too late against its node's
+// deadline, on the caller's side, before its next attempt (timedOut).
+func (r *round) noteTimeout(rep Reply) {
+	if rep.TimedOut && r.spec.Effect == Write {
+		n := r.p.nodes[rep.Node]
+		n.rtt.timedOut(n.bounded)
+	}
 }
 
 // receiveArrived takes, of the pending nodes' replies, those that have arrived
@@ -548,6 +562,7 @@ func (t *Tally) receiveArrived(r *round, pending int) {
 		select {
 		case k := <-r.out:
 			if k >= 0 {
+				r.noteTimeout(r.jobs[k].first)
 				t.Add(r.p.Vote(r.jobs[k].first))
 				pending--
 			}
@@ -560,10 +575,17 @@ func (t *Tally) receiveArrived(r *round, pending int) {
 
 // silent marks the nodes that have not answered as not answering in time:
 // ErrNoReply, with the deadline r gave each and its usual latency.
+// A write round's silent node had a deadline too short: its next one is
+// longer (rttEstimate.timedOut), at once, before its caller's next
+// attempt.
 func (t *Tally) silent(r *round) {
 	for i := range t.Replies {
 		if t.Replies[i].Err == ErrNotNeeded {
 			t.Replies[i].Err = r.p.silentFor(i, r.waitOf(i))
+			if r.spec.Effect == Write {
+				n := r.p.nodes[i]
+				n.rtt.timedOut(n.bounded)
+			}
 		}
 	}
 }

@@ -10,10 +10,15 @@ import (
 // retransmission timeout (RFC 6298): a smoothed round trip (SRTT) and its
 // variation (RTTVAR) from every reply, and the deadline
 //
-//	RTO = SRTT + max(G, 4·RTTVAR)
+//	RTO = max(SRTT + max(G, 4·RTTVAR), 3·SRTT)
 //
-// doubled on each call the node did not answer in time, until its next
-// reply. The first sample is the node's first contact (the handshake and
+// (the second term ours: a call may have to set up a connection first,
+// rttSetUp)
+// doubled on each round in which the node did not answer in time (three
+// times when the call's connection was closed at the deadline, as the next
+// call pays go-redis's connection set-up), and halved back at each reply: a reply right after a
+// jump in latency, one that found no warm connection, does not bring the
+// deadline back below what the next call needs, as resetting it would. The first sample is the node's first contact (the handshake and
 // INFO of its identification, a dial included: generous, which the
 // samples that follow smooth away). The Client bounds it (Waits): a floor
 // that keeps near nodes as tight as ever, and the TTL's validity budget.
@@ -24,11 +29,19 @@ const (
 	rttBeta  = 4 // RTTVAR moves 1/4 of the way to each deviation
 	rttK     = 4
 	rttG     = time.Millisecond
+	// rttSetUp: a call may find no idle connection to its node and pay
+	// go-redis's connection set-up first (HELLO, then CLIENT SETINFO), or
+	// wait for a flight ahead of it (batch.go): a deadline is at least
+	// three smoothed round trips, however steady they are.
+	rttSetUp = 3
 	// rttMaxBackoff is how many times in a row a node's deadline doubles
-	// for calls it did not answer in time (×8): enough to reach a node
-	// whose latency jumped tenfold within a few calls, little enough that
-	// a stalled node does not hold undecided rounds for long.
-	rttMaxBackoff = 3
+	// for calls it did not answer in time, and rttBackoffCeil the longest
+	// the doubling takes it (a node's own RTO may be longer): enough to
+	// reach, after one timeout or two, a node whose latency jumped
+	// tenfold or a hundredfold, and little enough that a stalled node
+	// does not hold undecided rounds for long.
+	rttMaxBackoff  = 8
+	rttBackoffCeil = time.Second
 	// rttMaxUs keeps a sample within what the packed estimate holds.
 	rttMaxUs = 1<<31 - 1
 )
@@ -51,6 +64,7 @@ func packRTT(srtt, rttvar int64) uint64 {
 }
 
 // sample takes one round trip: the time from sending a call to its reply.
+// It undoes one doubling of the backoff.
 func (e *rttEstimate) sample(d time.Duration) {
 	r := min(max(d.Microseconds(), 1), rttMaxUs)
 	for {
@@ -72,17 +86,30 @@ func (e *rttEstimate) sample(d time.Duration) {
 			break
 		}
 	}
-	if e.backoff.Load() != 0 {
-		e.backoff.Store(0)
+	for {
+		b := e.backoff.Load()
+		if b == 0 || e.backoff.CompareAndSwap(b, b-1) {
+			return
+		}
 	}
 }
 
 // timedOut notes a call the node did not answer in time: its deadline
-// doubles, up to rttMaxBackoff times, until its next reply.
-func (e *rttEstimate) timedOut() {
+// doubles, up to rttMaxBackoff times, until its next reply. reconnect says
+// that the call's connection was closed at its deadline (a client that
+// bounds its calls: ContextTimeoutEnabled, or the library's bounded copy of
+// a plain one), so that the next call pays go-redis's connection set-up,
+// HELLO then CLIENT SETINFO, three round trips where one was counted: the
+// deadline then grows eightfold, the doubling and the set-up's ×3 rounded
+// up to the next doubling.
+func (e *rttEstimate) timedOut(reconnect bool) {
+	step := int32(1)
+	if reconnect {
+		step = 3
+	}
 	for {
 		b := e.backoff.Load()
-		if b >= rttMaxBackoff || e.backoff.CompareAndSwap(b, b+1) {
+		if b >= rttMaxBackoff || e.backoff.CompareAndSwap(b, min(b+step, rttMaxBackoff)) {
 			return
 		}
 	}
@@ -96,7 +123,8 @@ func (e *rttEstimate) rto() (time.Duration, bool) {
 		return 0, false
 	}
 	srtt, rttvar := unpackRTT(v)
-	return time.Duration(srtt)*time.Microsecond + max(rttG, rttK*time.Duration(rttvar)*time.Microsecond), true
+	s := time.Duration(srtt) * time.Microsecond
+	return max(s+max(rttG, rttK*time.Duration(rttvar)*time.Microsecond), rttSetUp*s), true
 }
 
 // usual is the node's smoothed round trip and its variation; ok is false
@@ -113,8 +141,9 @@ func (e *rttEstimate) usual() (srtt, rttvar time.Duration, ok bool) {
 // Waits says how long a round waits for each node. Fixed, when set
 // (WithNodeTimeout), is every node's deadline. Otherwise each node's is its
 // learned RTO, doubled for each call in a row it did not answer in time,
-// within [Floor, Cap]; Cap alone before its first sample (the first
-// contact's deadline).
+// within [Floor, Cap]; before its first reply, Cap while its first contact
+// is under way or to come, and Floor once one ended without a reply (a
+// node down is not waited for long).
 type Waits struct {
 	Fixed      time.Duration
 	Floor, Cap time.Duration
@@ -131,10 +160,24 @@ func (w Waits) of(n *node) time.Duration {
 	}
 	rto, ok := n.rtt.rto()
 	if !ok {
+		if n.triedIdentify() {
+			// Asked and never answered (a refused connection, a node
+			// down): no first contact to wait for.
+			return w.Floor
+		}
 		return w.Cap
 	}
-	d := max(rto, w.Floor) << n.rtt.backoff.Load()
+	base := max(rto, w.Floor)
+	d := min(base<<n.rtt.backoff.Load(), max(base, rttBackoffCeil))
 	return min(d, w.Cap)
+}
+
+// triedIdentify reports whether a first contact with n has ended, or a
+// wait for one ran out.
+func (n *node) triedIdentify() bool {
+	n.identMu.Lock()
+	defer n.identMu.Unlock()
+	return !n.identTried.IsZero()
 }
 
 // Wait is node i's deadline under w.

@@ -11,7 +11,7 @@ import (
 // The estimator follows RFC 6298: the first sample R sets SRTT = R and
 // RTTVAR = R/2; each later one moves RTTVAR a quarter of the way to
 // |SRTT − R| and SRTT an eighth of the way to R; RTO = SRTT + max(G,
-// 4·RTTVAR).
+// 4·RTTVAR), and at least 3·SRTT.
 func TestRTTEstimatorFollowsRFC6298(t *testing.T) {
 	var e rttEstimate
 	if _, ok := e.rto(); ok {
@@ -32,13 +32,13 @@ func TestRTTEstimatorFollowsRFC6298(t *testing.T) {
 		t.Fatalf("second sample: srtt %v rttvar %v, want 90ms 57.5ms", srtt, rttvar)
 	}
 	// Steady samples converge on the round trip, and the variation on 0:
-	// RTO falls to SRTT + G.
+	// RTO falls to three round trips (a call may set up a connection first).
 	for range 200 {
 		e.sample(20 * time.Millisecond)
 	}
 	srtt, rttvar, _ = e.usual()
 	rto, _ := e.rto()
-	if srtt < 20*time.Millisecond || srtt > 21*time.Millisecond || rttvar > 100*time.Microsecond || rto > srtt+rttG+400*time.Microsecond {
+	if srtt < 20*time.Millisecond || srtt > 21*time.Millisecond || rttvar > 100*time.Microsecond || rto != 3*srtt {
 		t.Fatalf("steady 20ms: srtt %v rttvar %v rto %v", srtt, rttvar, rto)
 	}
 }
@@ -53,6 +53,10 @@ func TestWaitsBoundsAndBackoff(t *testing.T) {
 	if d := w.of(n); d != time.Second {
 		t.Fatalf("before any sample: %v, want the cap", d)
 	}
+	down := &node{identTried: time.Now()}
+	if d := w.of(down); d != w.Floor {
+		t.Fatalf("a node whose first contact ended without a reply: %v, want the floor", d)
+	}
 	for range 100 {
 		n.rtt.sample(200 * time.Microsecond) // loopback
 	}
@@ -60,21 +64,47 @@ func TestWaitsBoundsAndBackoff(t *testing.T) {
 		t.Fatalf("a loopback node: %v, want the floor", d)
 	}
 	for i := range 10 {
-		n.rtt.timedOut()
-		want := min(10*time.Millisecond<<min(i+1, rttMaxBackoff), time.Second)
+		n.rtt.timedOut(false)
+		want := min(10*time.Millisecond<<min(i+1, rttMaxBackoff), rttBackoffCeil)
 		if d := w.of(n); d != want {
 			t.Fatalf("after %d timeouts: %v, want %v", i+1, d, want)
 		}
 	}
-	n.rtt.sample(200 * time.Microsecond)
-	if d := w.of(n); d != 10*time.Millisecond {
-		t.Fatalf("after a reply: %v, want the floor again", d)
+	for range rttMaxBackoff {
+		n.rtt.sample(200 * time.Microsecond)
 	}
+	if d := w.of(n); d != 10*time.Millisecond {
+		t.Fatalf("after replies: %v, want the floor again", d)
+	}
+	// A connection closed at the deadline costs the next call go-redis's
+	// set-up: eightfold.
+	n.rtt.timedOut(true)
+	if d := w.of(n); d != 80*time.Millisecond {
+		t.Fatalf("after a timeout that closed the connection: %v, want 80ms", d)
+	}
+	n.rtt.sample(200 * time.Microsecond)
+	if d := w.of(n); d != 40*time.Millisecond {
+		t.Fatalf("a reply undoes one doubling: %v, want 40ms", d)
+	}
+	n.rtt.sample(200 * time.Microsecond)
+	n.rtt.sample(200 * time.Microsecond)
 	for range 50 {
 		n.rtt.sample(2 * time.Second) // far beyond the budget
 	}
 	if d := w.of(n); d != time.Second {
 		t.Fatalf("a node beyond the budget: %v, want the cap", d)
+	}
+	// A far node's backoff stops at the ceiling, or at its own RTO when
+	// that is longer.
+	far := &node{}
+	far.rtt.sample(300 * time.Millisecond) // RTO 900ms
+	far.rtt.timedOut(false)
+	if d := (Waits{Floor: 10 * time.Millisecond, Cap: 5 * time.Second}).of(far); d != rttBackoffCeil {
+		t.Fatalf("a far node's backoff: %v, want the ceiling", d)
+	}
+	far.rtt.sample(2 * time.Second) // RTO now past the ceiling
+	if d := (Waits{Floor: 10 * time.Millisecond, Cap: 5 * time.Second}).of(far); d <= rttBackoffCeil {
+		t.Fatalf("a node slower than the ceiling: %v, want its RTO", d)
 	}
 	if d := (Waits{Fixed: 7 * time.Millisecond, Floor: time.Second, Cap: time.Hour}).of(n); d != 7*time.Millisecond {
 		t.Fatalf("fixed: %v", d)
@@ -90,7 +120,7 @@ func TestRTTFollowsAJump(t *testing.T) {
 	for i := range 100 {
 		n.rtt.sample(60*time.Millisecond + time.Duration(i%10)*time.Millisecond)
 	}
-	if d := w.of(n); d < 70*time.Millisecond || d > 150*time.Millisecond {
+	if d := w.of(n); d < 180*time.Millisecond || d > 250*time.Millisecond {
 		t.Fatalf("60–69ms away: deadline %v", d)
 	}
 	for range 100 {
@@ -104,7 +134,7 @@ func TestRTTFollowsAJump(t *testing.T) {
 		if w.of(n) > rtt {
 			break
 		}
-		n.rtt.timedOut()
+		n.rtt.timedOut(true)
 		if calls%2 == 1 {
 			n.rtt.sample(rtt) // a late reply, from a client that waits for it
 		}
@@ -122,7 +152,7 @@ func TestRTTConcurrentSamples(t *testing.T) {
 			defer wg.Done()
 			for range 1000 {
 				e.sample(time.Duration(g+1) * time.Millisecond)
-				e.timedOut()
+				e.timedOut(g%2 == 0)
 			}
 		}()
 	}
