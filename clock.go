@@ -81,10 +81,13 @@ const (
 	// minDuration is the shortest fence horizon and restart guard New takes.
 	minDuration = time.Millisecond
 
-	// inspectTimeout bounds each node's read for Inspect when
-	// WithNodeTimeout does not: nothing is written, so it can afford a cold
-	// connection's dial.
+	// inspectTimeout is the least that each node's read for Inspect is
+	// waited for when WithNodeTimeout does not fix it: nothing is written,
+	// so it can afford a cold connection's dial.
 	inspectTimeout = time.Second
+	// inspectTimeoutMax bounds it for a far node, whose learned deadline
+	// (docs/algorithm.md) may be longer.
+	inspectTimeoutMax = 10 * time.Second
 
 	// holderTTLSlack is how long after the holder's remaining TTL, as a
 	// refusing node reported it, a waiting Acquire tries again at the latest.
