@@ -36,7 +36,8 @@ const (
 	// leaves (ttl less the drift allowance) divided by it, and never below
 	// the floor: a node waited for that long leaves half the validity. A
 	// node not heard from yet gets that cap (its first contact's deadline:
-	// a node 150ms away is reached with a TTL of 400ms or more).
+	// three round trips; a node 150ms away is waited for with a TTL of 1s
+	// or more).
 	DefaultNodeBudgetOf = 2
 
 	// DefaultCleanupTimeout bounds each node's delete (a rollback, a
