@@ -28,7 +28,13 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 		defer func() { c.obs.attempt(l.key, n, start, err) }()
 	}
 	waits := c.cfg.waits(ttl)
-	if err := c.nodes.CheckServers(c.nodes.MaxWait(waits)); err != nil {
+	// A first contact may take the TTL's budget (three round trips to a
+	// far node), but never past ctx's deadline.
+	first := c.nodes.MaxWait(waits)
+	if dl, ok := ctx.Deadline(); ok {
+		first = max(min(first, time.Until(dl)), 0)
+	}
+	if err := c.nodes.CheckServers(first); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
 	}
 	if err := c.checkLatency(ttl); err != nil {
