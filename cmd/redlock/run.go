@@ -24,16 +24,6 @@ import (
 // forwarded are the signals run passes on to its command.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 
-// nodeTimeoutFor is run's per-node deadline: ttl/20, from 10 ms to 500 ms,
-// where the library's default is ttl/200 up to 50 ms. A command holding a
-// lock for a long job gains nothing from a fast refusal and loses its lock
-// if renewals miss a tight deadline on a loaded machine; a node that does
-// not answer in time still counts as unknown, never as success, and the
-// validity still subtracts the time the calls took.
-func nodeTimeoutFor(ttl time.Duration) time.Duration {
-	return min(max(ttl/20, timingFloor), 500*time.Millisecond)
-}
-
 // releaseTimeout bounds a release: it returns once a quorum confirmed, or
 // at this deadline (the library waits for slow nodes' confirmations until
 // the caller's deadline), and a node that does not answer is left to expire
@@ -247,7 +237,6 @@ func runCmd(args []string) error {
 	var stopping atomic.Bool  // the command is over: renewals still in flight are of no interest
 	attempts := new(attemptLog)
 	opts := []redlock.Option{
-		redlock.WithNodeTimeout(nodeTimeoutFor(ttl.d)),
 		redlock.WithRenewInterval(renewIntervalFor(ttl.d, termLeadFor(ttl.d, grace.d))),
 		redlock.WithHooks(redlock.Hooks{
 			NodeError: func(n redlock.Event) {

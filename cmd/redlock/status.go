@@ -165,7 +165,7 @@ func statusCmd(args []string) error {
 // parallel, without taking it.
 func readStatus(ctx context.Context, nodes []node, key string) *keyStatus {
 	st := &keyStatus{Key: key, Quorum: len(nodes)/2 + 1, Nodes: make([]keyState, len(nodes))}
-	locks, err := redlock.New(clients(nodes), redlock.WithFencing(), redlock.WithNodeTimeout(nodeTimeout))
+	locks, err := redlock.New(clients(nodes), redlock.WithFencing())
 	var ks redlock.KeyState
 	if err == nil {
 		ks, err = locks.Inspect(ctx, key)
