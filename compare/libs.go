@@ -342,7 +342,7 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1`)
 
 	// minTombAcquireScript and minTombReleaseScript are the least a lock
-	// sends that refuses every late copy of its writes (issue 39): the
+	// sends that refuses every late copy of its writes: the
 	// release leaves a tombstone ("!" and the token) for 2 s, redlock's
 	// tombstoneTTL, and an acquire over a tombstone that does not name its
 	// token takes the key carrying the tombstone's entries, which the

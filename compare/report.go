@@ -22,14 +22,14 @@ const (
 	targetManyKeys = 0.9 // many keys: locks/s ÷ the bare floor's pairs/s
 )
 
-// Targets of the multikey issue (issue 30): AcquireAll's uncontended p50 ÷
+// Targets of the multikey issue: AcquireAll's uncontended p50 ÷
 // Acquire's, both redlock's defaults, in the same interleaved rounds.
 const (
 	targetAll1 = 1.05 // one key: within noise of Acquire
 	targetAll8 = 1.3  // eight keys: one script per node, not a round trip per key
 )
 
-// Targets of the throughput issue (issue 34), for redlock's rows.
+// Targets of the throughput issue, for redlock's rows.
 const (
 	targetKeysVsRedsync = 3.0  // many keys, 64 goroutines: locks/s ÷ redsync's
 	targetKeysVsBare    = 2.0  // many keys, 64 goroutines: locks/s ÷ the bare (unbatched) floor's
@@ -38,7 +38,7 @@ const (
 	targetWaitVsMutex   = 1.25 // 16 goroutines on one key: wait p99 ÷ the local mutex's
 )
 
-// Targets of the waiting issue (issue 10), for redlock's rows.
+// Targets of the waiting issue, for redlock's rows.
 const (
 	targetWaitP99     = 20 * time.Millisecond // 16 goroutines: each acquirer's wait, p99
 	targetVsRedsync   = 2.0                   // 16 goroutines: locks/s ÷ redsync's defaults
@@ -175,7 +175,7 @@ func writeSetup(w io.Writer, cfg config, took time.Duration) {
 		"min-setnx-del, min-setnx-script and min-script-script are minimal locks written in the harness the same way "+
 		"as the bare floor: SET NX PX (or a GET-then-SET script like redlock's) to acquire, and DEL (not a correct "+
 		"release) or a token-checked delete script to release. min-tombstone is the least a lock sends that refuses "+
-		"every late copy of its writes (issue 39): its release leaves a 2 s tombstone, and an acquire over a tombstone "+
+		"every late copy of its writes: its release leaves a 2 s tombstone, and an acquire over a tombstone "+
 		"carries its entries (eight at most), a GET and a SET in each script. "+
 		"Faulted nodes sit behind an in-process TCP proxy, the others are direct.\n\n")
 }
