@@ -46,6 +46,16 @@ func TestReleaseInstallsOffline(t *testing.T) {
 		t.Fatalf("redlock.Version %q is no canonical release version of %s: %v", version, libraryPath, err)
 	}
 	cache := goEnv(t, "GOMODCACHE")
+	// The third-party modules the released modules build with come from
+	// this machine's module cache. Building this test put the command's
+	// there; the otel module's are put there by listing its packages, as
+	// a build of it would (nothing is fetched when they are there already,
+	// as after test.sh's vet of otel). The install itself is offline.
+	warm := exec.Command("go", "list", "-deps", "-test", "./...")
+	warm.Dir = filepath.Join(root, "otel")
+	if out, err := warm.CombinedOutput(); err != nil {
+		t.Fatalf("go list -deps -test ./... in otel: %v\n%s", err, out)
+	}
 	tmp := t.TempDir()
 	proxy := filepath.Join(tmp, "proxy")
 	env := append(os.Environ(),
