@@ -575,3 +575,17 @@ func TestDocsCiteRealFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeShort: the README stays a page a newcomer reads through (250
+// lines at most) and opens with the two commands that work on a fresh
+// machine: the demo and the test suite.
+func TestReadmeShort(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	readme := string(b)
+	assert.LessOrEqual(t, strings.Count(readme, "\n"), 250, "README.md is over 250 lines")
+	_, opening, _ := strings.Cut(readme, "```sh\n")
+	opening, _, _ = strings.Cut(opening, "```")
+	assert.Contains(t, opening, "go -C cmd/redlock run . demo", "the README's first commands")
+	assert.Contains(t, opening, "./test.sh", "the README's first commands")
+}

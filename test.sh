@@ -60,7 +60,9 @@ if [ ${#big[@]} -gt 0 ]; then
 fi
 
 # The library, then the nested modules, which have their own go.mod so that
-# their dependencies stay out of the library's.
+# their dependencies stay out of the library's; go.work builds them against
+# this checkout's library (their go.mod files replace nothing, so that they
+# install as released: docs/operations.md).
 modules=(. compare cmd/redlock otel internal/wasirun)
 
 staticcheck="honnef.co/go/tools/cmd/staticcheck@v0.8.2"
@@ -130,7 +132,10 @@ go test -c -o "$scratch/sim.test" ./internal/sim
 (cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 30m -test.run '^TestSim$|^TestSimControls$' -test.v -sim.dur="$sim_dur" -sim.jobs=2)
 (cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 30m -test.run '^TestSimHandovers$' -test.v -sim.dur=1m -sim.jobs=2)
 go test -race -count=1 -timeout 15m -run '^TestSim$' ./internal/sim
-(cd cmd/redlock && go test -race -count=1 -timeout 10m ./...)
+# cmd/redlock's tests include TestReleaseInstallsOffline, which builds the
+# command and a user's module from a module proxy on disk: minutes on a
+# loaded machine.
+(cd cmd/redlock && go test -race -count=1 -timeout 25m ./...)
 (cd otel && go test -race -count=1 -timeout 10m ./...)
 (cd compare && go test -count=1 -timeout 10m ./...)
 (cd internal/wasirun && go test -count=1 -timeout 10m ./...)

@@ -125,12 +125,25 @@ func touch(t *testing.T, path string) {
 func statusJSON(t *testing.T, nodes, key string) *keyStatus {
 	t.Helper()
 	r := redlockRun(t, "status", "--nodes", nodes, "--key", key, "--json")
-	wantExit(t, r, 0)
 	var st keyStatus
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
 		t.Fatalf("%v:\n%s", err, r.stdout)
 	}
+	wantExit(t, r, verdictExit(st.Verdict))
 	return &st
+}
+
+// verdictExit is status's exit status for a verdict.
+func verdictExit(verdict string) int {
+	switch verdict {
+	case verdictFree:
+		return exitFree
+	case verdictSplit:
+		return exitSplit
+	case verdictUnknown:
+		return exitUnavailable
+	}
+	return 0
 }
 
 // TestRunSharedTogether: two run --shared hold one key at once, each

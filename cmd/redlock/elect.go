@@ -62,14 +62,6 @@ what it waits for.
 
 Environment: REDLOCK_NODES for --nodes, REDLOCK_RESTART_GUARD for
 --restart-guard. The command gets REDLOCK_KEY and REDLOCK_TERM.
-
-Exit statuses:
-  the command's   it exited while elect led (128+n: killed by signal n), or
-                  after a signal elect forwarded to it
-  64              a usage error or a bad node, or a key held by another kind
-                  of lock (shared, permits)
-  126, 127        the command could not be started, or was not found
-  128+n           elect got signal n while it did not lead
 `
 
 // electSignal is the cause of the context that elect's signals end: the
@@ -98,7 +90,8 @@ func electCmd(args []string) error {
 	guard := guardVar(fs)
 	metadata := fs.String("metadata", "", "the leader's `text`, which redlock status shows: at most "+strconv.Itoa(redlock.MaxMetadataLen)+" bytes of UTF-8, one line (default: \"host HOSTNAME pid PID\")")
 	verbose := fs.Bool("verbose", false, "log each step on stderr")
-	if err := parseFlags(fs, "--key K [--nodes NODE,...] [--ttl 15s] [--metadata TEXT] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]", electHelp, args); err != nil {
+	shellCmd := shellFlag(fs)
+	if err := parseFlags(fs, "--key K [--nodes NODE,...] [--ttl 15s] [--metadata TEXT] [--grace ttl/3] [--restart-guard 0] [--verbose] {-- command [args...] | -c 'command'}", electHelp, args); err != nil {
 		return err
 	}
 	key, err := kf.one(fs)
@@ -123,6 +116,10 @@ func electCmd(args []string) error {
 		return usageError(fs, "--ttl %v is shorter than the minimum of %v, the TTL whose tenth and twentieth (the kill margin and per-node deadline) are the %v these need", ttl.d, minTTL, timingFloor)
 	}
 	if err := checkSupervised(fs, ttl.d, grace.d, guard.d, badMetadata, "the leadership can pass to another campaigner"); err != nil {
+		return err
+	}
+	argv, err := commandLine(fs, *shellCmd)
+	if err != nil {
 		return err
 	}
 	logf := func(string, ...any) {}
@@ -230,7 +227,7 @@ func electCmd(args []string) error {
 		logf("leading %s, term %d, valid until %s", what, term, ld.Until().Format(time.RFC3339Nano))
 		lost := endBefore(ld.Context(), ld.Until, lead, what)
 		env := []string{"REDLOCK_KEY=" + key, "REDLOCK_TERM=" + strconv.FormatUint(term, 10)}
-		code, runErr := supervise("redlock elect", fs.Args(), env, ld.Until, stop, lost, relay, logf)
+		code, runErr := supervise("redlock elect", argv, env, ld.Until, stop, lost, relay, logf)
 		resign(ld, what, logf)
 		if !errors.Is(runErr, redlock.ErrLockLost) {
 			// The command exited on its own, or after a signal elect

@@ -405,7 +405,7 @@ func TestHostPortNodes(t *testing.T) {
 	nodes := strings.Join(addrs, ",")
 	wantExit(t, redlockRun(t, "run", "--nodes", nodes, "--key", "hp", "--", "true"), 0)
 	r := redlockRun(t, "status", "--nodes", nodes, "--key", "hp")
-	wantExit(t, r, 0)
+	wantExit(t, r, exitFree)
 	if !strings.Contains(r.stdout, servers[2].Addr()) || !strings.Contains(r.stdout, "verdict: free") {
 		t.Errorf("status:\n%s", r.stdout)
 	}
@@ -474,7 +474,7 @@ func TestTablesAligned(t *testing.T) {
 		t.Fatal(err)
 	}
 	status := redlockRun(t, "status", "--nodes", nodes, "--key", "k")
-	wantExit(t, status, 0)
+	wantExit(t, status, exitFree)
 	check := redlockRun(t, "check", "--nodes", nodes)
 	wantExit(t, check, 1) // a node a lock cannot use
 	for name, out := range map[string]string{"status": status.stdout, "check": check.stdout} {

@@ -1,7 +1,7 @@
 // Command redlock works with Redlock locks over independent Redis masters.
 //
-//	redlock run --nodes NODE,... --key K [--key K2 ...] [--ttl 30s] [--wait D] [--conflict-exit-code 75] [--fencing | --shared | --permits n] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]
-//	redlock elect --nodes NODE,... --key K [--ttl 15s] [--metadata TEXT] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]
+//	redlock run --nodes NODE,... --key K [--key K2 ...] [--ttl 30s] [--wait D | -w SECONDS | -n] [--conflict-exit-code 75 | -E 75] [-q] [--fencing | --shared | --permits n] [--grace ttl/3] [--restart-guard 0] [--verbose] {-- command [args...] | -c 'command'}
+//	redlock elect --nodes NODE,... --key K [--ttl 15s] [--metadata TEXT] [--grace ttl/3] [--restart-guard 0] [--verbose] {-- command [args...] | -c 'command'}
 //	redlock status --nodes NODE,... --key K [--json]
 //	redlock check --nodes NODE,... [--strict] [--json]
 //	redlock demo [--nodes NODE,...] [--miniredis] [--workers n] [--rounds n]
@@ -28,10 +28,13 @@
 // Exit statuses (from sysexits.h): 64 a usage error or a bad node URL (or,
 // for run, a key held by another kind of lock than the one asked for), 69 a
 // quorum of nodes unreachable, 70 run's command stopped because the lock was
-// lost, 75 run's lock not acquired within --wait (--conflict-exit-code sets
-// it), 1 check --strict found a warning or another failure. run otherwise
-// exits with its command's status, and so does elect, which never exits 69,
-// 70 or 75: it campaigns through outages, and again after a lost leadership.
+// lost, 75 run's lock not acquired within --wait (--conflict-exit-code or -E
+// sets it, and then, as -q does, silences the conflict), 1 check --strict
+// found a warning or another failure. run otherwise exits with its
+// command's status, and so does elect, which never exits 69, 70 or 75: it
+// campaigns through outages, and again after a lost leadership. status
+// exits with its verdict: 0 held, 3 free, 4 split, 69 unknown. Each
+// command's -h lists its own.
 package main
 
 import (

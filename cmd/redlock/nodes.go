@@ -118,8 +118,9 @@ func closeNodes(nodes []node) {
 }
 
 // parseFlags parses a subcommand's flags: -h prints its usage, and after
-// the flags the text of more (if any), on stdout, as asked for, and exits 0;
-// any other problem is a one-line usage error.
+// the flags the text of more (if any) and the command's exit statuses
+// (exitHelp), on stdout, as asked for, and exits 0; any other problem is a
+// one-line usage error.
 func parseFlags(fs *flag.FlagSet, synopsis, more string, args []string) error {
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
@@ -129,6 +130,9 @@ func parseFlags(fs *flag.FlagSet, synopsis, more string, args []string) error {
 		fs.PrintDefaults()
 		if more != "" {
 			fmt.Print("\n" + more)
+		}
+		if exits := exitHelp[fs.Name()]; exits != "" {
+			fmt.Print("\n" + exits)
 		}
 		return &exitError{code: 0}
 	}

@@ -140,16 +140,14 @@ Nodes down are waited for too: while fewer than a quorum answer, run keeps
 trying until --wait ends (for 5s without --wait, and not at all with
 --wait 0), then exits 69.
 
-Exit statuses:
-  the command's   it ran under the lock to the end (128+n: killed by signal n)
-  64              a usage error or a bad node, or a key held by another kind
-                  of lock (--permits)
-  69              fewer than a quorum of nodes reachable
-  70              the lock was lost and the command stopped
-  75              the lock was not acquired within --wait (--conflict-exit-code
-                  sets another)
-  126, 127        the command could not be started, or was not found
-  128+n           redlock got signal n while waiting for the lock
+flock(1)'s short forms mean here what they mean there: -w SECONDS is
+--wait, -n is --wait 0, -E CODE is --conflict-exit-code, -s is --shared,
+and -c 'command' runs the command through /bin/sh -c (not $SHELL: the same
+line reads the same on every machine). A lock not acquired says on stderr
+who holds it (the start of its token, its --metadata, the time it has left
+on a quorum), unless -q is given, or a conflict exit status is chosen
+(-E, --conflict-exit-code): a script that chose one tests for it, and, as
+with flock, nothing is printed; --verbose prints it anyway.
 `
 
 func runCmd(args []string) error {
@@ -160,16 +158,29 @@ func runCmd(args []string) error {
 	fs.Var(&kf, "key", "the lock's `key` (required); give it several times to hold several keys at once, all or none")
 	ttl := durationVar(fs, "ttl", 30*time.Second, "the lock's time to live (a `duration`, at least "+minTTL.String()+"); it is renewed while the command runs")
 	wait := durationVar(fs, "wait", 0, "how long to wait for the lock, a `duration` or seconds (default: until it is acquired; 0: one try)")
-	conflict := fs.Int("conflict-exit-code", exitTempFail, "the exit status when the lock is not acquired within --wait, 0 to 255")
+	fs.Var(wait, "w", "--wait, as flock -w takes it: `seconds` (or a duration)")
+	fs.Var(&nonblockFlag{wait: wait}, "n", "--wait 0: one try, as flock -n")
+	conflict := fs.Int("conflict-exit-code", exitTempFail, "the exit status when the lock is not acquired within --wait, 0 to 255; given, the conflict says nothing on stderr, as flock's")
+	fs.IntVar(conflict, "E", exitTempFail, "--conflict-exit-code, as flock -E takes it")
+	quiet := fs.Bool("quiet", false, "say nothing on stderr when the lock is not acquired within --wait (other errors are still said)")
+	fs.BoolVar(quiet, "q", false, "--quiet")
+	shellCmd := shellFlag(fs)
 	fencing := fs.Bool("fencing", false, "take a fencing token and pass it to the command as $REDLOCK_FENCE")
 	shared := fs.Bool("shared", false, "take the key shared (a read lock): any number of shared runs hold it at once, and none while an exclusive run does; one --key, no --fencing")
+	fs.BoolVar(shared, "s", false, "--shared, as flock -s")
 	permits := fs.Int("permits", 0, "take one of the key's `n` permits (1 to "+strconv.Itoa(redlock.MaxPermits)+"): at most n runs with --permits n hold it at once; the command gets its slot as $REDLOCK_PERMIT; one --key, no --shared or --fencing")
 	grace := durationVar(fs, "grace", 0, "the `duration` between SIGTERM and SIGKILL when the lock is lost; shorter than --ttl (default: a third of --ttl)")
 	guard := guardVar(fs)
 	metadata := fs.String("metadata", "", "store `text` with the lock, which redlock status shows: who runs it (a host, a pid); at most "+strconv.Itoa(redlock.MaxMetadataLen)+" bytes of UTF-8, one line")
 	verbose := fs.Bool("verbose", false, "log each step on stderr")
-	if err := parseFlags(fs, "--key K [--key K2 ...] [--nodes NODE,...] [--ttl 30s] [--wait D] [--conflict-exit-code 75] [--fencing | --shared | --permits n] [--metadata TEXT] [--grace ttl/3] [--restart-guard 0] [--verbose] -- command [args...]", runHelp, args); err != nil {
+	if err := parseFlags(fs, "--key K [--key K2 ...] [--nodes NODE,...] [--ttl 30s] [--wait D | -w SECONDS | -n] [--conflict-exit-code 75 | -E 75] [-q] [--fencing | --shared | --permits n] [--metadata TEXT] [--grace ttl/3] [--restart-guard 0] [--verbose] {-- command [args...] | -c 'command'}", runHelp, args); err != nil {
 		return err
+	}
+	if given(fs, "n") && given(fs, "w", "wait") {
+		return usageError(fs, "-n with --wait: -n is --wait 0; give one of them")
+	}
+	if given(fs, "E") && given(fs, "conflict-exit-code") {
+		return usageError(fs, "-E with --conflict-exit-code: they are one flag; give it once")
 	}
 	if err := defaultGraceAndGuard(ttl, grace, guard); err != nil {
 		return err
@@ -210,6 +221,10 @@ func runCmd(args []string) error {
 		return usageError(fs, "--conflict-exit-code %d: an exit status is 0 to 255", *conflict)
 	}
 	if err := checkSupervised(fs, ttl.d, grace.d, guard.d, badMetadata, "the lock can pass to another holder"); err != nil {
+		return err
+	}
+	argv, err := commandLine(fs, *shellCmd)
+	if err != nil {
 		return err
 	}
 	what := quoteKeys(keys) // "k", or "a", "b" for several keys, or "k" (shared), or "k" (a permit of 3)
@@ -267,7 +282,10 @@ func runCmd(args []string) error {
 		// Nodes down are waited for as long as the lock is.
 		opts = append(opts, redlock.WithUnavailableTimeout(wait.d))
 	}
-	w := waitSpec{d: wait.d, forever: !wait.set, conflict: *conflict, attempts: attempts}
+	// A conflict exit status chosen, as flock -E's, is one a script tests
+	// for: the conflict is then no error to report, as flock's never is.
+	quietConflict := *quiet || given(fs, "E", "conflict-exit-code")
+	w := waitSpec{d: wait.d, forever: !wait.set, conflict: *conflict, attempts: attempts, quiet: quietConflict && !*verbose}
 	locks, err := redlock.New(clients(nodes), opts...)
 	if err != nil {
 		return exit(exitUsage, "%v", err)
@@ -297,7 +315,7 @@ func runCmd(args []string) error {
 
 	renewing, stopRenewing := context.WithCancel(context.Background())
 	lost := keepAlive(renewing, lock, termLeadFor(ttl.d, grace.d))
-	code, runErr := supervise("redlock run", fs.Args(), lockEnv(lock, *fencing), lock.Until, stopSpec{grace: grace.d, margin: killMarginFor(ttl.d)}, lost, sigs, logf)
+	code, runErr := supervise("redlock run", argv, lockEnv(lock, *fencing), lock.Until, stopSpec{grace: grace.d, margin: killMarginFor(ttl.d)}, lost, sigs, logf)
 	stopping.Store(true)
 	stopRenewing()
 
@@ -370,6 +388,11 @@ type waitSpec struct {
 	// attempts, when set, is the Client's Attempt hook: the verdict of
 	// an acquire whose last attempt the wait's end cut short.
 	attempts *attemptLog
+	// quiet: a conflict exits conflict without a word (-q, or
+	// --conflict-exit-code given without --verbose); otherwise its
+	// message says who holds the key (its metadata, the time it has
+	// left), read from the nodes after the last attempt.
+	quiet bool
 }
 
 func (w waitSpec) String() string {
@@ -554,10 +577,17 @@ func acquire(locks *redlock.Client, keys []string, what string, ttl time.Duratio
 	case errors.Is(r.err, redlock.ErrInvalidArgument):
 		return nil, exit(exitUsage, "%v", r.err)
 	}
-	if !waits {
-		return nil, exit(w.conflict, "%s not acquired in one try (--wait 0): %v", what, r.err)
+	if w.quiet {
+		return nil, &exitError{code: w.conflict}
 	}
-	return nil, exit(w.conflict, "%s not acquired within --wait %v: %v", what, w.d, r.err)
+	held := holders(locks, keys)
+	if held != "" {
+		held += ": "
+	}
+	if !waits {
+		return nil, exit(w.conflict, "%s not acquired in one try (--wait 0): %s%v", what, held, r.err)
+	}
+	return nil, exit(w.conflict, "%s not acquired within --wait %v: %s%v", what, w.d, held, r.err)
 }
 
 // misconfigured reports whether err matches redlock.ErrAuth or
@@ -569,8 +599,9 @@ func misconfigured(err error) bool {
 
 // checkSupervised checks what run and elect share: --grace shorter than
 // --ttl (the command must be stopped before passes, which says what the
-// lock or the leadership does next), --restart-guard, --metadata
-// (badMetadata, the library's verdict on it) and a command to run.
+// lock or the leadership does next), --restart-guard and --metadata
+// (badMetadata, the library's verdict on it); commandLine checks the
+// command to run.
 func checkSupervised(fs *flag.FlagSet, ttl, grace, guard time.Duration, badMetadata, passes string) error {
 	switch {
 	case grace < 0:
@@ -582,8 +613,6 @@ func checkSupervised(fs *flag.FlagSet, ttl, grace, guard time.Duration, badMetad
 	case badMetadata != "":
 		return usageError(fs, "--metadata: %s; it must be at most %d bytes of UTF-8 on one line, without control characters",
 			badMetadata, redlock.MaxMetadataLen)
-	case fs.NArg() == 0:
-		return usageError(fs, "no command to run: give it after --")
 	}
 	return nil
 }

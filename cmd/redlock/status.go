@@ -23,6 +23,14 @@ const nodeTimeout = 2 * time.Second
 // holders apart, too little to release someone else's lock with.
 const holderChars = 8
 
+// status's exit statuses for a verdict other than held (0) or unknown
+// (exitUnavailable): as an init script's status action says "not running"
+// (LSB's 3), and distinct from 1, which any failure returns.
+const (
+	exitFree  = 3 // no node that answered holds the key, and a quorum answered
+	exitSplit = 4 // some nodes hold it, no quorum agrees on a holder
+)
+
 // Verdicts of status.
 const (
 	verdictHeld    = "held"    // a quorum holds one token
@@ -155,8 +163,13 @@ func statusCmd(args []string) error {
 	} else {
 		printStatus(st)
 	}
-	if st.Verdict == verdictUnknown {
+	switch st.Verdict {
+	case verdictUnknown:
 		return exit(exitUnavailable, "only %d of %d nodes answered, fewer than the quorum of %d", st.reachable(), len(st.Nodes), st.Quorum)
+	case verdictFree:
+		return &exitError{code: exitFree} // the verdict, on stdout, says it
+	case verdictSplit:
+		return &exitError{code: exitSplit}
 	}
 	return nil
 }
@@ -164,7 +177,6 @@ func statusCmd(args []string) error {
 // readStatus reads the key on every node through the library's Inspect, in
 // parallel, without taking it.
 func readStatus(ctx context.Context, nodes []node, key string) *keyStatus {
-	st := &keyStatus{Key: key, Quorum: len(nodes)/2 + 1, Nodes: make([]keyState, len(nodes))}
 	locks, err := redlock.New(clients(nodes), redlock.WithFencing())
 	var ks redlock.KeyState
 	if err == nil {
@@ -173,8 +185,19 @@ func readStatus(ctx context.Context, nodes []node, key string) *keyStatus {
 		_ = locks.Close(cctx)
 		cancel()
 	}
+	addrs := make([]string, len(nodes))
 	for i, n := range nodes {
-		s := keyState{Node: i, Addr: n.addr}
+		addrs[i] = n.addr
+	}
+	return buildStatus(key, addrs, ks, err)
+}
+
+// buildStatus is status's report of what Inspect read (ks, or err) from
+// the nodes at addrs.
+func buildStatus(key string, addrs []string, ks redlock.KeyState, err error) *keyStatus {
+	st := &keyStatus{Key: key, Quorum: len(addrs)/2 + 1, Nodes: make([]keyState, len(addrs))}
+	for i, addr := range addrs {
+		s := keyState{Node: i, Addr: addr}
 		switch {
 		case err != nil:
 			s.Error = err.Error()
