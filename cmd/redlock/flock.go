@@ -201,8 +201,10 @@ after a lost leadership.
   69              unknown: fewer than a quorum of nodes answered
 `,
 	"redlock check": `Exit statuses:
-  0               a quorum of nodes answered (warnings are printed)
-  1               --strict and a warning, or another failure
+  0               every node usable (warnings are printed)
+  1               a node a lock cannot use (unreachable, refusing the
+                  credentials, a replica, a second address of one
+                  server), or --strict and a warning
   64              a usage error or a bad node
   69              fewer than a quorum of nodes answered
 `,

@@ -29,8 +29,8 @@
 // for run, a key held by another kind of lock than the one asked for), 69 a
 // quorum of nodes unreachable, 70 run's command stopped because the lock was
 // lost, 75 run's lock not acquired within --wait (--conflict-exit-code or -E
-// sets it, and then, as -q does, silences the conflict), 1 check --strict
-// found a warning or another failure. run otherwise exits with its
+// sets it, and then, as -q does, silences the conflict), 1 check found a
+// node a lock cannot use, or with --strict a warning. run otherwise exits with its
 // command's status, and so does elect, which never exits 69, 70 or 75: it
 // campaigns through outages, and again after a lost leadership. status
 // exits with its verdict: 0 held, 3 free, 4 split, 69 unknown. Each
