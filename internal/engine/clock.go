@@ -85,16 +85,29 @@ func (r *clockReading) window(at time.Time, rate float64) time.Duration {
 }
 
 // lateMs is the node-clock Unix millisecond by which our moment at has
-// passed on the node, whatever the reading's error: what a write sent
+// passed on the node, allowing for the reading's error: what a write sent
 // until at carries as its deadline. ok is false while no reading is known.
+//
+// The reading's age counts for at most lateAgeCap: a deadline computed
+// too early costs only a write refused as late (whose reply carries the
+// node's clock, taken at once), never safety, while one computed from an
+// old reading's whole window would let a write land, and a delete's
+// refusal live, up to 1 % of the reading's age later (freshen reads an old
+// clock first, but a loaded node may not answer within its bound).
 func (c *nodeClock) lateMs(at time.Time, rate float64, slack time.Duration) (ms int64, ok bool) {
 	r := c.reading.Load()
 	if r == nil {
 		return 0, false
 	}
-	us := r.nodeUs + (at.Sub(r.mid) + r.window(at, rate) + slack).Microseconds()
+	age := min(at.Sub(r.mid).Abs(), lateAgeCap)
+	window := r.half + time.Duration(float64(age)*rate)
+	us := r.nodeUs + (at.Sub(r.mid) + window + slack).Microseconds()
 	return (us + 999) / 1000, true
 }
+
+// lateAgeCap bounds the age of a reading that a write's deadline allows
+// for (nodeClock.lateMs): ten seconds, 100 ms of margin at a drift of 1 %.
+const lateAgeCap = 10 * time.Second
 
 // passed reports whether the node's clock is past millisecond ms at our
 // moment now, whatever the reading's error: the earliest the node's clock

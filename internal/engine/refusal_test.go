@@ -241,11 +241,12 @@ func TestLateReplyCorrectsClock(t *testing.T) {
 }
 
 // TestOldReadingReadAgain: a Client idle for an hour holds readings of
-// its nodes' clocks an hour old, which a write's deadline must allow 1 %
-// of (36 s): a write sent with it could land that late, and a delete's
-// refusal would live that long. The round reads the clock again first,
-// and the deadline it sends is the round's own wait from now, plus a
-// reading's margin.
+// its nodes' clocks an hour old, which a write's deadline allows the
+// drift of (1 % of its age, capped at 10 s: 100 ms): a write sent with it
+// could land that much later, and a delete's refusal would live as long.
+// The round reads the clock again first, and the deadline it sends is the
+// round's own wait from now, plus a fresh reading's margin of a few
+// milliseconds.
 func TestOldReadingReadAgain(t *testing.T) {
 	e := newLaneNodes(t, 1, true)
 	n := e.p.nodes[0]
@@ -256,7 +257,7 @@ func TestOldReadingReadAgain(t *testing.T) {
 
 	seq := NewLanes(1)
 	var log replyLog
-	const wait = 50 * time.Millisecond
+	const wait = 400 * time.Millisecond // a quarter of it for the clock's read
 	e.launch(seq, writeSpec("ut:old-reading", utValue("utO.", 1), wait, &log))
 	if rep := log.waitN(t, 1, "the write's reply")[0]; rep.Status != OK {
 		t.Fatalf("the write: %+v", rep)
@@ -265,7 +266,36 @@ func TestOldReadingReadAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ahead := time.Duration(seq.LateBy(0)-now.UnixMilli()) * time.Millisecond; ahead > time.Second {
-		t.Fatalf("the write's deadline is %v past the node's clock after it answered; want within the round's wait and a reading's margin", ahead)
+	if ahead := time.Duration(seq.LateBy(0)-now.UnixMilli()) * time.Millisecond; ahead > wait+50*time.Millisecond {
+		t.Fatalf("the write's deadline is %v past the node's clock after it answered; want within the round's wait and a fresh reading's margin", ahead)
+	}
+}
+
+// TestLateMsCapsReadingAge: a write's deadline allows for a reading's
+// drift over at most lateAgeCap of its age: an hour-old reading (which
+// freshen could not replace in time, on a loaded node) gives a deadline
+// 100 ms and the reading's half round trip past the moment, not 36 s. The
+// moment itself carries over whole. passed stays conservative: by the
+// hour-old reading, a moment a second past that deadline is not known to
+// have passed on the node.
+func TestLateMsCapsReadingAge(t *testing.T) {
+	mid := time.Unix(1_700_000_000, 0)
+	var c nodeClock
+	c.reading.Store(&clockReading{nodeUs: mid.UnixMicro(), mid: mid, half: time.Millisecond})
+	at := mid.Add(time.Hour)
+	ms, ok := c.lateMs(at, 0.01, time.Millisecond)
+	if !ok {
+		t.Fatal("no deadline from a known reading")
+	}
+	want := at.Add(time.Millisecond + 100*time.Millisecond + time.Millisecond).UnixMilli()
+	if ms != want {
+		t.Fatalf("deadline %d, want %d (%v past the moment)", ms, want, time.Duration(ms-at.UnixMilli())*time.Millisecond)
+	}
+	if c.passed(ms, at.Add(time.Second), 0.01) {
+		t.Fatal("passed trusted an hour-old reading within its drift")
+	}
+	fresh, _ := c.lateMs(mid.Add(time.Second), 0.01, time.Millisecond)
+	if want := mid.Add(time.Second + time.Millisecond + 10*time.Millisecond + time.Millisecond).UnixMilli(); fresh != want {
+		t.Fatalf("a second-old reading's deadline %d, want %d", fresh, want)
 	}
 }
