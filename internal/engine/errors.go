@@ -23,8 +23,11 @@ var (
 	// node was free (a stalled node still held an earlier call of the lock).
 	errNotSent = fmt.Errorf("%w: not sent, node busy with an earlier call", ErrNoReply)
 	// errNoClock marks a write not sent because its node's clock is not
-	// known yet: its deadline could not be carried to the node.
-	errNoClock = fmt.Errorf("%w: not sent, the node's clock is not known yet", ErrNoReply)
+	// known yet (its first contact is under way): its deadline could not
+	// be carried to the node. It is no sign of a node down, as a reply
+	// whose server is still being identified is not (ErrNotAwaited): a
+	// node whose clock read failed gets that failure instead.
+	errNoClock = fmt.Errorf("%w: not sent, the node's clock is not known yet (%w)", ErrNoReply, ErrNotAwaited)
 	// errSuperseded marks a delete not sent because a later delete of the
 	// same lock, which covers it, was queued behind it on the node.
 	errSuperseded = fmt.Errorf("%w: delete superseded by a later one", ErrNoReply)
