@@ -287,29 +287,44 @@ func (n *Node) Close() {
 }
 
 // Clock is a node's wall clock: it runs at a rate of the bubble's clock
-// and steps.
+// and steps. It has a lock of its own: the node's shims read it while the
+// nemesis steps it or sets its rate.
 type Clock struct {
+	mu    sync.Mutex
 	since time.Time // the bubble's time of the last change
 	at    time.Time // the node's time then
 	rate  float64
 }
 
 // Reset puts the clock in step with the bubble's at now.
-func (c *Clock) Reset(now time.Time) { c.since, c.at, c.rate = now, now, 1 }
+func (c *Clock) Reset(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.since, c.at, c.rate = now, now, 1
+}
 
 // Now reads the clock.
 func (c *Clock) Now() time.Time {
-	now := time.Now()
-	return c.at.Add(time.Duration(float64(now.Sub(c.since)) * c.rate))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now()
+}
+
+func (c *Clock) now() time.Time {
+	return c.at.Add(time.Duration(float64(time.Since(c.since)) * c.rate))
 }
 
 // Step moves the clock by d.
 func (c *Clock) Step(d time.Duration) {
-	c.at, c.since = c.Now().Add(d), time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at, c.since = c.now().Add(d), time.Now()
 }
 
 // SetRate sets the rate from now on.
 func (c *Clock) SetRate(r float64) {
-	c.at, c.since = c.Now(), time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at, c.since = c.now(), time.Now()
 	c.rate = r
 }
