@@ -238,6 +238,13 @@ type Verdict struct {
 	// StarvedBound, which the starved rule judged: a run must show some,
 	// or its "starved 0" means little.
 	LongReads int
+	// ReadsBehindStopped counts the shared Acquires that waited for a key
+	// while a writer that waited for it had its process stopped or killed
+	// within the last StarvedBound: the readers whose wait the stopped
+	// writer's announcement could have drawn out, which the starved rule
+	// judges. A run must show some, or its "starved 0" means little; a
+	// correct library makes few of them long (LongReads).
+	ReadsBehindStopped int
 	// PausedOverlaps counts what a holder whose process was stopped did
 	// after its validity ended and another Lock held the key: a write to
 	// the store (refused if the newer holder had written, or it is a

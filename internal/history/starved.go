@@ -83,6 +83,7 @@ func checkStarved(v *Verdict, r *Record) {
 	if r.StarvedBound <= 0 {
 		return
 	}
+	v.ReadsBehindStopped = r.readsBehindStopped()
 	busy := make(map[string][]Interval)
 	down := r.quorumDown()
 	for _, w := range r.Waits {
@@ -234,3 +235,45 @@ func Subtract(iv Interval, ivs []Interval) []Interval {
 
 // Interval returns the span as an interval.
 func (s Span) Interval() Interval { return Interval{s.Start, s.End} }
+
+// readsBehindStopped counts the shared waits for one key that were under
+// way at some instant within StarvedBound after another process's writer,
+// waiting for that key, was stopped or killed (Verdict.ReadsBehindStopped).
+func (r *Record) readsBehindStopped() int {
+	type stop struct {
+		key, proc string
+		at        time.Time
+	}
+	var stops []stop
+	for _, x := range r.Waits {
+		if x.Shared || len(x.Keys) != 1 {
+			continue
+		}
+		within := func(at time.Time) bool {
+			return !at.Before(x.Start) && (x.End.IsZero() || at.Before(x.End))
+		}
+		for _, p := range r.Pauses {
+			if p.Proc == x.Proc && within(p.From) {
+				stops = append(stops, stop{x.Keys[0], x.Proc, p.From})
+			}
+		}
+		for _, k := range r.Kills {
+			if k.Proc == x.Proc && within(k.At) {
+				stops = append(stops, stop{x.Keys[0], x.Proc, k.At})
+			}
+		}
+	}
+	n := 0
+	for _, w := range r.Waits {
+		if !w.Shared || len(w.Keys) != 1 {
+			continue
+		}
+		for _, s := range stops {
+			if s.key == w.Keys[0] && s.proc != w.Proc && w.Start.Before(s.at.Add(r.StarvedBound)) && (w.End.IsZero() || w.End.After(s.at)) {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}

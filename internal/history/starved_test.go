@@ -1,6 +1,7 @@
 package history
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -51,11 +52,22 @@ func TestNemesisCheckerStarved(t *testing.T) {
 			Down: []NodeDown{down(0, 0, 5000), down(1, 0, 5000)}}), true},
 		{"the reader's own process is stopped", record(Record{Waits: []Wait{reader}, Pauses: []Pause{pause("p0", 1000, 4000)}}), false},
 		{"a reader killed before it returned", record(Record{Waits: []Wait{{Proc: "p0", Keys: []string{"k"}, Shared: true, Span: Span{Start: at(0)}}}}), false},
+		{"a reader that came past the bound after the writer stopped", record(Record{Waits: []Wait{{Proc: "p0", Keys: []string{"k"}, Shared: true, Span: sp(3000, 8000)}, writer("p1", 0, 9000)},
+			Pauses: []Pause{pause("p1", 500, 700)}}), false},
 		{"not judged without a bound", Record{Waits: []Wait{reader}}, false},
 	}
+	behindStopped := []string{"the waiting writer's process is stopped", "stopped, for less than the bound",
+		"the waiting writer's process is killed", "a quorum of nodes is down", "a minority of nodes is down"}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			v := Check(&tc.r)
+			// The reader waited behind a stopped writer where the
+			// writer's process was stopped or killed within its wait.
+			behind := 0
+			if slices.Contains(behindStopped, tc.name) {
+				behind = 1
+			}
+			assert.Equal(t, behind, v.ReadsBehindStopped, "readers behind a stopped writer")
 			if tc.starved {
 				assert.Equal(t, 1, v.LongReads, "the reader's wait was judged")
 				assert.Equal(t, 1, v.Count("starved"), v.Describe(5))
