@@ -102,6 +102,7 @@ type nemMsg struct {
 	Name  string               `json:"name,omitempty"`
 	Text  string               `json:"text,omitempty"`
 	TTL   time.Duration        `json:"ttl,omitempty"` // an acquire's or an Extend's (cap's)
+	OK    bool                 `json:"ok,omitempty"`  // a Release that returned nil
 }
 
 // TestNemesisWorkerProcess is a worker process of TestNemesis, which runs

@@ -190,6 +190,7 @@ func (rec *nemRecorder) apply(m nemMsg) {
 		l.Releases = append(l.Releases, history.Span{Start: m.At})
 	case "released":
 		l.Releases[m.N].End = m.At
+		l.Released = l.Released || m.OK
 	case "lease":
 		rec.leases = append(rec.leases, *m.Lease)
 	case "call":
@@ -467,13 +468,13 @@ func (rec *nemRecorder) releasedWithin(nl *history.Lock, s history.Span) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	rec.send(nemMsg{Op: "releasing", ID: nl.ID, At: s.Start})
-	rec.send(nemMsg{Op: "released", ID: nl.ID, N: len(rec.byID[nl.ID].Releases) - 1, At: s.End})
+	rec.send(nemMsg{Op: "released", ID: nl.ID, N: len(rec.byID[nl.ID].Releases) - 1, At: s.End, OK: true})
 }
 
 func (rec *nemRecorder) released(nl *history.Lock, i int, err error) {
 	end := nemNow()
 	rec.mu.Lock()
-	rec.send(nemMsg{Op: "released", ID: nl.ID, N: i, At: end})
+	rec.send(nemMsg{Op: "released", ID: nl.ID, N: i, At: end, OK: err == nil})
 	rec.mu.Unlock()
 	rec.op(opName("release", nl), err)
 }

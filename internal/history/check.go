@@ -85,6 +85,11 @@ type Lock struct {
 	Acquires []Span
 	// Releases are the Release calls, whatever they returned.
 	Releases []Span
+	// Released: one of them returned nil, its deletes confirmed by a
+	// quorum. Without one, a renewal sent before the last Proof's Until
+	// that landed unconfirmed keeps its values on the nodes up to its TTL
+	// past that Until (checkObserved).
+	Released bool
 	// Proofs are the validity the Lock claimed: from each one's From the
 	// Lock said it was held until its Until (Lock.Until read after From, or
 	// a Do context seen live). The latest Proof is the claim: an Extend

@@ -180,8 +180,8 @@ const observedSlack = 50 * time.Millisecond
 // checkObserved: a leader an observer reported was a real leader at some
 // time within the observation: a leadership of the key with that term and
 // value, elected (its Campaign begun) before the observation ended, and not
-// ended (its last claimed validity, or its Release, and observedSlack)
-// before the observation began. A term no recorded leadership had is
+// ended (Lock.observableUntil, and observedSlack) before the observation
+// began. A term no recorded leadership had is
 // excused only while a campaign of the key, begun before, had its process
 // killed under it (within its TTL of the kill). A report of no leader is
 // not judged: an observer may miss a leader, never invent one.
@@ -227,13 +227,7 @@ func checkObserved(v *Verdict, r *Record) {
 				o.Key, o.Term, o.Value, o.Span.Start.Format("15:04:05.000000"), o.Span.End.Format("15:04:05.000000"))
 			continue
 		}
-		var end time.Time
-		for _, p := range l.Proofs {
-			end = Latest(end, p.Until)
-		}
-		for _, s := range l.Releases {
-			end = Latest(end, s.End)
-		}
+		end := l.observableUntil()
 		switch {
 		case o.Value != l.Metadata:
 			v.add("observers", o.Key, o.Span.End, "%q: an observer reported %s with value %q, which it campaigned with %q", o.Key, l.Describe(), o.Value, l.Metadata)
@@ -245,4 +239,24 @@ func checkObserved(v *Verdict, r *Record) {
 				o.Key, l.Describe(), o.Span.Start.Format("15:04:05.000000"), o.Span.End.Format("15:04:05.000000"), end.Format("15:04:05.000000"))
 		}
 	}
+}
+
+// observableUntil is until when l's values may stand on a quorum, as an
+// observer reads them: its last claimed validity, or its Releases' end;
+// and when no Release of it returned nil, also its longest TTL past that
+// validity, which a renewal sent before it that landed unconfirmed gives
+// its values (an unproven renewal: the holder saw no quorum and ended
+// its lease, the nodes kept the key).
+func (l *Lock) observableUntil() time.Time {
+	var end time.Time
+	for _, p := range l.Proofs {
+		end = Latest(end, p.Until)
+	}
+	if !l.Released && !end.IsZero() && len(l.TTLs) > 0 {
+		end = end.Add(slices.Max(l.TTLs))
+	}
+	for _, s := range l.Releases {
+		end = Latest(end, s.End)
+	}
+	return end
 }

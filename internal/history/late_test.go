@@ -206,3 +206,38 @@ func TestCheckObserved(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckObservedAfterLoss: a leadership of TTL 80 ms whose last claim
+// ended at 100 ms. Its values stand on a quorum past the claim only by an
+// unconfirmed renewal: up to its TTL past the claim when no Release
+// returned nil (a Release that failed, as of a closed Client, or none, as
+// of a killed process), and not past a Release that did.
+func TestCheckObservedAfterLoss(t *testing.T) {
+	lead := func(released bool, releases ...Span) *Lock {
+		return &Lock{ID: 1, Client: "w", Key: "k", Election: true, Fenced: true, Fence: 7, Metadata: "host-a", TTLs: []time.Duration{80 * time.Millisecond},
+			Acquires: []Span{{at(10), at(20)}}, Proofs: []Proof{{at(20), at(100)}}, Releases: releases, Released: released}
+	}
+	obs := func(from int) Observation {
+		return Observation{Key: "k", Span: Span{at(from), at(from + 10)}, Term: 7, Value: "host-a"}
+	}
+	tests := []struct {
+		name  string
+		lead  *Lock
+		obs   Observation
+		found int
+	}{
+		{"a Release that failed, within the TTL", lead(false, Span{at(90), at(95)}), obs(170), 0},
+		{"a Release that failed, past the TTL", lead(false, Span{at(90), at(95)}), obs(260), 1},
+		{"no Release, within the TTL", lead(false), obs(170), 0},
+		{"no Release, past the TTL", lead(false), obs(260), 1},
+		{"after a Release that returned nil", lead(true, Span{at(90), at(95)}), obs(170), 1},
+		{"during a Release that returned nil", lead(true, Span{at(90), at(200)}), obs(170), 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var verdict Verdict
+			checkObserved(&verdict, &Record{Locks: []*Lock{tc.lead}, Observations: []Observation{tc.obs}})
+			assert.Equal(t, tc.found, verdict.Count("observers"), "%v", verdict.Found)
+		})
+	}
+}

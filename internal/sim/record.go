@@ -383,10 +383,12 @@ func (rec *Recorder) unreleasing(nl *history.Lock, i int) {
 	}
 }
 
-func (rec *Recorder) released(nl *history.Lock, i int) {
+// released records the end of Release i of nl, which returned err.
+func (rec *Recorder) released(nl *history.Lock, i int, err error) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	nl.Releases[i].End = rec.nowLocked()
+	nl.Released = nl.Released || err == nil
 }
 
 // look records one look at a KeepAlive context of l and reports whether it

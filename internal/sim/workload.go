@@ -446,7 +446,7 @@ func (wl *Workload) release(c *redlock.Client, l *redlock.Lock, nl *history.Lock
 	defer cancel()
 	start := time.Now()
 	err := l.Release(ctx)
-	wl.Rec.released(nl, i)
+	wl.Rec.released(nl, i, err)
 	wl.Rec.op(opName("release", nl), err)
 	end := wl.Rec.Now()
 	if outcome(err) == redlock.ErrClosed.Error() || wl.Closed != nil && wl.Closed(c) {
@@ -579,7 +579,7 @@ func (wl *Workload) proclaim(r *rand.Rand, c *redlock.Client, ld *redlock.Leader
 	nl := wl.Rec.acquired(l, name, owner, true, false, 0, ttl, history.Span{Start: start, End: end})
 	wl.Rec.elected(nl)
 	wl.Rec.setProc(nl.ID, c)
-	wl.Rec.released(replaced, i)
+	wl.Rec.released(replaced, i, nil)
 	wl.Rec.ended(replaced.ID, end)
 	wl.Rec.acquireEnd([]string{key})
 	if ld.Value() != value || l.Metadata() != value || ld.Term() != l.Fence() {
