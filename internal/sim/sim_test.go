@@ -114,6 +114,7 @@ func Handovers(seed uint64, dur time.Duration) Config {
 	cfg.Guard, cfg.Unfenced = 0, true
 	cfg.Faults = []string{FaultDelay, FaultBlackhole, FaultDrop, FaultHoldReset, FaultLateBeyond,
 		FaultHoldHandover, FaultHoldHandover, FaultHoldHandover, FaultStop, FaultStopLong, FaultCrash, FaultClock}
+	cfg.Quick = false // the quick rounds are for hold-quick, not made here
 	return cfg
 }
 
