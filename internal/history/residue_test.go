@@ -33,6 +33,11 @@ func TestResidue(t *testing.T) {
 		{"released Lock's value within the bound", seen("TOKA.1", 2900, 0), []Writer{ended(1, "TOKA", 2000)}, none, false},
 		{"released Lock's value, node quiet too recently", seen("TOKA.1", 5000, 4500), []Writer{ended(1, "TOKA", 2000)}, none, false},
 		{"released Lock's value, quiet long enough since", seen("TOKA.1", 5600, 4500), []Writer{ended(1, "TOKA", 2000)}, none, true},
+		// The simulator's hold-quick: a copy of the acquire landed 30 ms
+		// after the Release returned (too soon for the late-write rule),
+		// the link quiet from 200 ms after it; the value holds metadata.
+		{"released Lock's copy landed after its delete", seen("TOKAmOF2WSY3LEBZGK3DFMFZWK.1", 3300, 2230), []Writer{ended(1, "TOKA", 2000)}, none, true},
+		{"released Lock's copy landed after its delete, within the bound", seen("TOKAmOF2WSY3LEBZGK3DFMFZWK.1", 3200, 2230), []Writer{ended(1, "TOKA", 2000)}, none, false},
 		{"live Lock's value", seen("TOKA.1", 5000, 0), []Writer{live(1, "TOKA")}, none, false},
 		{"an owner's token, one of its Locks live", seen("oOWN~2.1", 9000, 0), []Writer{ended(1, "oOWN", 100), live(2, "oOWN")}, none, false},
 		{"an owner's token, all its Locks ended", seen("oOWN~2.1", 9000, 0), []Writer{ended(1, "oOWN", 100), ended(2, "oOWN", 3000)}, none, true},

@@ -37,6 +37,12 @@ const (
 	// drift assumption, past which a write's deadline no longer bounds
 	// when it lands (docs/late-writes.md).
 	FaultClockBackBeyond = "clock-back-beyond"
+	// FaultHoldQuick holds the next write of a quick round (the workload's
+	// quickRun: Locks of a long TTL, each released at once) on a link, within
+	// 5 s, for 5 to 60 ms, its connection reset: the copy lands after the Release's
+	// delete on its node, most often before the write's deadline, where
+	// only the refusal the delete left stops it.
+	FaultHoldQuick = "hold-quick"
 )
 
 // Nemesis injects faults into a World.
@@ -302,6 +308,32 @@ func (nm *Nemesis) inject(kind string) {
 		nm.begin(proc, node)
 		net.DropReplies(proc, node, true)
 		nm.after(d, func() { net.DropReplies(proc, node, false); nm.end(proc, node) })
+	case FaultHoldQuick:
+		// The hold as FaultHoldReset's short one, for the next quick
+		// round's write within 5 s (QuickWrite). The fault ends 200 ms
+		// after the held copy landed, not at the window's end: the
+		// value it may leave (a TTL of 10 s at least) must outlast the
+		// fault and the residue rule's bound of quiet after it.
+		hold := randDur(r, 5*time.Millisecond, 60*time.Millisecond)
+		reset := randDur(r, 200*time.Microsecond, 3*time.Millisecond)
+		tr.Add("fault", node, "%s: c%d's next quick write held %v, its connection reset after %v", kind, proc, hold, reset)
+		nm.begin(proc, node)
+		net.HoldNextMatching(proc, node, hold, reset, QuickWrite)
+		armed := time.Now()
+		var look func()
+		look = func() {
+			pending, _ := net.LinkPending(proc, node)
+			switch {
+			case !net.HoldArmed(proc, node) && pending == 0:
+				nm.after(200*time.Millisecond, func() { nm.end(proc, node) })
+			case time.Since(armed) >= 5*time.Second:
+				net.HoldNext(proc, node, 0, 0)
+				nm.after(hold+200*time.Millisecond, func() { nm.end(proc, node) })
+			default:
+				nm.after(50*time.Millisecond, look)
+			}
+		}
+		nm.after(50*time.Millisecond, look)
 	case FaultHoldReset, FaultLateBeyond, FaultHoldHandover:
 		hold := randDur(r, 20*time.Millisecond, 1500*time.Millisecond)
 		if kind == FaultHoldReset && r.IntN(2) == 0 {

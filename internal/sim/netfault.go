@@ -119,6 +119,14 @@ func (n *Network) HoldNextThen(client, node int, hold, resetAfter time.Duration,
 	l.hold, l.resetAfter, l.holdMatch, l.then, l.thenHold = hold, resetAfter, match, then, thenHold
 }
 
+// HoldArmed reports whether a hold of client's link to node waits for its
+// chunk: set, and nothing caught yet.
+func (n *Network) HoldArmed(client, node int) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.linkOf(client, node).hold > 0
+}
+
 // Pending reports how many held chunks are still on their way to node,
 // from any client.
 func (n *Network) Pending(node int) int {

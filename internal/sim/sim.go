@@ -44,7 +44,7 @@ type Config struct {
 	// default, 3 retries).
 	MaxRetries int
 	// The workload's mix (Workload).
-	Owners, Shared, Permits, Multi, Stalled, Long, Elections, Hot bool
+	Owners, Shared, Permits, Multi, Stalled, Long, Elections, Hot, Quick bool
 	// Handover picks what FaultHoldHandover holds (nil: that fault is
 	// not made).
 	Handover *HandoverFault
@@ -105,7 +105,7 @@ func Run(cfg Config) *Result {
 		keys[i] = fmt.Sprintf("sim:k%d", i)
 	}
 	wl := &Workload{Seed: cfg.Seed, Keys: keys, Owners: cfg.Owners, Shared: cfg.Shared, Permits: cfg.Permits,
-		Multi: cfg.Multi, Stalled: cfg.Stalled, Long: cfg.Long, Elections: cfg.Elections, Hot: cfg.Hot, Think: cfg.Think, Rec: rec, Store: store, Trace: trace, Closed: w.Closed}
+		Multi: cfg.Multi, Stalled: cfg.Stalled, Long: cfg.Long, Elections: cfg.Elections, Hot: cfg.Hot, Quick: cfg.Quick, Think: cfg.Think, Rec: rec, Store: store, Trace: trace, Closed: w.Closed}
 	if cfg.Permits {
 		wl.Sems = []Sem{{"sim:sem0", 2}, {"sim:sem1", 3}}
 	}

@@ -65,9 +65,10 @@ func Guarded(seed uint64, dur time.Duration) Config {
 		Seed: seed, Duration: dur, Nodes: 5, Slots: 3, Workers: 6, Keys: 8,
 		Latency: 200 * time.Microsecond, Guard: MaxTTL, Skew: 300 * time.Millisecond,
 		Faults: []string{FaultDelay, FaultBlackhole, FaultPartition, FaultDrop, FaultHoldReset, FaultHoldReset, FaultHoldReset,
-			FaultLateBeyond, FaultHoldHandover, FaultStop, FaultStopLong, FaultCrash, FaultRestartEmpty, FaultFlush, FaultClock, FaultPause},
+			FaultLateBeyond, FaultHoldHandover, FaultStop, FaultStopLong, FaultCrash, FaultRestartEmpty, FaultFlush, FaultClock, FaultPause,
+			FaultHoldQuick, FaultHoldQuick, FaultHoldQuick},
 		FaultEvery: 500 * time.Millisecond, Think: 200 * time.Millisecond,
-		Owners: true, Shared: true, Permits: true, Multi: true, Stalled: true, Long: true, Elections: true, Hot: true,
+		Owners: true, Shared: true, Permits: true, Multi: true, Stalled: true, Long: true, Elections: true, Hot: true, Quick: true,
 		Handover:     handoverCommand,
 		ReplaceEvery: 90 * time.Second, ResidueBound: 2 * time.Second,
 	}
@@ -113,6 +114,7 @@ func Handovers(seed uint64, dur time.Duration) Config {
 	cfg.Guard, cfg.Unfenced = 0, true
 	cfg.Faults = []string{FaultDelay, FaultBlackhole, FaultDrop, FaultHoldReset, FaultLateBeyond,
 		FaultHoldHandover, FaultHoldHandover, FaultHoldHandover, FaultStop, FaultStopLong, FaultCrash, FaultClock}
+	cfg.Quick = false // the quick rounds are for hold-quick, not made here
 	return cfg
 }
 

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"bytes"
 	"context"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"math"
@@ -14,6 +16,7 @@ import (
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/history"
 	"github.com/redlock-go/redlock/internal/leadership"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // The workload is the nemesis's (the root package's
@@ -66,7 +69,10 @@ type Workload struct {
 	Elections bool
 	// Hot: one round in 20 takes the pool's first key over and over,
 	// releasing it at once (hotRun).
-	Hot   bool
+	Hot bool
+	// Quick: one round in 8 takes Locks of a long TTL and releases each
+	// at once (quickRun), for FaultHoldQuick.
+	Quick bool
 	Think time.Duration
 	Slots []*Slot
 	Rec   *Recorder
@@ -143,6 +149,10 @@ func (wl *Workload) round(w int, round uint64, slot *Slot, name string) *rand.Ra
 	key := wl.Keys[r.IntN(len(wl.Keys))]
 	if wl.Hot && r.IntN(20) == 0 {
 		wl.hotRun(r, slot, c, name)
+		return r
+	}
+	if wl.Quick && r.IntN(8) == 0 {
+		wl.quickRun(r, slot, c, name)
 		return r
 	}
 	ttl := wl.ttl(r)
@@ -239,6 +249,13 @@ func (wl *Workload) multiKeys(r *rand.Rand, key string) []string {
 // third of the time shared (wl.Shared), a quarter of the rest of several
 // keys (multi), a third of the rest under an owner of a small pool.
 func (wl *Workload) acquire(r *rand.Rand, slot *Slot, c *redlock.Client, name, key string, ttl time.Duration, multi, shareable bool, permits int) (*redlock.Lock, *history.Lock) {
+	return wl.acquireAs(r, slot, c, name, key, ttl, multi, shareable, permits, "")
+}
+
+// acquireAs is acquire with holder metadata mark, when not "" (otherwise
+// half the time the worker's name); a Lock with a mark is taken by a
+// TryAcquire (one attempt, no wait behind a holder) and without an owner.
+func (wl *Workload) acquireAs(r *rand.Rand, slot *Slot, c *redlock.Client, name, key string, ttl time.Duration, multi, shareable bool, permits int, mark string) (*redlock.Lock, *history.Lock) {
 	var opts []redlock.AcquireOption
 	if permits > 0 {
 		opts = append(opts, redlock.Permits(permits))
@@ -254,16 +271,21 @@ func (wl *Workload) acquire(r *rand.Rand, slot *Slot, c *redlock.Client, name, k
 		keys = wl.multiKeys(r, key)
 	}
 	owner := ""
-	if permits == 0 && !shared && keys == nil && wl.Owners && r.IntN(3) == 0 {
+	if permits == 0 && !shared && keys == nil && wl.Owners && mark == "" && r.IntN(3) == 0 {
 		owner = fmt.Sprintf("req-%d", r.IntN(3))
 		opts = append(opts, redlock.WithOwner(owner))
 	}
 	md := ""
 	if r.IntN(2) == 0 { // holder metadata, which the values carry
 		md = name
+	}
+	if mark != "" {
+		md = mark
+	}
+	if md != "" {
 		opts = append(opts, redlock.WithMetadata(md))
 	}
-	try := r.IntN(3) == 0
+	try := r.IntN(3) == 0 || mark != ""
 	ctx, cancel := context.WithTimeout(context.Background(), randDur(r, 5*time.Millisecond, 2*time.Second))
 	defer cancel()
 	evKeys := []string{key}
@@ -395,6 +417,62 @@ func (wl *Workload) plainRun(r *rand.Rand, slot *Slot, c *redlock.Client, name, 
 func (wl *Workload) hotRun(r *rand.Rand, slot *Slot, c *redlock.Client, name string) {
 	for range 10 + r.IntN(21) {
 		l, nl := wl.acquire(r, slot, c, name, wl.Keys[0], ShortTTL, false, false, 0)
+		if l == nil {
+			continue
+		}
+		wl.write(nl)
+		wl.release(c, l, nl)
+	}
+}
+
+// QuickMark is the holder metadata of quickRun's Locks, which their values
+// carry: what FaultHoldQuick finds their writes by (QuickWrite).
+const QuickMark = "quick release"
+
+// quickMeta is QuickMark as a Lock's prefix holds it, and ends with: the
+// metadata mark, the metadata in base32 (internal/script.NewPrefixes), and
+// the prefix's ".".
+var quickMeta = []byte(script.MetaMark + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString([]byte(QuickMark)) + ".")
+
+// QuickWrite reports whether chunk b, as a client writes it to a node,
+// holds a write of a quickRun Lock: a value of its, the prefix followed by
+// the write's generation. A delete names the prefix alone, followed by
+// the end of its argument.
+func QuickWrite(b []byte) bool {
+	for {
+		i := bytes.Index(b, quickMeta)
+		if i < 0 {
+			return false
+		}
+		b = b[i+len(quickMeta):]
+		if len(b) > 0 && b[0] >= '0' && b[0] <= '9' {
+			return true
+		}
+	}
+}
+
+// QuickTTL is the shortest TTL of quickRun's Locks. From 10 s a Lock's
+// node timeout, and so its writes' deadline, is the longest, 50 ms
+// (DefaultNodeTimeoutMax), which most of FaultHoldQuick's holds are
+// within; and a value a late copy leaves stays through the fault's end
+// (200 ms after the copy landed) and the residue rule's bound, 2 s, of
+// quiet after it, with seconds to spare for other faults on the node or
+// the link.
+const QuickTTL = 10 * time.Second
+
+// quickRun takes 3 to 6 Locks in a row, each of a random key, with a TTL
+// from QuickTTL to MaxTTL (a node timeout of 50 ms: a write's deadline),
+// and releases each at once: the Release's deletes follow its
+// acquire's writes by a millisecond or two. A copy of one of those writes
+// that lands after the delete on its node, and before its deadline
+// (FaultHoldQuick holds one), is stopped by the refusal the delete left
+// alone; nothing else refuses it, and the value it writes would hold the
+// key for nobody for the rest of its TTL (docs/late-writes.md).
+func (wl *Workload) quickRun(r *rand.Rand, slot *Slot, c *redlock.Client, name string) {
+	for range 3 + r.IntN(4) {
+		key := wl.Keys[r.IntN(len(wl.Keys))]
+		ttl := logDur(r, QuickTTL, MaxTTL).Truncate(time.Millisecond)
+		l, nl := wl.acquireAs(r, slot, c, name, key, ttl, false, false, 0, QuickMark)
 		if l == nil {
 			continue
 		}
