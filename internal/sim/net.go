@@ -417,8 +417,14 @@ func (c *Conn) Read(b []byte) (int, error) {
 // QueueBytes, until c's write deadline.
 func (c *Conn) Write(b []byte) (int, error) {
 	n := c.net
-	for {
+	for first := true; ; first = false {
 		n.mu.Lock()
+		if first && c.client && !c.free && c.deadLocked() != nil {
+			// Dead before the command began: go-redis's pool check
+			// (SyscallConn) would have dropped it. Nothing is sent.
+			n.mu.Unlock()
+			return 0, ErrStale
+		}
 		switch {
 		case c.in.reset:
 			n.mu.Unlock()
@@ -495,6 +501,22 @@ func (p peek) Read(func(fd uintptr) bool) error {
 	c := p.c
 	c.net.mu.Lock()
 	defer c.net.mu.Unlock()
+	return c.deadLocked()
+}
+
+// ErrStale is what a write on a client's connection returns when a peek
+// (peek.Read) would have found the connection dead before the write began,
+// with nothing sent: go-redis checks a pooled connection so only where it
+// is built for a unix (conn_check.go), not for wasip1, where the
+// deterministic runs are. staleHook sends the command again at once, as
+// the pool would have handed out another connection, so that a crashed
+// node's connections cost no command a try in either build.
+var ErrStale = errors.New("sim: the connection was dead before the command was written (a pool check drops it)")
+
+// deadLocked is what a peek at c would find: an error for a closed, reset
+// or finished connection or unread bytes, nil for a live one. Called with
+// the network's lock held.
+func (c *Conn) deadLocked() error {
 	switch h := c.in; {
 	case h.reset:
 		return errReset

@@ -256,3 +256,66 @@ func TestWatchdog(t *testing.T) {
 	close(release)
 	<-done
 }
+
+// TestStaleConnectionsWithoutPoolCheck: built for wasip1, go-redis does not
+// check a pooled connection before handing it out (its check reads a unix
+// socket), so after a crash every connection the node closed would fail
+// one command, sent once as the library's are: a delete parked for seconds
+// where Linux's client sends it at once. The simulator's clients' hook
+// (staleHook) sends such a command again, since nothing of it was written
+// (ErrStale). Here the client's connections hide SyscallConn, as on wasip1.
+func TestStaleConnectionsWithoutPoolCheck(t *testing.T) {
+	const pooled = 4
+	for _, hook := range []bool{false, true} {
+		t.Run(map[bool]string{false: "without the hook", true: "with the hook"}[hook], func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				nd := NewNode(0, rand.New(rand.NewPCG(1, 2)), NewTrace())
+				nw := NewNetwork(NetConfig{Latency: time.Millisecond, QueueBytes: 1 << 20}, []*Node{nd}, 1, nil)
+				c := redis.NewClient(&redis.Options{
+					Addr: "10.0.0.1:6379",
+					Dialer: func(ctx context.Context, _, _ string) (net.Conn, error) {
+						cn, err := nw.Dial(ctx, 0, 0)
+						if err != nil {
+							return nil, err
+						}
+						return struct{ net.Conn }{cn}, nil // no SyscallConn: no pool check
+					},
+					MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+					PoolSize:                 pooled,
+				})
+				if hook {
+					c.AddHook(staleHook{tries: pooled})
+				}
+				t.Cleanup(func() {
+					_ = c.Close()
+					nd.Close()
+					time.Sleep(5 * time.Second) // go-redis's background dials end
+				})
+				ctx := context.Background()
+				conns := make([]*redis.Conn, pooled)
+				for i := range conns {
+					conns[i] = c.Conn()
+					require.NoError(t, conns[i].Ping(ctx).Err())
+				}
+				for _, cn := range conns {
+					require.NoError(t, cn.Close()) // back to the pool, idle
+				}
+				nd.Crash(true)
+				nd.Restart()
+				time.Sleep(100 * time.Millisecond) // the EOF reaches the client
+				failed := 0
+				for range pooled + 1 {
+					cmd := redis.NewStatusCmd(ctx, "ping")
+					if c.Process(ctx, noRetry{cmd}) != nil {
+						failed++
+					}
+				}
+				if hook {
+					assert.Zero(t, failed, "a command sent once failed on a connection the crash closed")
+				} else {
+					assert.Positive(t, failed, "without a pool check, the crash's connections fail commands: the gap the hook closes")
+				}
+			})
+		})
+	}
+}

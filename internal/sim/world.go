@@ -83,6 +83,7 @@ func (w *World) NewClient(slot int, opts ...redlock.Option) (*redlock.Client, in
 			PoolSize: 20,
 		}
 		rc := redis.NewClient(o)
+		rc.AddHook(staleHook{tries: o.PoolSize})
 		rcs = append(rcs, rc)
 		ucs = append(ucs, rc)
 	}
