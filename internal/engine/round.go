@@ -30,6 +30,9 @@ type Reply struct {
 	Chained bool
 	Val     int64 // operation-specific: a fencing counter
 	Err     error // why it is not OK: a per-node sentinel or the client's error
+	// TimedOut: the call got no reply by its deadline (node.callOn), which
+	// the caller counts against the node's deadline (Tally.receive).
+	TimedOut bool
 }
 
 func (r Reply) TransportErr() error {
@@ -46,6 +49,10 @@ type Spec struct {
 	// Wait is how long the caller waits for replies. A write's call has the
 	// same deadline: it is not sent after it.
 	Wait time.Duration
+	// Nodes, when set, gives each node a deadline of its own (Waits.of) in
+	// place of Wait: a write to it is not sent after it, and carries it on
+	// the node's clock; the caller waits for the longest of them.
+	Nodes Waits
 	// CallTimeout is a delete's own deadline, from when it is sent; it may
 	// outlast wait, since the delete goes on after the caller has moved on.
 	CallTimeout time.Duration
@@ -65,10 +72,11 @@ type Spec struct {
 	ByVal bool
 }
 
-// WriteRound is a round of writes that set the key for ttl: the caller waits
-// up to timeout, and no write is sent after it.
-func WriteRound(op Op, timeout, ttl time.Duration) Spec {
-	return Spec{Effect: Write, Op: op, Wait: timeout, TTL: ttl, Cancellable: true}
+// WriteRound is a round of writes that set the key for ttl: each node
+// is waited for up to its deadline under w, and no write is sent to it
+// after it.
+func WriteRound(op Op, w Waits, ttl time.Duration) Spec {
+	return Spec{Effect: Write, Op: op, Nodes: w, TTL: ttl, Cancellable: true}
 }
 
 // round is one operation sent to the nodes: the jobs, the channel their
@@ -299,11 +307,24 @@ func (p *Set) start(ctx context.Context, seq *Lanes, spec Spec, inline int, wait
 		r.jobs = make([]job, 0, n)
 	}
 	r.args = p.evalArgs(seq, &r.spec.Op, r.Args[:0])
-	r.deadline = time.Now().Add(spec.Wait)
-	for i := range p.nodes {
+	now := time.Now()
+	r.deadline = now.Add(spec.Wait)
+	perNode := spec.Nodes.set()
+	if perNode {
+		r.deadline = now
+	}
+	for i, nd := range p.nodes {
 		if spec.Only == nil || spec.Only[i] {
-			r.jobs = append(r.jobs, job{r: r, node: i, slot: int32(len(r.jobs))})
+			dl := r.deadline
+			if perNode {
+				dl = now.Add(spec.Nodes.of(nd))
+				r.deadline = later(r.deadline, dl)
+			}
+			r.jobs = append(r.jobs, job{r: r, node: i, slot: int32(len(r.jobs)), deadline: dl})
 		}
+	}
+	if perNode {
+		r.spec.Wait = r.deadline.Sub(now)
 	}
 	if spec.Effect == Write && spec.Op.latePairs() > 0 {
 		p.lateArgs(r)
@@ -351,7 +372,7 @@ func (p *Set) lateArgs(r *round) {
 		j := &r.jobs[k]
 		j.args = all[k*n : (k+1)*n : (k+1)*n]
 		copy(j.args, r.args)
-		ms, ok := p.lateMs(j.node, r.deadline)
+		ms, ok := p.lateMs(j.node, j.deadline)
 		if !ok {
 			j.skip = p.nodes[j.node].clock.unknown()
 			continue
@@ -438,9 +459,10 @@ func (p *Set) waitOne(ctx context.Context, r *round, ran bool) error {
 		}
 	}
 	if r.users.Load() == 0 {
+		r.noteTimeout(r.jobs[0].first)
 		t.Add(p.Vote(r.jobs[0].first))
 	} else {
-		t.silent()
+		t.silent(r)
 	}
 	return nil
 }
@@ -518,8 +540,18 @@ func (t *Tally) receive(r *round, k int32, pending int) int {
 		t.receiveArrived(r, pending)
 		return 0
 	}
+	r.noteTimeout(r.jobs[k].first)
 	t.Add(r.p.Vote(r.jobs[k].first))
 	return pending - 1
+}
+
+// noteTimeout counts a write's reply that came too late against its node's
+// deadline, on the caller's side, before its next attempt (timedOut).
+func (r *round) noteTimeout(rep Reply) {
+	if rep.TimedOut && r.spec.Effect == Write {
+		n := r.p.nodes[rep.Node]
+		n.rtt.timedOut(n.bounded)
+	}
 }
 
 // receiveArrived takes, of the pending nodes' replies, those that have arrived
@@ -531,23 +563,51 @@ func (t *Tally) receiveArrived(r *round, pending int) {
 		select {
 		case k := <-r.out:
 			if k >= 0 {
+				r.noteTimeout(r.jobs[k].first)
 				t.Add(r.p.Vote(r.jobs[k].first))
 				pending--
 			}
 		default:
-			t.silent()
+			t.silent(r)
 			return
 		}
 	}
 }
 
-// silent marks the nodes that have not answered as not answering in time.
-func (t *Tally) silent() {
+// silent marks the nodes that have not answered as not answering in time:
+// ErrNoReply, with the deadline r gave each and its usual latency.
+// A write round's silent node had a deadline too short: its next one is
+// longer (rttEstimate.timedOut), at once, before its caller's next
+// attempt.
+func (t *Tally) silent(r *round) {
 	for i := range t.Replies {
 		if t.Replies[i].Err == ErrNotNeeded {
-			t.Replies[i].Err = ErrNoReply
+			t.Replies[i].Err = r.p.silentFor(i, r.waitOf(i))
+			if r.spec.Effect == Write {
+				n := r.p.nodes[i]
+				n.rtt.timedOut(n.bounded)
+			}
 		}
 	}
+}
+
+// waitOf is how long r gave node i: its job's deadline from the round's
+// start.
+func (r *round) waitOf(i int) time.Duration {
+	for k := range r.jobs {
+		if r.jobs[k].node == i {
+			return r.jobs[k].deadline.Sub(r.deadline.Add(-r.spec.Wait))
+		}
+	}
+	return r.spec.Wait
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // Where marks the nodes whose reply satisfies keep.
