@@ -33,6 +33,9 @@ type Reply struct {
 	// TimedOut: the call got no reply by its deadline (node.callOn), which
 	// the caller counts against the node's deadline (Tally.receive).
 	TimedOut bool
+	// Held: a refusal because another Lock holds the key, or waits for
+	// it: the key is contended (Tally.contended).
+	Held bool
 }
 
 func (r Reply) TransportErr() error {
@@ -51,7 +54,8 @@ type Spec struct {
 	Wait time.Duration
 	// Nodes, when set, gives each node a deadline of its own (Waits.of) in
 	// place of Wait: a write to it is not sent after it, and carries it on
-	// the node's clock; the caller waits for the longest of them.
+	// the node's clock; the caller waits for the longest of them, or for
+	// Nodes.Floor at most once the key shows contended (Tally.contended).
 	Nodes Waits
 	// CallTimeout is a delete's own deadline, from when it is sent; it may
 	// outlast wait, since the delete goes on after the caller has moved on.
@@ -386,7 +390,9 @@ func (p *Set) lateArgs(r *round) {
 
 // SendAndCount sends spec to every node and returns as soon as the outcome is
 // decided: a quorum confirmed, or so many refused or failed that a quorum is
-// out of reach, or the wait is over (the silent nodes count as unknown). It
+// out of reach, or the wait is over (the silent nodes count as unknown), or
+// Spec.Nodes.Floor after the key showed contended (Tally.contended; the
+// nodes not heard from then keep ErrNotNeeded, not counted as silent). It
 // returns early with ctx.Err() if ctx ends first and spec is Cancellable;
 // the calls go on in the background either way. One node's call, if
 // Set.inline picks one, runs on the caller's goroutine: the caller then
@@ -415,6 +421,8 @@ func (p *Set) SendAndCount(ctx context.Context, seq *Lanes, spec Spec) (*Tally, 
 		done = ctx.Done()
 	}
 	waiting := false
+	var cut *time.Timer // the end of a contended round's wait
+	var cutC <-chan time.Time
 	for pending := len(p.nodes); pending > 0 && !t.enough(spec.HearAll) && t.Confirmed+pending >= t.Quorum; {
 		select {
 		case k := <-r.out:
@@ -427,19 +435,50 @@ func (p *Set) SendAndCount(ctx context.Context, seq *Lanes, spec Spec) (*Tally, 
 			r.waitUp = timed{at: r.deadline, f: (*roundWait)(r)}
 			p.sched.add(&r.waitUp)
 		}
+		if cut == nil && t.contended(spec) {
+			cut = time.NewTimer(spec.Nodes.Floor)
+			cutC = cut.C
+		}
 		select {
 		case k := <-r.out:
 			pending = t.receive(r, k, pending)
 		case <-over:
 			t.receiveArrived(r, pending)
 			pending = 0
+		case <-cutC:
+			t.receiveReady(r, pending)
+			pending = 0
 		case <-done:
 			p.unwait(r, waiting)
+			stopCut(cut)
 			return t, ctx.Err()
 		}
 	}
 	p.unwait(r, waiting)
+	stopCut(cut)
 	return t, nil
+}
+
+// contended reports whether a round whose deadlines are learned from each
+// node's latency (Spec.Nodes, not Fixed) waits for its nodes the floor at
+// most: a node refused because another Lock holds the key, and no quorum
+// confirmed yet. The round's confirmations then keep the other contenders
+// out for as long as it waits, and the vote it waits for, a slow node's,
+// is under contention most likely a refusal too, the others' writes
+// having reached it first. Two attempts that took one near node each and
+// wait out a far node's long deadline keep the near nodes from ever being
+// free together: Redlock's split vote, which only a short wait ends. So a
+// contended round waits for the slow nodes as every node was waited for
+// before deadlines were learned (docs/algorithm.md).
+func (t *Tally) contended(spec Spec) bool {
+	return t.held > 0 && !t.Reached() && spec.Nodes.Fixed == 0 && spec.Nodes.Floor > 0
+}
+
+// stopCut stops t, if any.
+func stopCut(t *time.Timer) {
+	if t != nil {
+		t.Stop()
+	}
 }
 
 // waitOne waits for the only node of a round without out: its first try
@@ -484,6 +523,7 @@ type Tally struct {
 	Chained   int // confirmations whose value keeps a chain (reply.chained)
 	Quorum    int
 	byVal     bool
+	held      int              // refusals because another Lock holds the key (Reply.Held)
 	buf       [maxInline]Reply // replies for up to maxInline nodes, in the round's allocation
 }
 
@@ -510,6 +550,9 @@ func (t *Tally) enough(HearAll bool) bool {
 
 func (t *Tally) Add(r Reply) {
 	t.Replies[r.Node] = r
+	if r.Status == Refused && r.Held {
+		t.held++
+	}
 	if r.Status != OK {
 		return
 	}
@@ -559,6 +602,15 @@ func (r *round) noteTimeout(rep Reply) {
 // write round's context also ends when its last job is done, so what has
 // arrived may be everything.
 func (t *Tally) receiveArrived(r *round, pending int) {
+	if t.receiveReady(r, pending) > 0 {
+		t.silent(r)
+	}
+}
+
+// receiveReady takes, of the pending nodes' replies, those that have
+// arrived, and returns how many nodes are still pending, which keep
+// ErrNotNeeded.
+func (t *Tally) receiveReady(r *round, pending int) int {
 	for pending > 0 {
 		select {
 		case k := <-r.out:
@@ -568,10 +620,10 @@ func (t *Tally) receiveArrived(r *round, pending int) {
 				pending--
 			}
 		default:
-			t.silent(r)
-			return
+			return pending
 		}
 	}
+	return 0
 }
 
 // silent marks the nodes that have not answered as not answering in time:
