@@ -54,8 +54,9 @@ type Spec struct {
 	Wait time.Duration
 	// Nodes, when set, gives each node a deadline of its own (Waits.of) in
 	// place of Wait: a write to it is not sent after it, and carries it on
-	// the node's clock; the caller waits for the longest of them, or for
-	// Nodes.Floor at most once the key shows contended (Tally.contended).
+	// the node's clock; the caller waits for each node until its own
+	// deadline (nodeEnds), or for Nodes.Floor at most once the key shows
+	// contended (Tally.contended), and the round lasts the longest.
 	Nodes Waits
 	// CallTimeout is a delete's own deadline, from when it is sent; it may
 	// outlast wait, since the delete goes on after the caller has moved on.
@@ -392,7 +393,9 @@ func (p *Set) lateArgs(r *round) {
 // decided: a quorum confirmed, or so many refused or failed that a quorum is
 // out of reach, or the wait is over (the silent nodes count as unknown), or
 // Spec.Nodes.Floor after the key showed contended (Tally.contended; the
-// nodes not heard from then keep ErrNotNeeded, not counted as silent). It
+// nodes not heard from then keep ErrNotNeeded, not counted as silent). A
+// node whose own deadline passes first is silent from then on (nodeEnds),
+// its reply not counted if it comes. It
 // returns early with ctx.Err() if ctx ends first and spec is Cancellable;
 // the calls go on in the background either way. One node's call, if
 // Set.inline picks one, runs on the caller's goroutine: the caller then
@@ -421,8 +424,7 @@ func (p *Set) SendAndCount(ctx context.Context, seq *Lanes, spec Spec) (*Tally, 
 		done = ctx.Done()
 	}
 	waiting := false
-	var cut *time.Timer // the end of a contended round's wait
-	var cutC <-chan time.Time
+	var w nodeEnds
 	for pending := len(p.nodes); pending > 0 && !t.enough(spec.HearAll) && t.Confirmed+pending >= t.Quorum; {
 		select {
 		case k := <-r.out:
@@ -435,28 +437,85 @@ func (p *Set) SendAndCount(ctx context.Context, seq *Lanes, spec Spec) (*Tally, 
 			r.waitUp = timed{at: r.deadline, f: (*roundWait)(r)}
 			p.sched.add(&r.waitUp)
 		}
-		if cut == nil && t.contended(spec) {
-			cut = time.NewTimer(spec.Nodes.Floor)
-			cutC = cut.C
-		}
+		w.arm(t, r)
 		select {
 		case k := <-r.out:
 			pending = t.receive(r, k, pending)
 		case <-over:
 			t.receiveArrived(r, pending)
 			pending = 0
-		case <-cutC:
-			t.receiveReady(r, pending)
-			pending = 0
+		case <-w.c:
+			pending = w.fired(t, r, pending)
 		case <-done:
 			p.unwait(r, waiting)
-			stopCut(cut)
+			w.stop()
 			return t, ctx.Err()
 		}
 	}
 	p.unwait(r, waiting)
-	stopCut(cut)
+	w.stop()
 	return t, nil
+}
+
+// nodeEnds wakes a caller waiting for a round's replies before the round's
+// deadline: at a node's own deadline, earlier than the round's (its
+// latency learned shorter than another's), when the round stops waiting
+// for it; and the floor after the key showed contended (Tally.contended),
+// when it stops waiting for all. Its timer is made only for such a round.
+type nodeEnds struct {
+	timer *time.Timer
+	c     <-chan time.Time
+	at    time.Time // when the timer fires; zero when it is not set
+	cut   time.Time // the contended round's end; zero before it shows contended
+}
+
+// arm sets the timer for the next of those moments, if there is one.
+func (w *nodeEnds) arm(t *Tally, r *round) {
+	if w.cut.IsZero() && t.contended(r.spec) {
+		w.cut = time.Now().Add(r.spec.Nodes.Floor)
+	}
+	at := w.cut
+	for k := range r.jobs {
+		if j := &r.jobs[k]; t.Replies[j.node].Err == ErrNotNeeded && j.deadline.Before(r.deadline) && (at.IsZero() || j.deadline.Before(at)) {
+			at = j.deadline
+		}
+	}
+	switch {
+	case at.IsZero() || at.Equal(w.at):
+	case w.timer == nil:
+		w.timer = time.NewTimer(time.Until(at))
+		w.c = w.timer.C
+	default:
+		w.timer.Reset(time.Until(at))
+	}
+	if !at.IsZero() {
+		w.at = at
+	}
+}
+
+// fired takes what has arrived when the timer fires and ends the wait for
+// the nodes whose moment it is; it returns how many are still pending.
+func (w *nodeEnds) fired(t *Tally, r *round, pending int) int {
+	w.at = time.Time{}
+	pending = t.receiveReady(r, pending)
+	now := time.Now()
+	if !w.cut.IsZero() && !now.Before(w.cut) {
+		return 0 // the others keep ErrNotNeeded: not awaited, not silent
+	}
+	for k := range r.jobs {
+		if j := &r.jobs[k]; t.Replies[j.node].Err == ErrNotNeeded && !now.Before(j.deadline) {
+			t.silence(r, j.node)
+			pending--
+		}
+	}
+	return pending
+}
+
+// stop stops the timer, if any.
+func (w *nodeEnds) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 }
 
 // contended reports whether a round whose deadlines are learned from each
@@ -472,13 +531,6 @@ func (p *Set) SendAndCount(ctx context.Context, seq *Lanes, spec Spec) (*Tally, 
 // before deadlines were learned (docs/algorithm.md).
 func (t *Tally) contended(spec Spec) bool {
 	return t.held > 0 && !t.Reached() && spec.Nodes.Fixed == 0 && spec.Nodes.Floor > 0
-}
-
-// stopCut stops t, if any.
-func stopCut(t *time.Timer) {
-	if t != nil {
-		t.Stop()
-	}
 }
 
 // waitOne waits for the only node of a round without out: its first try
@@ -583,9 +635,23 @@ func (t *Tally) receive(r *round, k int32, pending int) int {
 		t.receiveArrived(r, pending)
 		return 0
 	}
-	r.noteTimeout(r.jobs[k].first)
-	t.Add(r.p.Vote(r.jobs[k].first))
+	if !t.take(r, k) {
+		return pending
+	}
 	return pending - 1
+}
+
+// take counts job k's first reply, unless the round stopped waiting for
+// its node at the node's deadline (nodeEnds): it reports whether it
+// counted.
+func (t *Tally) take(r *round, k int32) bool {
+	j := &r.jobs[k]
+	if t.Replies[j.node].Err != ErrNotNeeded {
+		return false
+	}
+	r.noteTimeout(j.first)
+	t.Add(r.p.Vote(j.first))
+	return true
 }
 
 // noteTimeout counts a write's reply that came too late against its node's
@@ -614,9 +680,7 @@ func (t *Tally) receiveReady(r *round, pending int) int {
 	for pending > 0 {
 		select {
 		case k := <-r.out:
-			if k >= 0 {
-				r.noteTimeout(r.jobs[k].first)
-				t.Add(r.p.Vote(r.jobs[k].first))
+			if k >= 0 && t.take(r, k) {
 				pending--
 			}
 		default:
@@ -634,12 +698,17 @@ func (t *Tally) receiveReady(r *round, pending int) int {
 func (t *Tally) silent(r *round) {
 	for i := range t.Replies {
 		if t.Replies[i].Err == ErrNotNeeded {
-			t.Replies[i].Err = r.p.silentFor(i, r.waitOf(i))
-			if r.spec.Effect == Write {
-				n := r.p.nodes[i]
-				n.rtt.timedOut(n.bounded)
-			}
+			t.silence(r, i)
 		}
+	}
+}
+
+// silence marks node i as not answering within its deadline in r.
+func (t *Tally) silence(r *round, i int) {
+	t.Replies[i].Err = r.p.silentFor(i, r.waitOf(i))
+	if r.spec.Effect == Write {
+		n := r.p.nodes[i]
+		n.rtt.timedOut(n.bounded)
 	}
 }
 

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -65,5 +67,36 @@ func TestContendedRoundWaitsTheFloor(t *testing.T) {
 	}
 	if tl.Replies[2].Err != ErrNotNeeded || far.rtt.backoff.Load() != backoff {
 		t.Fatalf("the far node: %v, backoff %d; want it not awaited, its deadline unchanged", tl.Replies[2].Err, far.rtt.backoff.Load())
+	}
+}
+
+// A round stops waiting for each node at that node's own deadline: two
+// near nodes that stall are silent at theirs, 20 ms, and the quorum is out
+// of reach then, however long the far node's deadline is; their writes,
+// which carry that deadline to the node, could only be refused as late
+// past it.
+func TestRoundStopsWaitingAtEachNodesDeadline(t *testing.T) {
+	e := newLaneNodes(t, 3, true)
+	w := Waits{Floor: 20 * time.Millisecond, Cap: 5 * time.Second}
+	for i, rtt := range []time.Duration{time.Millisecond, time.Millisecond, 300 * time.Millisecond} {
+		for range 50 {
+			e.p.nodes[i].rtt.sample(rtt)
+		}
+		e.proxies[i].SetDelay(300 * time.Millisecond)
+	}
+	if d := w.of(e.p.nodes[0]); d != w.Floor {
+		t.Fatalf("a near node's deadline: %v, want the floor", d)
+	}
+	tl, waited := contendedRound(t, e, "ut:stalled", w)
+	if waited > 200*time.Millisecond || tl.Reached() {
+		t.Fatalf("waited %v (reached %v) with both near nodes past their deadline; want their deadline", waited, tl.Reached())
+	}
+	for i := range 2 {
+		if err := tl.Replies[i].Err; !errors.Is(err, ErrNoReply) || !strings.Contains(err.Error(), "deadline 20ms") {
+			t.Errorf("near node %d: %v; want no reply within its own deadline", i, err)
+		}
+	}
+	if tl.Replies[2].Err != ErrNotNeeded {
+		t.Errorf("the far node: %v; want it not awaited, the outcome decided", tl.Replies[2].Err)
 	}
 }
