@@ -8,7 +8,7 @@ import (
 
 // Each node's deadline is learned from its latency, as TCP sets its
 // retransmission timeout (RFC 6298): a smoothed round trip (SRTT) and its
-// variation (RTTVAR) from a reply a round trip (observe), and the deadline
+// variation (RTTVAR) from every reply, and the deadline
 //
 //	RTO = max(SRTT + max(G, 4·RTTVAR), 3·SRTT)
 //
@@ -53,37 +53,6 @@ const (
 type rttEstimate struct {
 	packed  atomic.Uint64
 	backoff atomic.Int32 // calls in a row not answered in time, up to rttMaxBackoff
-	// taken is when the reply of the last call taken as a sample came
-	// (observe), in nanoseconds since rttEpoch.
-	taken atomic.Int64
-}
-
-// rttEpoch is what the estimates' times count from, on the monotonic
-// clock.
-var rttEpoch = time.Now()
-
-// observe takes the round trip of a call sent at sent and answered at got
-// as a sample, unless the call was sent before the last sample's reply
-// came: one sample a round trip, as TCP times one segment at a time, for
-// which RFC 6298's gains are set (RFC 7323, appendix G, on more). The
-// calls in flight together, a batch's (batch.go) or those queued on one
-// link, are one round trip counted many times: a burst of them moved SRTT
-// all the way to the last one's latency and RTTVAR to nothing, and a
-// jittery node's deadline swung between 0.2 s and the TTL's budget. Every
-// reply still undoes one doubling of the backoff.
-func (e *rttEstimate) observe(sent, got time.Time) {
-	from, to := int64(sent.Sub(rttEpoch)), int64(got.Sub(rttEpoch))
-	for {
-		last := e.taken.Load()
-		if from < last {
-			e.replied()
-			return
-		}
-		if e.taken.CompareAndSwap(last, to) {
-			e.sample(got.Sub(sent))
-			return
-		}
-	}
 }
 
 func unpackRTT(v uint64) (srtt, rttvar int64) { return int64(v >> 32), int64(v & 0xffffffff) }
@@ -117,11 +86,6 @@ func (e *rttEstimate) sample(d time.Duration) {
 			break
 		}
 	}
-	e.replied()
-}
-
-// replied undoes one doubling of the backoff: the node answered.
-func (e *rttEstimate) replied() {
 	for {
 		b := e.backoff.Load()
 		if b == 0 || e.backoff.CompareAndSwap(b, b-1) {

@@ -177,37 +177,3 @@ func TestNoReplyNamesDeadlineAndLatency(t *testing.T) {
 		t.Fatalf("after a sample: %v", err)
 	}
 }
-
-// Calls in flight together are one round trip: a burst of twenty sent
-// within a millisecond and answered 400 ms later, as a batch or a queue on
-// one link answers them, moves a 50 ms node's SRTT an eighth of the way,
-// and its RTTVAR up, not SRTT all the way and RTTVAR to nothing; a call
-// sent after their replies is a sample again. Every reply undoes a
-// doubling.
-func TestRTTOneSampleARoundTrip(t *testing.T) {
-	var e rttEstimate
-	at := time.Now()
-	for range 100 {
-		e.observe(at, at.Add(50*time.Millisecond))
-		at = at.Add(60 * time.Millisecond)
-	}
-	for range 3 {
-		e.timedOut(false)
-	}
-	for i := range 20 {
-		d := time.Duration(i) * 50 * time.Microsecond
-		e.observe(at.Add(d), at.Add(400*time.Millisecond+d))
-	}
-	srtt, rttvar, _ := e.usual()
-	if srtt < 90*time.Millisecond || srtt > 100*time.Millisecond || rttvar < 80*time.Millisecond {
-		t.Fatalf("after a burst: srtt %v rttvar %v; want one sample's move, 50 → ~94 ms, rttvar ~88 ms", srtt, rttvar)
-	}
-	if b := e.backoff.Load(); b != 0 {
-		t.Fatalf("backoff %d after twenty replies", b)
-	}
-	at = at.Add(time.Second)
-	e.observe(at, at.Add(50*time.Millisecond))
-	if s, _, _ := e.usual(); s >= srtt {
-		t.Fatalf("a call sent after the burst's replies: srtt %v, was %v; want it taken", s, srtt)
-	}
-}
