@@ -292,14 +292,7 @@ func TestStaleConnectionsWithoutPoolCheck(t *testing.T) {
 					time.Sleep(5 * time.Second) // go-redis's background dials end
 				})
 				ctx := context.Background()
-				conns := make([]*redis.Conn, pooled)
-				for i := range conns {
-					conns[i] = c.Conn()
-					require.NoError(t, conns[i].Ping(ctx).Err())
-				}
-				for _, cn := range conns {
-					require.NoError(t, cn.Close()) // back to the pool, idle
-				}
+				fillPool(t, ctx, c, pooled)
 				nd.Crash(true)
 				nd.Restart()
 				time.Sleep(100 * time.Millisecond) // the EOF reaches the client

@@ -589,14 +589,7 @@ func TestShimStaleConnections(t *testing.T) {
 	const pooled = 4
 	got := each(t, func(t *testing.T, b backend, c *redis.Client) []string {
 		ctx := within(t)
-		conns := make([]*redis.Conn, pooled)
-		for i := range conns {
-			conns[i] = c.Conn()
-			require.NoError(t, conns[i].Ping(ctx).Err())
-		}
-		for _, cn := range conns {
-			require.NoError(t, cn.Close()) // back to the pool, idle
-		}
+		fillPool(t, ctx, c, pooled)
 		require.GreaterOrEqual(t, int(c.PoolStats().IdleConns), pooled)
 		b.restart()
 		time.Sleep(100 * time.Millisecond) // the EOF reaches the client
@@ -611,6 +604,19 @@ func TestShimStaleConnections(t *testing.T) {
 	want := slices.Repeat([]string{"PONG"}, pooled+1)
 	assert.Equal(t, want, got[0], "redis-server")
 	assert.Equal(t, got[0], got[1], "redis-server, then the simulated node")
+}
+
+// fillPool leaves n connections of c idle in its pool, each used once.
+func fillPool(t *testing.T, ctx context.Context, c *redis.Client, n int) {
+	t.Helper()
+	conns := make([]*redis.Conn, n)
+	for i := range conns {
+		conns[i] = c.Conn()
+		require.NoError(t, conns[i].Ping(ctx).Err())
+	}
+	for _, cn := range conns {
+		require.NoError(t, cn.Close()) // back to the pool, idle
+	}
 }
 
 // noRetry is a command go-redis sends once, as the library's are.
