@@ -101,6 +101,9 @@ func TestRolledBackNestsUnderCaller(t *testing.T) {
 	l, err := c.Acquire(ctx, key, 900*time.Millisecond)
 	require.NoError(t, err)
 	kctx := l.KeepAlive(ctx)
+	// Acquire returns at a quorum: the third node's write may land after
+	// a delete made at once, and keep the key on a quorum.
+	e.awaitKey(key)
 	for _, d := range e.direct[:2] {
 		require.NoError(t, d.Del(t.Context(), key).Err())
 	}
@@ -206,6 +209,9 @@ func TestLeadershipLost(t *testing.T) {
 	require.NoError(t, err)
 	ld, err := el.Campaign(t.Context(), "me")
 	require.NoError(t, err)
+	// Acquire returns at a quorum: the third node's write may land after
+	// a delete made at once, and keep the key on a quorum.
+	e.awaitKey(key)
 	for _, d := range e.direct[:2] {
 		require.NoError(t, d.Del(t.Context(), key).Err())
 	}
