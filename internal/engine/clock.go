@@ -78,6 +78,37 @@ func (c *nodeClock) unknown() error {
 	return silentError{b.err}
 }
 
+// noteLate takes the node's clock as a write's late refusal gave it (its
+// millisecond, nodeMs), read by the script at some moment between sent
+// and got. A write held up in the network, in a stopped node's socket or
+// behind a hot key reaches its node late with the node's clock where the
+// kept reading says it is: the reply is then as wide as the hold, and the
+// kept reading, which agrees with it, is closer and stays unless the
+// reply's is better. A reply that the kept reading cannot explain (the
+// clock stepped, or drifted past the margin a deadline allows) replaces
+// it, however wide: the next write's deadline must be right.
+func (c *nodeClock) noteLate(nodeMs int64, sent, got time.Time, rate float64) {
+	old := c.reading.Load()
+	agrees := old != nil &&
+		old.earliest(sent, rate) <= (nodeMs+1)*1000-1 && nodeMs*1000 <= old.latest(got, rate)
+	c.note(nodeMs*1000, sent, got, rate, !agrees)
+}
+
+// earliest and latest are the earliest and latest the node's clock can
+// read at our moment at, in Unix microseconds, by r as a write's deadline
+// takes it (its age counted for at most lateAgeCap).
+func (r *clockReading) earliest(at time.Time, rate float64) int64 {
+	return r.nodeUs + (at.Sub(r.mid) - r.cappedWindow(at, rate)).Microseconds()
+}
+
+func (r *clockReading) latest(at time.Time, rate float64) int64 {
+	return r.nodeUs + (at.Sub(r.mid) + r.cappedWindow(at, rate)).Microseconds()
+}
+
+func (r *clockReading) cappedWindow(at time.Time, rate float64) time.Duration {
+	return r.half + time.Duration(float64(min(at.Sub(r.mid).Abs(), lateAgeCap))*rate)
+}
+
 // window is how far the node's clock may be from what r says at at: the
 // reading's own half round trip, and a drift of rate since.
 func (r *clockReading) window(at time.Time, rate float64) time.Duration {
@@ -99,9 +130,7 @@ func (c *nodeClock) lateMs(at time.Time, rate float64, slack time.Duration) (ms 
 	if r == nil {
 		return 0, false
 	}
-	age := min(at.Sub(r.mid).Abs(), lateAgeCap)
-	window := r.half + time.Duration(float64(age)*rate)
-	us := r.nodeUs + (at.Sub(r.mid) + window + slack).Microseconds()
+	us := r.latest(at, rate) + slack.Microseconds()
 	return (us + 999) / 1000, true
 }
 

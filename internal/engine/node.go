@@ -250,10 +250,10 @@ func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *Op, args [
 		cmd = src
 	}
 	if ms, late := readLate(cmd); late {
-		// The node's clock had passed the write's deadline: what we knew
-		// of it was wrong (a step, a drift beyond the margin), and what it
-		// says now is kept.
-		n.clock.note(ms*1000, start, time.Now(), n.drift, true)
+		// The node's clock had passed the write's deadline: the write was
+		// held up, or what we knew of the clock was wrong (a step, a drift
+		// beyond the margin), and then what it says now is kept.
+		n.clock.noteLate(ms, start, time.Now(), n.drift)
 		return Reply{Status: Refused, Err: ErrLate}, true
 	}
 	return op.Read(cmd), true

@@ -217,6 +217,35 @@ func TestLateWriteRefusedByItsDeadline(t *testing.T) {
 	}
 }
 
+// TestHeldUpLateReplyKeepsReading: a write held in the network for a
+// second and a half, refused as late when it lands, carries back the
+// node's clock read at some moment of that wait. That reading is as wide
+// as the wait, and the client's own, which it agrees with, is closer: a
+// held-up write says nothing wrong of the clock. Kept, the wide reading
+// would put the next writes' deadlines, and their refusals' lives, most of
+// the wait later (in the nemesis, a permit's refusal outlived its Release
+// by over two seconds after a node had been stopped).
+func TestHeldUpLateReplyKeepsReading(t *testing.T) {
+	e := newLaneNodes(t, 1, false) // the call waits for its reply, however late
+	const key, prefix = "ut:late-held", "utH."
+	seq := NewLanes(1)
+	v := utValue(prefix, 1)
+	var wlog replyLog
+	before := *e.p.nodes[0].clock.reading.Load()
+	caught := e.proxies[0].HoldNext([]byte(v.s))
+	e.launch(seq, writeSpec(key, v, 50*time.Millisecond, &wlog))
+	waitClosed(t, caught, "the write reaching the proxy")
+	time.Sleep(1500 * time.Millisecond)
+	e.proxies[0].ReleaseHeld()
+	rep := wlog.waitN(t, 1, "the late write's reply")[0]
+	if rep.Status != Refused || !errors.Is(rep.Err, ErrLate) {
+		t.Fatalf("the write that landed past its deadline: %+v; want refused as late", rep)
+	}
+	if got := e.p.nodes[0].clock.reading.Load(); got.half > before.half+500*time.Millisecond {
+		t.Fatalf("after a write held up 1.5 s, the node's clock reading is within %v (it was within %v): the late reply's wide reading replaced a closer one it agrees with", got.half, before.half)
+	}
+}
+
 // TestLateReplyCorrectsClock: a node whose clock the client reads wrong
 // (here, a reading ten seconds behind, as after a step of the node's
 // clock) refuses writes as late; the refusal carries the node's clock,
