@@ -14,15 +14,30 @@ cd "$(dirname "$0")"
 export REDLOCK_REQUIRE_DOCKER="${REDLOCK_REQUIRE_DOCKER:-1}"
 scratch=$(mktemp -d)
 
-# Each stage opens with "== name" and closes with "-- name: N s", and the run
-# ends with its total, so that a log shows where the time went; a failing
-# stage ends the run (set -e) and the exit names it.
+# Each stage opens with "== name" and closes with "-- name: N s (cpu M s)",
+# M the CPU time of its processes (user and system), and the run ends with
+# its total, so that a log shows where the time went and which stages wait
+# rather than compute; a failing stage ends the run (set -e) and the exit
+# names it.
 suite_start=$SECONDS
 stage_name=""
 stage_start=$SECONDS
+stage_cpu=0
+# cpu_ms prints the CPU time, in ms, of this shell's children that ended.
+cpu_ms() {
+  local t u s
+  t=$(times | tail -n 1)
+  u=${t% *} s=${t#* }
+  echo $(($(ms_of "$u") + $(ms_of "$s")))
+}
+ms_of() { # 1m2.345s -> 62345
+  local m=${1%%m*} r=${1#*m}
+  r=${r%s}
+  echo $((10#$m * 60000 + 10#${r%.*} * 1000 + 10#${r#*.}))
+}
 stage_done() {
   if [ -n "$stage_name" ]; then
-    echo "-- $stage_name: $((SECONDS - stage_start)) s"
+    echo "-- $stage_name: $((SECONDS - stage_start)) s (cpu $((($(cpu_ms) - stage_cpu) / 1000)) s)"
   fi
   stage_name=""
 }
@@ -30,10 +45,72 @@ stage() {
   stage_done
   stage_name=$1
   stage_start=$SECONDS
+  stage_cpu=$(cpu_ms)
   echo "== $1"
 }
+
+# A stage may run in the background (bg), its output to a file of its own
+# that the wait for it (wait_bg) prints whole, failing stages last, and
+# whose failure fails the run, named. On an early exit, the background
+# stages and their processes are ended.
+bg_pids=()
+bg_names=()
+bg_logs=()
+bg() {
+  local name=$1 log
+  shift
+  log="$scratch/bg.${#bg_pids[@]}.log"
+  echo "== $name: started in the background"
+  (
+    set +e
+    start=$SECONDS
+    stage_name=""
+    (
+      set -e
+      trap 'rc=$?; [ "$rc" = 0 ] || echo "test.sh: FAILED (exit $rc) in stage: ${stage_name:-$name}"' EXIT
+      "$@"
+    ) >"$log" 2>&1
+    rc=$?
+    echo "-- $name: $((SECONDS - start)) s in all (cpu $(($(cpu_ms) / 1000)) s), exit $rc" >>"$log"
+    exit $rc
+  ) &
+  bg_pids+=($!)
+  bg_names+=("$name")
+  bg_logs+=("$log")
+}
+wait_bg() {
+  local i rc failed=() ok=()
+  stage_done
+  for i in "${!bg_pids[@]}"; do
+    if wait "${bg_pids[$i]}"; then rc=0; else rc=$?; fi
+    if [ "$rc" = 0 ]; then ok+=("$i"); else failed+=("$i"); fi
+  done
+  for i in "${ok[@]}" "${failed[@]}"; do
+    echo "== ${bg_names[$i]} (ran in the background): its output"
+    cat "${bg_logs[$i]}"
+  done
+  bg_pids=()
+  if [ ${#failed[@]} -gt 0 ]; then
+    for i in "${failed[@]}"; do
+      echo "test.sh: FAILED in the background: ${bg_names[$i]} (its output above)" >&2
+    done
+    stage_name="${bg_names[${failed[0]}]}"
+    exit 1
+  fi
+}
+# kill_tree ends a process and every process under it, deepest first.
+kill_tree() {
+  local c
+  for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+    kill_tree "$c"
+  done
+  kill "$1" 2>/dev/null || true
+}
 on_exit() {
-  local rc=$?
+  local rc=$? p
+  for p in "${bg_pids[@]}"; do
+    kill_tree "$p"
+  done
   if [ "$rc" != 0 ]; then
     echo "test.sh: FAILED (exit $rc) in stage: ${stage_name:-setup}, after $((SECONDS - suite_start)) s" >&2
   fi
@@ -90,27 +167,49 @@ fi
 # this checkout's library (their go.mod files replace nothing, so that they
 # install as released: docs/operations.md).
 modules=(. compare cmd/redlock otel internal/wasirun)
-
 staticcheck="honnef.co/go/tools/cmd/staticcheck@v0.8.2"
-for mod in "${modules[@]}"; do
-  stage "$mod: gofmt, vet, staticcheck"
-  unformatted=$(cd "$mod" && gofmt -l .)
-  if [ -n "$unformatted" ]; then
-    echo "gofmt would change:"; echo "$unformatted"; exit 1
-  fi
-  (cd "$mod" && go vet ./... && go run "$staticcheck" ./...)
-done
+
+# The stages run in three lines at once, where they share no node: the
+# simulator's (CPU alone, and deterministic: its results do not depend on
+# the load), the nested modules' (each test starts nodes of its own), and,
+# in the foreground, the checks and the library module's tests, which
+# mostly wait on TTLs and faults, then the nemesis. Every test passes with a
+# second test.sh beside this one, so the load of the other lines is one the
+# tests are made for.
+
+# The simulator (docs/testing.md): its fixed seeds and a fresh one,
+# $REDLOCK_SIM_DUR (two simulated minutes) each, every run deterministic
+# (the package's tests built for wasip1 and run by internal/wasirun,
+# $REDLOCK_SIM_JOBS at once), and its controls, with -v for their lines; a
+# failing seed's findings come again at the end of TestSim's output. Then
+# the fixed seeds a simulated minute each in the run where Releases hand
+# keys over (TestSimHandovers), and two of the seeds for a minute each under
+# -race, in the test's own process (wasm has no race detector).
+simulator() {
+  local sim_dur="${REDLOCK_SIM_DUR:-2m}" jobs="${REDLOCK_SIM_JOBS:-2}"
+  stage "simulator: build"
+  go test -c -o "$scratch/sim.test" ./internal/sim
+  stage "simulator: fixed seeds, a fresh one, controls"
+  (cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 30m -test.run '^TestSim$|^TestSimControls$' -test.v -sim.dur="$sim_dur" -sim.jobs="$jobs")
+  stage "simulator: handovers"
+  (cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 30m -test.run '^TestSimHandovers$' -test.v -sim.dur=1m -sim.jobs="$jobs")
+  stage "simulator: two seeds under -race"
+  go test -race -count=1 -timeout 15m -run '^TestSim$' ./internal/sim
+  stage_done
+}
 
 # A user's module sees the library's go.mod without its replace directives,
 # so the library must resolve without any; and a user's plain go mod tidy
-# must succeed and keep the user's go line.
-stage "a module that imports the library"
-if grep -Eq '^[[:space:]]*replace\b' go.mod; then
-  echo "go.mod has a replace directive, which a user's build ignores"; exit 1
-fi
-consumer="$scratch/consumer"
-mkdir "$consumer"
-cat >"$consumer/go.mod" <<MOD
+# must succeed and keep the user's go line. Then the nested modules' tests
+# and otel's benchmarks, each once (see the library's, below).
+nested() {
+  stage "a module that imports the library"
+  if grep -Eq '^[[:space:]]*replace\b' go.mod; then
+    echo "go.mod has a replace directive, which a user's build ignores"; exit 1
+  fi
+  consumer="$scratch/consumer"
+  mkdir "$consumer"
+  cat >"$consumer/go.mod" <<MOD
 module example.com/consumer
 
 go 1.26.0
@@ -119,7 +218,7 @@ require github.com/redlock-go/redlock v0.0.0-00010101000000-000000000000
 
 replace github.com/redlock-go/redlock => $PWD
 MOD
-cat >"$consumer/main.go" <<'GO'
+  cat >"$consumer/main.go" <<'GO'
 package main
 
 import (
@@ -132,10 +231,38 @@ func main() {
 	_, _ = redlock.New([]redis.UniversalClient{redis.NewClient(&redis.Options{})})
 }
 GO
-(cd "$consumer" && go mod tidy && go vet ./...)
-if ! grep -qx 'go 1.26.0' "$consumer/go.mod"; then
-  echo "go mod tidy raised the user's go line:"; grep '^go ' "$consumer/go.mod"; exit 1
-fi
+  (cd "$consumer" && go mod tidy && go vet ./...)
+  if ! grep -qx 'go 1.26.0' "$consumer/go.mod"; then
+    echo "go mod tidy raised the user's go line:"; grep '^go ' "$consumer/go.mod"; exit 1
+  fi
+  # cmd/redlock's tests include TestReleaseInstallsOffline, which builds the
+  # command and a user's module from a module proxy on disk: minutes on a
+  # loaded machine.
+  stage "tests: cmd/redlock"
+  (cd cmd/redlock && go test -race -count=1 -timeout 25m ./...)
+  stage "tests: otel"
+  (cd otel && go test -race -count=1 -timeout 10m ./...)
+  stage "benchmarks, once: otel"
+  (cd otel && go test -race -count=1 -timeout 10m -run '^$' -bench . -benchtime 100x ./...)
+  stage "tests: compare"
+  (cd compare && go test -count=1 -timeout 10m ./...)
+  stage "tests: internal/wasirun"
+  (cd internal/wasirun && go test -count=1 -timeout 10m ./...)
+  stage_done
+}
+
+stage_done
+bg "simulator" simulator
+bg "nested modules" nested
+
+for mod in "${modules[@]}"; do
+  stage "$mod: gofmt, vet, staticcheck"
+  unformatted=$(cd "$mod" && gofmt -l .)
+  if [ -n "$unformatted" ]; then
+    echo "gofmt would change:"; echo "$unformatted"; exit 1
+  fi
+  (cd "$mod" && go vet ./... && go run "$staticcheck" ./...)
+done
 
 # One package at a time: the nodes, containers and tests share two cores.
 # The nemesis runs on its own with -v, so that a passing run shows what it
@@ -145,41 +272,13 @@ go test -race -count=1 -p 1 -timeout 30m -skip '^TestNemesis$|^TestSim$|^TestSim
 stage "tests: the nemesis"
 go test -race -count=1 -timeout 25m -run '^TestNemesis$' -v .
 
-# The simulator (docs/testing.md): its fixed seeds and a fresh one,
-# $REDLOCK_SIM_DUR (two simulated minutes) each, every run deterministic
-# (the package's tests built for wasip1 and run by internal/wasirun, two at
-# once, one per core), and its controls, with -v for their lines; a failing
-# seed's findings come again at the end of TestSim's output. Then the fixed
-# seeds a simulated minute each in the run where Releases hand keys over
-# (TestSimHandovers), and two of the seeds for a minute each under -race, in
-# the test's own process (wasm has no race detector).
-stage "simulator: fixed seeds, a fresh one, controls"
-sim_dur="${REDLOCK_SIM_DUR:-2m}"
-go test -c -o "$scratch/sim.test" ./internal/sim
-(cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 30m -test.run '^TestSim$|^TestSimControls$' -test.v -sim.dur="$sim_dur" -sim.jobs=2)
-stage "simulator: handovers"
-(cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 30m -test.run '^TestSimHandovers$' -test.v -sim.dur=1m -sim.jobs=2)
-stage "simulator: two seeds under -race"
-go test -race -count=1 -timeout 15m -run '^TestSim$' ./internal/sim
-# cmd/redlock's tests include TestReleaseInstallsOffline, which builds the
-# command and a user's module from a module proxy on disk: minutes on a
-# loaded machine.
-stage "tests: cmd/redlock"
-(cd cmd/redlock && go test -race -count=1 -timeout 25m ./...)
-stage "tests: otel"
-(cd otel && go test -race -count=1 -timeout 10m ./...)
-stage "tests: compare"
-(cd compare && go test -count=1 -timeout 10m ./...)
-stage "tests: internal/wasirun"
-(cd internal/wasirun && go test -count=1 -timeout 10m ./...)
-
 # Each benchmark once, for the checks it makes (BenchmarkContention fails on
 # overlapping holders): 100 iterations, so that contention has holders to
 # overlap; the figures mean nothing at this size.
 stage "benchmarks, once: the library's module"
 go test -race -count=1 -p 1 -timeout 10m -run '^$' -bench . -benchtime 100x ./...
-stage "benchmarks, once: otel"
-(cd otel && go test -race -count=1 -timeout 10m -run '^$' -bench . -benchtime 100x ./...)
+
+wait_bg
 
 if [ -n "${REDLOCK_SKIPPED_LOG:-}" ]; then
   if [ -s "$REDLOCK_SKIPPED_LOG" ]; then
@@ -190,5 +289,4 @@ if [ -n "${REDLOCK_SKIPPED_LOG:-}" ]; then
   fi
 fi
 
-stage_done
 echo "== total: $((SECONDS - suite_start)) s"
