@@ -141,16 +141,21 @@ fi
 # executable binary (git's own test of binary, NUL bytes, with the exec bit
 # or an executable's magic number) or over 1 MB.
 stage "tracked files: no executable binary, none over 1 MB"
+# Sizes and the text files are read in one process each, not one a file
+# (hundreds of processes take a loaded machine most of a minute).
 big=()
-while IFS= read -r -d '' f; do
-  if [ -f "$f" ] && [ "$(wc -c <"$f")" -gt 1048576 ]; then
-    big+=("$f: $(wc -c <"$f") bytes, over 1 MB")
+while IFS=' ' read -r -d '' size f; do
+  if [ -f "$f" ] && [ "$size" -gt 1048576 ]; then
+    big+=("$f: $size bytes, over 1 MB")
   fi
-done < <(git ls-files -z)
-text=$(git grep -I -l -e '' -- . || true)
+done < <(git ls-files -z | xargs -0 -r stat -L --printf '%s %n\0' -- 2>/dev/null)
+declare -A text=()
+while IFS= read -r f; do
+  text[$f]=1
+done < <(git grep -I -l -e '' -- . || true)
 while IFS=$' \t' read -r mode _ _ f; do
   [ -s "$f" ] || continue
-  if grep -qxF -- "$f" <<<"$text"; then
+  if [ -n "${text[$f]:-}" ]; then
     continue
   fi
   magic=$(od -An -tx1 -N4 "$f" | tr -d ' \n')
