@@ -23,12 +23,15 @@ suite_start=$SECONDS
 stage_name=""
 stage_start=$SECONDS
 stage_cpu=0
-# cpu_ms prints the CPU time, in ms, of this shell's children that ended.
+# cpu_ms sets cpu to the CPU time, in ms, of this shell's children that
+# ended (times, read through a file: a command substitution is a process
+# of its own, whose children are not these).
+cpu=0
 cpu_ms() {
-  local t u s
-  t=$(times | tail -n 1)
-  u=${t% *} s=${t#* }
-  echo $(($(ms_of "$u") + $(ms_of "$s")))
+  local u s
+  times >"$scratch/times.$BASHPID"
+  { read -r _ _; read -r u s; } <"$scratch/times.$BASHPID"
+  cpu=$(($(ms_of "$u") + $(ms_of "$s")))
 }
 ms_of() { # 1m2.345s -> 62345
   local m=${1%%m*} r=${1#*m}
@@ -37,7 +40,8 @@ ms_of() { # 1m2.345s -> 62345
 }
 stage_done() {
   if [ -n "$stage_name" ]; then
-    echo "-- $stage_name: $((SECONDS - stage_start)) s (cpu $((($(cpu_ms) - stage_cpu) / 1000)) s)"
+    cpu_ms
+    echo "-- $stage_name: $((SECONDS - stage_start)) s (cpu $(((cpu - stage_cpu) / 1000)) s)"
   fi
   stage_name=""
 }
@@ -45,7 +49,8 @@ stage() {
   stage_done
   stage_name=$1
   stage_start=$SECONDS
-  stage_cpu=$(cpu_ms)
+  cpu_ms
+  stage_cpu=$cpu
   echo "== $1"
 }
 
@@ -71,7 +76,8 @@ bg() {
       "$@"
     ) >"$log" 2>&1
     rc=$?
-    echo "-- $name: $((SECONDS - start)) s in all (cpu $(($(cpu_ms) / 1000)) s), exit $rc" >>"$log"
+    cpu_ms
+    echo "-- $name: $((SECONDS - start)) s in all (cpu $((cpu / 1000)) s), exit $rc" >>"$log"
     exit $rc
   ) &
   bg_pids+=($!)
