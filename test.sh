@@ -180,40 +180,36 @@ fi
 modules=(. compare cmd/redlock otel internal/wasirun)
 staticcheck="honnef.co/go/tools/cmd/staticcheck@v0.8.2"
 
-# The stages run in three lines at once, where they share no node: the
-# simulator's (CPU alone, and deterministic: its results do not depend on
-# the load), the nested modules' (each test starts nodes of its own), and,
-# in the foreground, the checks and the library module's tests, which
-# mostly wait on TTLs and faults, then the nemesis. Every test passes with a
-# second test.sh beside this one, so the load of the other lines is one the
-# tests are made for.
+stage "gofmt"
+for mod in "${modules[@]}"; do
+  unformatted=$(cd "$mod" && gofmt -l .)
+  if [ -n "$unformatted" ]; then
+    echo "gofmt would change, in $mod:"; echo "$unformatted"; exit 1
+  fi
+done
+stage_done
 
-# The simulator (docs/testing.md): its fixed seeds and a fresh one,
-# $REDLOCK_SIM_DUR (two simulated minutes) each, every run deterministic
-# (the package's tests built for wasip1 and run by internal/wasirun,
-# $REDLOCK_SIM_JOBS at once), and its controls, with -v for their lines; a
-# failing seed's findings come again at the end of TestSim's output. Then
-# the fixed seeds a simulated minute each in the run where Releases hand
-# keys over (TestSimHandovers), and two of the seeds for a minute each under
-# -race, in the test's own process (wasm has no race detector).
-simulator() {
-  local sim_dur="${REDLOCK_SIM_DUR:-2m}" jobs="${REDLOCK_SIM_JOBS:-2}"
-  stage "simulator: build"
-  go test -c -o "$scratch/sim.test" ./internal/sim
-  stage "simulator: fixed seeds, a fresh one, controls"
-  (cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 30m -test.run '^TestSim$|^TestSimControls$' -test.v -sim.dur="$sim_dur" -sim.jobs="$jobs")
-  stage "simulator: handovers"
-  (cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 30m -test.run '^TestSimHandovers$' -test.v -sim.dur=1m -sim.jobs="$jobs")
-  stage "simulator: two seeds under -race"
-  go test -race -count=1 -timeout 15m -run '^TestSim$' ./internal/sim
-  stage_done
-}
+# The rest runs in four lines at once, which share no node (each test starts
+# nodes of its own): in the foreground the library module's tests, which
+# mostly wait on TTLs and faults, then the nemesis; beside them the checks
+# and the benchmarks, the simulator (which computes, and whose results do not
+# depend on the load: every run is deterministic), and the nested modules'
+# tests. Every test passes with a second test.sh beside this one, so the
+# load of the other lines is one the tests are made for.
 
-# A user's module sees the library's go.mod without its replace directives,
-# so the library must resolve without any; and a user's plain go mod tidy
-# must succeed and keep the user's go line. Then the nested modules' tests
-# and otel's benchmarks, each once (see the library's, below).
-nested() {
+# vet and staticcheck; then a module that imports the library: a user's
+# module sees the library's go.mod without its replace directives, so the
+# library must resolve without any, and a user's plain go mod tidy must
+# succeed and keep the user's go line. Then each benchmark of the library's
+# module once, for the checks it makes (BenchmarkContention fails on
+# overlapping holders): 100 iterations, so that contention has holders to
+# overlap; the figures mean nothing at this size.
+checks() {
+  for mod in "${modules[@]}"; do
+    stage "$mod: vet, staticcheck"
+    (cd "$mod" && go vet ./... && go run "$staticcheck" ./...)
+  done
+
   stage "a module that imports the library"
   if grep -Eq '^[[:space:]]*replace\b' go.mod; then
     echo "go.mod has a replace directive, which a user's build ignores"; exit 1
@@ -246,9 +242,39 @@ GO
   if ! grep -qx 'go 1.26.0' "$consumer/go.mod"; then
     echo "go mod tidy raised the user's go line:"; grep '^go ' "$consumer/go.mod"; exit 1
   fi
-  # cmd/redlock's tests include TestReleaseInstallsOffline, which builds the
-  # command and a user's module from a module proxy on disk: minutes on a
-  # loaded machine.
+
+  stage "benchmarks, once: the library's module"
+  go test -race -count=1 -p 1 -timeout 10m -run '^$' -bench . -benchtime 100x ./...
+  stage_done
+}
+
+# The simulator (docs/testing.md): its fixed seeds and a fresh one,
+# $REDLOCK_SIM_DUR (two simulated minutes) each, every run deterministic
+# (the package's tests built for wasip1 and run by internal/wasirun,
+# $REDLOCK_SIM_JOBS at once, two by default), and its controls, with -v for
+# their lines; a failing seed's findings come again at the end of TestSim's
+# output. Then the fixed seeds a simulated minute each in the run where
+# Releases hand keys over (TestSimHandovers), and two of the seeds for a
+# minute each under -race, in the test's own process (wasm has no race
+# detector).
+simulator() {
+  local sim_dur="${REDLOCK_SIM_DUR:-2m}" jobs="${REDLOCK_SIM_JOBS:-2}"
+  stage "simulator: build"
+  go test -c -o "$scratch/sim.test" ./internal/sim
+  stage "simulator: fixed seeds, a fresh one, controls"
+  (cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 30m -test.run '^TestSim$|^TestSimControls$' -test.v -sim.dur="$sim_dur" -sim.jobs="$jobs")
+  stage "simulator: handovers"
+  (cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 30m -test.run '^TestSimHandovers$' -test.v -sim.dur=1m -sim.jobs="$jobs")
+  stage "simulator: two seeds under -race"
+  go test -race -count=1 -timeout 15m -run '^TestSim$' ./internal/sim
+  stage_done
+}
+
+# The nested modules' tests, and otel's benchmarks once (as the library's).
+# cmd/redlock's tests include TestReleaseInstallsOffline, which builds the
+# command and a user's module from a module proxy on disk: minutes on a
+# loaded machine.
+nested() {
   stage "tests: cmd/redlock"
   (cd cmd/redlock && go test -race -count=1 -timeout 25m ./...)
   stage "tests: otel"
@@ -262,32 +288,18 @@ GO
   stage_done
 }
 
-stage_done
+bg "checks and benchmarks" checks
 bg "simulator" simulator
 bg "nested modules" nested
 
-for mod in "${modules[@]}"; do
-  stage "$mod: gofmt, vet, staticcheck"
-  unformatted=$(cd "$mod" && gofmt -l .)
-  if [ -n "$unformatted" ]; then
-    echo "gofmt would change:"; echo "$unformatted"; exit 1
-  fi
-  (cd "$mod" && go vet ./... && go run "$staticcheck" ./...)
-done
-
-# One package at a time: the nodes, containers and tests share two cores.
+# One package at a time: the nodes, containers and tests share two cores
+# with the other lines.
 # The nemesis runs on its own with -v, so that a passing run shows what it
 # did (its summary and activity lines).
 stage "tests: every package of the library's module"
 go test -race -count=1 -p 1 -timeout 30m -skip '^TestNemesis$|^TestSim$|^TestSimHandovers$|^TestSimControls$' ./...
 stage "tests: the nemesis"
 go test -race -count=1 -timeout 25m -run '^TestNemesis$' -v .
-
-# Each benchmark once, for the checks it makes (BenchmarkContention fails on
-# overlapping holders): 100 iterations, so that contention has holders to
-# overlap; the figures mean nothing at this size.
-stage "benchmarks, once: the library's module"
-go test -race -count=1 -p 1 -timeout 10m -run '^$' -bench . -benchtime 100x ./...
 
 wait_bg
 
