@@ -113,9 +113,13 @@ kill_tree() {
   kill "$1" 2>/dev/null || true
 }
 on_exit() {
-  local rc=$? p
+  local rc=$? p i
   for p in "${bg_pids[@]}"; do
     kill_tree "$p"
+  done
+  for i in "${!bg_pids[@]}"; do
+    echo "== ${bg_names[$i]} (ran in the background, ended with the run): its output so far"
+    cat "${bg_logs[$i]}"
   done
   if [ "$rc" != 0 ]; then
     echo "test.sh: FAILED (exit $rc) in stage: ${stage_name:-setup}, after $((SECONDS - suite_start)) s" >&2
