@@ -193,22 +193,22 @@ for mod in "${modules[@]}"; do
 done
 stage_done
 
-# The rest runs in four lines at once, which share no node (each test starts
-# nodes of its own): in the foreground the library module's tests, which
-# mostly wait on TTLs and faults, then the nemesis; beside them the checks
-# and the benchmarks, the simulator (which computes, and whose results do not
-# depend on the load: every run is deterministic), and the nested modules'
-# tests. Every test passes with a second test.sh beside this one, so the
-# load of the other lines is one the tests are made for.
+# Two lines run in the background, at a lower priority (nice 10), beside
+# the foreground's tests: the checks (vet, staticcheck, a user's module),
+# which compute and wait on nothing, and the simulator, which computes and
+# whose results do not depend on the load (every run is deterministic).
+# They take the CPU that the foreground's tests leave while they wait on
+# TTLs, deadlines and leases, and yield it when those tests need it. The
+# tests that wait on time (the library's, the nemesis, the benchmarks, the
+# nested modules') run in the foreground one after another, as before: run
+# beside one another and another suite, some lost leases and node timeouts.
 
 # vet and staticcheck; then a module that imports the library: a user's
 # module sees the library's go.mod without its replace directives, so the
 # library must resolve without any, and a user's plain go mod tidy must
-# succeed and keep the user's go line. Then each benchmark of the library's
-# module once, for the checks it makes (BenchmarkContention fails on
-# overlapping holders): 100 iterations, so that contention has holders to
-# overlap; the figures mean nothing at this size.
+# succeed and keep the user's go line.
 checks() {
+  renice -n 10 -p "$BASHPID" >/dev/null
   for mod in "${modules[@]}"; do
     stage "$mod: vet, staticcheck"
     (cd "$mod" && go vet ./... && go run "$staticcheck" ./...)
@@ -247,19 +247,6 @@ GO
     echo "go mod tidy raised the user's go line:"; grep '^go ' "$consumer/go.mod"; exit 1
   fi
 
-  # Only the packages that have benchmarks: the others' test binaries,
-  # linked with -race to run nothing, cost minutes of CPU.
-  stage "benchmarks, once: the library's module"
-  local d bench=()
-  while IFS= read -r d; do
-    if grep -q '^func Benchmark' "$d"/*_test.go 2>/dev/null; then
-      bench+=("$d")
-    fi
-  done < <(go list -f '{{.Dir}}' ./...)
-  if [ ${#bench[@]} -eq 0 ]; then
-    echo "no package of the library's module has a benchmark"; exit 1
-  fi
-  go test -race -count=1 -p 1 -timeout 10m -run '^$' -bench . -benchtime 100x "${bench[@]}"
   stage_done
 }
 
@@ -272,11 +259,6 @@ GO
 # Releases hand keys over (TestSimHandovers), and two of the seeds for a
 # minute each under -race, in the test's own process (wasm has no race
 # detector).
-#
-# The line runs at a lower priority (nice 10): its runs keep both cores busy
-# and their results do not depend on when they get the CPU, while the other
-# lines' tests wait on TTLs, deadlines and leases that a busy core delays;
-# it takes what the others leave.
 simulator() {
   local sim_dur="${REDLOCK_SIM_DUR:-2m}" jobs="${REDLOCK_SIM_JOBS:-2}"
   renice -n 10 -p "$BASHPID" >/dev/null
@@ -291,36 +273,49 @@ simulator() {
   stage_done
 }
 
-# The nested modules' tests, and otel's benchmarks once (as the library's).
-# cmd/redlock's tests include TestReleaseInstallsOffline, which builds the
-# command and a user's module from a module proxy on disk: minutes on a
-# loaded machine.
-nested() {
-  stage "tests: cmd/redlock"
-  (cd cmd/redlock && go test -race -count=1 -timeout 25m ./...)
-  stage "tests: otel"
-  (cd otel && go test -race -count=1 -timeout 10m ./...)
-  stage "benchmarks, once: otel"
-  (cd otel && go test -race -count=1 -timeout 10m -run '^$' -bench . -benchtime 100x ./...)
-  stage "tests: compare"
-  (cd compare && go test -count=1 -timeout 10m ./...)
-  stage "tests: internal/wasirun"
-  (cd internal/wasirun && go test -count=1 -timeout 10m ./...)
-  stage_done
-}
-
-bg "checks and benchmarks" checks
+bg "checks" checks
 bg "simulator" simulator
-bg "nested modules" nested
 
-# One package at a time: the nodes, containers and tests share two cores
-# with the other lines.
+# One package at a time: the nodes, containers and tests share two cores.
 # The nemesis runs on its own with -v, so that a passing run shows what it
 # did (its summary and activity lines).
 stage "tests: every package of the library's module"
 go test -race -count=1 -p 1 -timeout 30m -skip '^TestNemesis$|^TestSim$|^TestSimHandovers$|^TestSimControls$' ./...
 stage "tests: the nemesis"
 go test -race -count=1 -timeout 25m -run '^TestNemesis$' -v .
+
+# Each benchmark of the library's module once, for the checks it makes
+# (BenchmarkContention fails on overlapping holders): 100 iterations, so
+# that contention has holders to overlap; the figures mean nothing at this
+# size.
+# Only the packages that have benchmarks: the others' test binaries,
+# linked with -race to run nothing, cost minutes of CPU.
+stage "benchmarks, once: the library's module"
+bench=()
+while IFS= read -r d; do
+  if grep -q '^func Benchmark' "$d"/*_test.go 2>/dev/null; then
+    bench+=("$d")
+  fi
+done < <(go list -f '{{.Dir}}' ./...)
+if [ ${#bench[@]} -eq 0 ]; then
+  echo "no package of the library's module has a benchmark"; exit 1
+fi
+go test -race -count=1 -p 1 -timeout 10m -run '^$' -bench . -benchtime 100x "${bench[@]}"
+
+# The nested modules' tests, and otel's benchmarks once (as the library's).
+# cmd/redlock's tests include TestReleaseInstallsOffline, which builds the
+# command and a user's module from a module proxy on disk: minutes on a
+# loaded machine.
+stage "tests: cmd/redlock"
+(cd cmd/redlock && go test -race -count=1 -timeout 25m ./...)
+stage "tests: otel"
+(cd otel && go test -race -count=1 -timeout 10m ./...)
+stage "benchmarks, once: otel"
+(cd otel && go test -race -count=1 -timeout 10m -run '^$' -bench . -benchtime 100x ./...)
+stage "tests: compare"
+(cd compare && go test -count=1 -timeout 10m ./...)
+stage "tests: internal/wasirun"
+(cd internal/wasirun && go test -count=1 -timeout 10m ./...)
 
 wait_bg
 
