@@ -345,22 +345,37 @@ func chaosRestart(t *testing.T, tab *chaosTable) {
 	// A's TTL then had to cover as well (CI, under load: "node 1 must come
 	// back empty" failed, most likely A's key expiring on node 0 before
 	// node 1 was back; the values were not kept).
+	//
+	// A quorum is two nodes, so A may have its key on nodes 1 and 2 alone:
+	// its write to node 0 still in flight (awaited as node 2's is), or run
+	// past its deadline and refused as late, which a loaded machine does
+	// (a fresh clone's test.sh beside another: node 0 came back empty). A
+	// is then released and takes the key again.
 	holdOnTwo := func(t *testing.T, cl *chaosCluster, h *chaosHistory, key string, ttl time.Duration, a *redlock.Client) *hold {
 		t.Helper()
-		ha := mustAcquire(t, h, a, "A", key, ttl)
-		// Past the round's deadline a write not yet sent is never sent.
-		roundOver := time.Now().Add(chaosNodeTimeout)
-		settled := func() bool {
-			return nodeValue(t, cl.nodes[2].Addr(), key) == ha.Token ||
-				time.Now().After(roundOver) && a.Nodes()[2].InFlight == 0
+		for try := 1; ; try++ {
+			ha := mustAcquire(t, h, a, "A", key, ttl)
+			// Past the round's deadline a write not yet sent is never sent.
+			roundOver := time.Now().Add(chaosNodeTimeout)
+			settled := func(i int) bool {
+				return nodeValue(t, cl.nodes[i].Addr(), key) == ha.Token ||
+					time.Now().After(roundOver) && a.Nodes()[i].InFlight == 0
+			}
+			for end := time.Now().Add(5 * time.Second); !(settled(0) && settled(1) && settled(2)) && time.Now().Before(end); {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if v := cl.values(key); (v[0] != ha.Token || v[1] != ha.Token) && try < 3 {
+				t.Logf("A's key is on %q after its acquire's calls ended: A takes it again", v)
+				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+				_ = ha.release(ctx)
+				cancel()
+				continue
+			}
+			rc := cl.nodes[2].Client()
+			require.NoError(t, rc.Del(t.Context(), key).Err())
+			require.Equal(t, []string{ha.Token, ha.Token, ""}, cl.values(key), "A must hold on nodes 0 and 1 only")
+			return ha
 		}
-		for end := time.Now().Add(5 * time.Second); !settled() && time.Now().Before(end); {
-			time.Sleep(20 * time.Millisecond)
-		}
-		rc := cl.nodes[2].Client()
-		require.NoError(t, rc.Del(t.Context(), key).Err())
-		require.Equal(t, []string{ha.Token, ha.Token, ""}, cl.values(key), "A must hold on nodes 0 and 1 only")
-		return ha
 	}
 
 	cl.phase("immediate", func(t *testing.T, cl *chaosCluster, h *chaosHistory) {
