@@ -105,9 +105,22 @@ func (r *clockReading) latest(at time.Time, rate float64) int64 {
 	return r.nodeUs + (at.Sub(r.mid) + r.cappedWindow(at, rate)).Microseconds()
 }
 
+// cappedWindow is the window a write's deadline allows for: the reading's
+// half round trip up to lateHalfCap, and its drift over an age of up to
+// lateAgeCap. An early deadline costs only a write refused as late, whose
+// reply carries the node's clock (noteLate); passed, which must not err
+// early, uses the whole window.
 func (r *clockReading) cappedWindow(at time.Time, rate float64) time.Duration {
-	return r.half + time.Duration(float64(min(at.Sub(r.mid).Abs(), lateAgeCap))*rate)
+	return min(r.half, lateHalfCap) + time.Duration(float64(min(at.Sub(r.mid).Abs(), lateAgeCap))*rate)
 }
+
+// lateHalfCap bounds the half round trip of a reading that a write's
+// deadline allows for: a reading made while its node was stopped for
+// seconds, or at a first contact under load, would otherwise put every
+// deadline, and the refusals a delete leaves for them, that far out until
+// the reading is replaced. Half a second is over three times a far node's
+// (150 ms away).
+const lateHalfCap = 500 * time.Millisecond
 
 // window is how far the node's clock may be from what r says at at: the
 // reading's own half round trip, and a drift of rate since.

@@ -307,6 +307,31 @@ func TestOldReadingReadAgain(t *testing.T) {
 // moment itself carries over whole. passed stays conservative: by the
 // hour-old reading, a moment a second past that deadline is not known to
 // have passed on the node.
+// TestLateMsCapsReadingHalf: a reading made over a slow round trip (a
+// node stopped for seconds while its clock was read, with a client that
+// sets no context deadline) is known only within half that trip, and a
+// write's deadline allows at most lateHalfCap of it: the rest would put
+// the deadline, and the refusal a delete leaves for it, seconds out (a
+// refusal that outlived a nemesis run by 3 to 5 s). The deadline is early
+// at worst, a write refused as late, whose reply corrects the reading.
+func TestLateMsCapsReadingHalf(t *testing.T) {
+	mid := time.Unix(1_700_000_000, 0)
+	var c nodeClock
+	c.reading.Store(&clockReading{nodeUs: mid.UnixMicro(), mid: mid, half: 4 * time.Second})
+	at := mid.Add(time.Second)
+	ms, ok := c.lateMs(at, 0.01, time.Millisecond)
+	if !ok {
+		t.Fatal("no deadline from a known reading")
+	}
+	want := at.Add(lateHalfCap + 10*time.Millisecond + time.Millisecond).UnixMilli()
+	if ms != want {
+		t.Fatalf("deadline %v past the moment, want %v", time.Duration(ms-at.UnixMilli())*time.Millisecond, time.Duration(want-at.UnixMilli())*time.Millisecond)
+	}
+	if c.passed(ms, at.Add(time.Second), 0.01) {
+		t.Fatal("passed trusted the reading's capped window")
+	}
+}
+
 func TestLateMsCapsReadingAge(t *testing.T) {
 	mid := time.Unix(1_700_000_000, 0)
 	var c nodeClock
