@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -306,8 +307,15 @@ func TestStatusPermits(t *testing.T) {
 		if n.Holder != "" || n.Count != 3 || len(n.Permits) == 0 || n.TTLMillis == nil || *n.TTLMillis <= 50_000 {
 			t.Errorf("node %d: %+v", i, n)
 		}
+		// A node whose reply came after an acquire stopped waiting may
+		// hold that Lock in another slot than the quorum's until its TTL
+		// (the Lock drops the strays of the replies its round heard, in
+		// the background): on a loaded machine node 0 held the two in
+		// each other's slots. Each entry is one of the two Locks', and the
+		// quorum's slots are checked above.
 		for _, h := range n.Permits {
-			if held[h.Slot] == nil || h.Holder != prefix(h.Slot) || h.TTLMillis <= 50_000 || h.TTLMillis > 60_000 {
+			ours := slices.ContainsFunc(slices.Collect(maps.Keys(held)), func(slot int) bool { return h.Holder == prefix(slot) })
+			if !ours || h.TTLMillis <= 50_000 || h.TTLMillis > 60_000 {
 				t.Errorf("node %d: permit %+v", i, h)
 			}
 		}
