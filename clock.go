@@ -5,6 +5,7 @@ package redlock
 // defaults. The second is fixed.
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -227,12 +228,17 @@ func (c *Client) nodeTimeout(ttl time.Duration) time.Duration {
 	return c.nodes.MaxWait(c.cfg.waits(ttl))
 }
 
-// checkLatency refuses ttl when the nodes' latency leaves it no validity:
-// fewer than a quorum of nodes answer, as they usually do, within the TTL
-// less the drift allowance. The error matches ErrInvalidArgument (no
-// attempt could succeed) and names the latency, the TTL and the options.
-// A node not heard from yet counts as fitting. It costs one atomic load
-// per node.
+// checkLatency refuses ttl when the nodes' latency, as last learned,
+// leaves it no validity: fewer than a quorum of nodes answer, as they
+// usually do, within the TTL less the drift allowance. The error matches
+// ErrNotAcquired, not ErrInvalidArgument: the TTL is valid, the network is
+// what it is too slow for, and may not be for long (a node that was far or
+// stalled a minute ago). It names the latency, the TTL, the shortest TTL
+// that works and WithNodeTimeout. The slow nodes are asked for their clock
+// in the background, whose reply is a sample of their latency: nothing of
+// the refused attempt is sent, and the estimate must still come down once
+// the network does, for a later attempt to find out. A node not heard from
+// yet counts as fitting. It costs one atomic load per node.
 func (c *Client) checkLatency(ttl time.Duration) error {
 	budget := ttl - c.cfg.drift(ttl)
 	n := c.nodes.Len()
@@ -249,13 +255,27 @@ func (c *Client) checkLatency(ttl time.Duration) error {
 	lat := make([]time.Duration, n)
 	for i := range n {
 		lat[i], _, _ = c.nodes.Latency(i)
+		if lat[i] >= budget {
+			c.nodes.Probe(i)
+		}
 	}
 	slices.Sort(lat)
 	q := lat[c.nodes.Quorum-1]
-	return invalid("ttl %v is too short for the nodes' latency: a quorum of them (%d of %d) answers in %v at best, "+
+	return &latencyError{ttl: ttl, quorum: c.nodes.Quorum, n: n, lat: q, budget: budget}
+}
+
+// latencyError is a TTL refused because the nodes' latency, as learned,
+// leaves it no validity (checkLatency).
+type latencyError struct {
+	ttl, lat, budget time.Duration
+	quorum, n        int
+}
+
+func (e *latencyError) Error() string {
+	return fmt.Sprintf("ttl %v is too short for the nodes' latency: a quorum of them (%d of %d) answers in %v at best, "+
 		"past the %v of validity the TTL leaves once the drift allowance is taken off; use a TTL of at least %v "+
 		"(WithNodeTimeout sets how long each node is waited for, not how long its replies take)",
-		ttl, c.nodes.Quorum, n, q.Round(100*time.Microsecond), budget, minTTLFor(q))
+		e.ttl, e.quorum, e.n, e.lat.Round(100*time.Microsecond), e.budget, minTTLFor(e.lat))
 }
 
 // minTTLFor is the shortest TTL, in whole milliseconds, that leaves a

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -226,4 +227,24 @@ func (p *Set) silentFor(i int, wait time.Duration) error {
 	}
 	srtt, _, ok := n.rtt.usual()
 	return &noReply{wait: wait, srtt: srtt, known: ok}
+}
+
+// Probe asks node i for its clock in the background, unless a read of it
+// is under way: its reply is a sample of the node's latency, and the
+// clock reading a fresh one. A caller that sends the node nothing, having
+// found its latency too long, calls it so that the estimate still follows
+// the node back down.
+func (p *Set) Probe(i int) {
+	n := p.nodes[i]
+	if !n.clock.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	p.Life.Add(1)
+	go func() {
+		defer p.Life.End()
+		defer n.clock.refreshing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), p.timing.IdentifyTimeout)
+		defer cancel()
+		_ = n.readClock(ctx, p.timing.ClockDrift)
+	}()
 }
