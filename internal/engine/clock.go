@@ -206,7 +206,7 @@ func (n *node) readClock(ctx context.Context, rate float64) error {
 		return err
 	}
 	got := time.Now()
-	n.rtt.sample(got.Sub(sent))
+	n.rtt.observe(sent, got)
 	n.clock.note(t.UnixMicro(), sent, got, rate, false)
 	return nil
 }

@@ -242,7 +242,7 @@ func (n *node) identify(done chan struct{}, timeout time.Duration) {
 	if info != "" && n.rtt.packed.Load() == 0 {
 		// The first contact, a dial and handshake included: a generous
 		// first sample of the node's latency, which later ones smooth.
-		n.rtt.sample(got.Sub(sent))
+		n.rtt.observe(sent, got)
 	}
 	if info == "" || !n.noteInfoClock(info, sent, got, n.drift) {
 		// No clock in INFO (an ACL without INFO, a server without

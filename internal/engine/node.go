@@ -254,7 +254,7 @@ func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *Op, args [
 		cmd = src
 	}
 	if replied(cmd.Err()) {
-		n.rtt.sample(time.Since(start))
+		n.rtt.observe(start, time.Now())
 	}
 	if ms, late := readLate(cmd); late {
 		// The node's clock had passed the write's deadline: the write was

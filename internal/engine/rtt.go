@@ -3,26 +3,32 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // Each node's deadline is learned from its latency, as TCP sets its
 // retransmission timeout (RFC 6298): a smoothed round trip (SRTT) and its
-// variation (RTTVAR) from every reply, and the deadline
+// variation (RTTVAR), from one sample a round trip (observe), and the
+// deadline
 //
-//	RTO = max(SRTT + max(G, 4·RTTVAR), 3·SRTT)
+//	RTO = 3·SRTT + max(G, 4·RTTVAR)
 //
-// (the second term ours: a call may have to set up a connection first,
-// rttSetUp)
+// (RFC 6298's SRTT + max(G, 4·RTTVAR) with SRTT taken three times: a call
+// may have to set up a connection first, rttSetUp, three round trips where
+// one was counted, each as variable as the others)
 // doubled on each round in which the node did not answer in time (three
 // times when the call's connection was closed at the deadline, as the next
-// call pays go-redis's connection set-up), and halved back at each reply: a reply right after a
-// jump in latency, one that found no warm connection, does not bring the
-// deadline back below what the next call needs, as resetting it would. The first sample is the node's first contact (the handshake and
-// INFO of its identification, a dial included: generous, which the
-// samples that follow smooth away). The Client bounds it (Waits): a floor
-// that keeps near nodes as tight as ever, and the TTL's validity budget.
+// call pays go-redis's connection set-up), and halved back at each reply
+// that came within what the deadline would be without that doubling: a
+// reply right after a jump in latency, one that found no warm connection,
+// does not bring the deadline back below what the next call needs, as
+// resetting it would. The first sample is the node's first contact (the
+// handshake and INFO of its identification, a dial included: generous,
+// which the samples that follow smooth away). The Client bounds it
+// (Waits): a floor that keeps near nodes as tight as ever, and the TTL's
+// validity budget.
 
 // Estimator gains and the clock granularity of RFC 6298.
 const (
@@ -32,8 +38,10 @@ const (
 	rttG     = time.Millisecond
 	// rttSetUp: a call may find no idle connection to its node and pay
 	// go-redis's connection set-up first (HELLO, then CLIENT SETINFO), or
-	// wait for a flight ahead of it (batch.go): a deadline is at least
-	// three smoothed round trips, however steady they are.
+	// wait for a flight ahead of it (batch.go): a deadline is three
+	// smoothed round trips and their variation, however steady they are.
+	// Three alone leave no margin: a node 80 ms away whose call set up a
+	// connection answered in 240 ms and a little more.
 	rttSetUp = 3
 	// rttMaxBackoff is how many times in a row a node's deadline doubles
 	// for calls it did not answer in time, and rttBackoffCeil the longest
@@ -43,17 +51,80 @@ const (
 	// does not hold undecided rounds for long.
 	rttMaxBackoff  = 8
 	rttBackoffCeil = time.Second
+	// rttQuick is a reply always in time, whatever the backoff: the
+	// lowest floor a Client gives a deadline (DefaultNodeTimeoutMin). A
+	// near node's RTO is far below its floor, which the engine's estimate
+	// does not know.
+	rttQuick = 10 * time.Millisecond
 	// rttMaxUs keeps a sample within what the packed estimate holds.
 	rttMaxUs = 1<<31 - 1
 )
 
 // rttEstimate is one node's SRTT and RTTVAR, in microseconds, packed into
-// one word (SRTT in the high half) so that a reply updates both with one
-// compare-and-swap and a round reads them with one load; zero until the
-// first sample.
+// one word (SRTT in the high half) so that a round reads them with one
+// load; zero until the first sample. Replies update it under mu.
 type rttEstimate struct {
 	packed  atomic.Uint64
 	backoff atomic.Int32 // calls in a row not answered in time, up to rttMaxBackoff
+
+	mu sync.Mutex
+	// The last sample's call, whose burst the replies of the calls sent
+	// before its reply join (observe): when that reply came (gotNs, since
+	// rttEpoch), its round trip (lastUs: the longest of the burst's so
+	// far), and the estimate before it (before).
+	gotNs  int64
+	lastUs int64
+	before uint64
+}
+
+// rttEpoch is what the estimates' times count from, on the monotonic
+// clock.
+var rttEpoch = time.Now()
+
+// observe takes the reply of a call sent at sent and answered at got, as
+// TCP times one segment at a time: a call sent after the last sample's
+// reply is a new sample; one sent before it, in flight together with it
+// (a batch, batch.go, or calls queued on one link), is the same round
+// trip, and joins that sample, which becomes the longest of them. Each
+// reply of a burst taken as a sample of its own moved SRTT all the way to
+// the last burst's latency and RTTVAR to nothing (a node jittering 50 to
+// 500 ms had deadlines from 0.2 s to 5 s); taking only the first reply of
+// a burst missed the one that paid a connection's set-up, and the
+// estimate fell short of what a call needs after a jump in latency. A
+// reply undoes one doubling of the backoff, unless it came after what the
+// deadline would be without it (timedOut): it shows the deadline short.
+func (e *rttEstimate) observe(sent, got time.Time) {
+	from, to := int64(sent.Sub(rttEpoch)), int64(got.Sub(rttEpoch))
+	r := min(max(got.Sub(sent).Microseconds(), 1), rttMaxUs)
+	e.mu.Lock()
+	old := e.packed.Load()
+	if old != 0 && from < e.gotNs {
+		if r > e.lastUs {
+			e.lastUs = r
+			e.packed.Store(nextRTT(e.before, r))
+		}
+	} else {
+		e.before, e.lastUs, e.gotNs = old, r, to
+		e.packed.Store(nextRTT(old, r))
+	}
+	e.mu.Unlock()
+	e.replied(time.Duration(r)*time.Microsecond, old)
+}
+
+// nextRTT is the estimate old moved by one sample of r microseconds
+// (RFC 6298, 2.2 and 2.3).
+func nextRTT(old uint64, r int64) uint64 {
+	if old == 0 {
+		return packRTT(r, r/2)
+	}
+	srtt, rttvar := unpackRTT(old)
+	dev := srtt - r
+	if dev < 0 {
+		dev = -dev
+	}
+	rttvar += (dev - rttvar) / rttBeta
+	srtt += (r - srtt) / rttAlpha
+	return packRTT(srtt, rttvar)
 }
 
 func unpackRTT(v uint64) (srtt, rttvar int64) { return int64(v >> 32), int64(v & 0xffffffff) }
@@ -64,32 +135,32 @@ func packRTT(srtt, rttvar int64) uint64 {
 	return uint64(srtt)<<32 | uint64(rttvar)
 }
 
-// sample takes one round trip: the time from sending a call to its reply.
-// It undoes one doubling of the backoff.
+// sample takes one round trip as a sample of its own, whatever was in
+// flight with it (observe does not): the unit tests' estimator.
 func (e *rttEstimate) sample(d time.Duration) {
 	r := min(max(d.Microseconds(), 1), rttMaxUs)
-	for {
-		old := e.packed.Load()
-		var next uint64
-		if old == 0 {
-			next = packRTT(r, r/2)
-		} else {
-			srtt, rttvar := unpackRTT(old)
-			dev := srtt - r
-			if dev < 0 {
-				dev = -dev
-			}
-			rttvar += (dev - rttvar) / rttBeta
-			srtt += (r - srtt) / rttAlpha
-			next = packRTT(srtt, rttvar)
-		}
-		if e.packed.CompareAndSwap(old, next) {
-			break
-		}
-	}
+	e.mu.Lock()
+	old := e.packed.Load()
+	e.packed.Store(nextRTT(old, r))
+	e.mu.Unlock()
+	e.replied(d, old)
+}
+
+// replied undoes one doubling of the backoff for a reply that took d,
+// when d is within the deadline that one fewer doubling gives under the
+// estimate before it (was), the one the call was sent under, or within
+// rttQuick: a node that answers past it still needs the longer one.
+func (e *rttEstimate) replied(d time.Duration, was uint64) {
+	rto, ok := rtoOf(was)
 	for {
 		b := e.backoff.Load()
-		if b == 0 || e.backoff.CompareAndSwap(b, b-1) {
+		if b == 0 {
+			return
+		}
+		if ok && d > max(min(rto<<(b-1), max(rto, rttBackoffCeil)), rttQuick) {
+			return
+		}
+		if e.backoff.CompareAndSwap(b, b-1) {
 			return
 		}
 	}
@@ -118,14 +189,16 @@ func (e *rttEstimate) timedOut(reconnect bool) {
 
 // rto is the node's retransmission timeout, without backoff; ok is false
 // before the first sample.
-func (e *rttEstimate) rto() (time.Duration, bool) {
-	v := e.packed.Load()
+func (e *rttEstimate) rto() (time.Duration, bool) { return rtoOf(e.packed.Load()) }
+
+// rtoOf is the retransmission timeout of packed estimate v.
+func rtoOf(v uint64) (time.Duration, bool) {
 	if v == 0 {
 		return 0, false
 	}
 	srtt, rttvar := unpackRTT(v)
 	s := time.Duration(srtt) * time.Microsecond
-	return max(s+max(rttG, rttK*time.Duration(rttvar)*time.Microsecond), rttSetUp*s), true
+	return rttSetUp*s + max(rttG, rttK*time.Duration(rttvar)*time.Microsecond), true
 }
 
 // usual is the node's smoothed round trip and its variation; ok is false

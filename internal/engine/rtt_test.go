@@ -10,8 +10,8 @@ import (
 
 // The estimator follows RFC 6298: the first sample R sets SRTT = R and
 // RTTVAR = R/2; each later one moves RTTVAR a quarter of the way to
-// |SRTT − R| and SRTT an eighth of the way to R; RTO = SRTT + max(G,
-// 4·RTTVAR), and at least 3·SRTT.
+// |SRTT − R| and SRTT an eighth of the way to R; RTO = 3·SRTT + max(G,
+// 4·RTTVAR) (three round trips: a call may set up a connection first).
 func TestRTTEstimatorFollowsRFC6298(t *testing.T) {
 	var e rttEstimate
 	if _, ok := e.rto(); ok {
@@ -22,8 +22,8 @@ func TestRTTEstimatorFollowsRFC6298(t *testing.T) {
 	if !ok || srtt != 100*time.Millisecond || rttvar != 50*time.Millisecond {
 		t.Fatalf("first sample: srtt %v rttvar %v ok %v, want 100ms 50ms", srtt, rttvar, ok)
 	}
-	if rto, _ := e.rto(); rto != 300*time.Millisecond {
-		t.Fatalf("first RTO %v, want 300ms", rto)
+	if rto, _ := e.rto(); rto != 500*time.Millisecond {
+		t.Fatalf("first RTO %v, want 500ms", rto)
 	}
 	e.sample(20 * time.Millisecond)
 	srtt, rttvar, _ = e.usual()
@@ -32,13 +32,14 @@ func TestRTTEstimatorFollowsRFC6298(t *testing.T) {
 		t.Fatalf("second sample: srtt %v rttvar %v, want 90ms 57.5ms", srtt, rttvar)
 	}
 	// Steady samples converge on the round trip, and the variation on 0:
-	// RTO falls to three round trips (a call may set up a connection first).
+	// RTO falls to three round trips (a call may set up a connection
+	// first) and the clock granularity.
 	for range 200 {
 		e.sample(20 * time.Millisecond)
 	}
 	srtt, rttvar, _ = e.usual()
 	rto, _ := e.rto()
-	if srtt < 20*time.Millisecond || srtt > 21*time.Millisecond || rttvar > 100*time.Microsecond || rto != 3*srtt {
+	if srtt < 20*time.Millisecond || srtt > 21*time.Millisecond || rttvar > 100*time.Microsecond || rto != 3*srtt+rttG {
 		t.Fatalf("steady 20ms: srtt %v rttvar %v rto %v", srtt, rttvar, rto)
 	}
 }
@@ -97,7 +98,7 @@ func TestWaitsBoundsAndBackoff(t *testing.T) {
 	// A far node's backoff stops at the ceiling, or at its own RTO when
 	// that is longer.
 	far := &node{}
-	far.rtt.sample(300 * time.Millisecond) // RTO 900ms
+	far.rtt.sample(150 * time.Millisecond) // RTO 750ms
 	far.rtt.timedOut(false)
 	if d := (Waits{Floor: 10 * time.Millisecond, Cap: 5 * time.Second}).of(far); d != rttBackoffCeil {
 		t.Fatalf("a far node's backoff: %v, want the ceiling", d)
@@ -175,5 +176,69 @@ func TestNoReplyNamesDeadlineAndLatency(t *testing.T) {
 	err = p.silentFor(0, 50*time.Millisecond)
 	if !errors.Is(err, ErrNoReply) || !strings.Contains(err.Error(), "usually answers in 150ms") {
 		t.Fatalf("after a sample: %v", err)
+	}
+}
+
+// Calls in flight together are one round trip, whose sample is the
+// longest of their replies: a burst of twenty sent within a millisecond
+// and answered 400 ms later, as a batch or a queue on one link answers
+// them, moves a 50 ms node's SRTT an eighth of the way, and its RTTVAR
+// up, not SRTT all the way and RTTVAR to nothing. A call of the burst that
+// paid a connection's set-up, answered after the first, makes the sample
+// its own. A call sent after the sample's reply is a sample again.
+func TestRTTOneSampleARoundTrip(t *testing.T) {
+	var e rttEstimate
+	at := time.Now()
+	for range 100 {
+		e.observe(at, at.Add(50*time.Millisecond))
+		at = at.Add(60 * time.Millisecond)
+	}
+	for i := range 20 {
+		d := time.Duration(i) * 50 * time.Microsecond
+		e.observe(at.Add(d), at.Add(400*time.Millisecond+d))
+	}
+	srtt, rttvar, _ := e.usual()
+	if srtt < 90*time.Millisecond || srtt > 100*time.Millisecond || rttvar < 80*time.Millisecond {
+		t.Fatalf("after a burst: srtt %v rttvar %v; want one sample's move, 50 → ~94 ms, rttvar ~88 ms", srtt, rttvar)
+	}
+	at = at.Add(time.Second)
+	e.observe(at, at.Add(50*time.Millisecond))
+	s1, _, _ := e.usual()
+	if s1 >= srtt {
+		t.Fatalf("a call sent after the burst's replies: srtt %v, was %v; want it taken", s1, srtt)
+	}
+	// In flight with that one, a call that set up a connection first.
+	e.observe(at.Add(time.Millisecond), at.Add(160*time.Millisecond))
+	s2, _, _ := e.usual()
+	if want := s1 + (160*time.Millisecond-s1)/8 - 50*time.Microsecond; s2 < want {
+		t.Fatalf("the burst's longest reply: srtt %v, want the 50ms sample replaced by 160ms: about %v", s2, want)
+	}
+	// And one more of the burst, shorter: nothing changes.
+	e.observe(at.Add(2*time.Millisecond), at.Add(55*time.Millisecond))
+	if s3, _, _ := e.usual(); s3 != s2 {
+		t.Fatalf("a shorter reply of the burst moved srtt %v → %v", s2, s3)
+	}
+}
+
+// A reply undoes a doubling of the backoff only if it came within the
+// deadline one fewer doubling gives: one later than that shows the
+// deadline short still.
+func TestRTTLateReplyKeepsBackoff(t *testing.T) {
+	var e rttEstimate
+	at := time.Now()
+	for range 50 {
+		e.observe(at, at.Add(20*time.Millisecond)) // RTO about 61 ms
+		at = at.Add(30 * time.Millisecond)
+	}
+	e.timedOut(false)
+	e.timedOut(false)
+	e.observe(at, at.Add(500*time.Millisecond))
+	if b := e.backoff.Load(); b != 2 {
+		t.Fatalf("backoff %d after a reply past the deadline, want 2", b)
+	}
+	at = at.Add(time.Second)
+	e.observe(at, at.Add(20*time.Millisecond))
+	if b := e.backoff.Load(); b != 1 {
+		t.Fatalf("backoff %d after a reply in time, want 1", b)
 	}
 }
