@@ -93,6 +93,13 @@ func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, tt
 	v := l.nextValue(ttl)
 	newUntil := c.cfg.validUntil(start, ttl)
 	waits := c.cfg.waits(ttl)
+	if ctx.Value(renewRetryKey{}) != nil && waits.Fixed == 0 {
+		// A renewal that failed is retried waiting for each node the
+		// TTL's budget (within the lease's deadline): a deadline learned
+		// before the node's latency jumped failed it, and the lock is at
+		// stake, where a quorum's reply is awaited only as long as it takes.
+		waits.Floor = waits.Cap
+	}
 	op := l.kind.extendOp(l, v, ttl.Milliseconds(), l.Fence(), c.fenceHorizon(l))
 	t, err := c.nodes.SendAndCount(ctx, l.seq, engine.WriteRound(op, waits, ttl))
 	ok := err == nil && t.Reached() && c.cfg.clock.Now().Before(newUntil)
