@@ -795,7 +795,7 @@ func chaosFailoverQuorum(t *testing.T, tab *chaosTable) {
 	a, b := newLockClient(t, nodes()), newLockClient(t, nodes())
 	ctx := t.Context()
 
-	ha, hb := failover(t, h, master, replica, addr, key, a, b)
+	ha, hb := failover(t, h, master, replica, addr, key, a, b, others.nodes[0].Addr(), others.nodes[1].Addr())
 	require.Nil(t, hb, "B got the lock while A held it on 2 of 3 masters")
 	// A still holds a quorum (Extend also re-seeds the key on the promoted,
 	// empty node when it answers in time).
@@ -814,14 +814,52 @@ func chaosFailoverQuorum(t *testing.T, tab *chaosTable) {
 // failover has A take key, with the replica cut off so the write is not
 // replicated, fails master over to replica, and has B try to take key for
 // up to 1.5 s. It returns A's hold and B's, nil if B failed with
-// ErrNotAcquired.
-func failover(t *testing.T, h *chaosHistory, master, replica *containertest.Node, addr *followAddr, key string, a, b *redlock.Client) (ha, hb *hold) {
+// ErrNotAcquired. others are the addresses of a's other masters, in a's
+// order after master, which must hold A's key too before master dies.
+func failover(t *testing.T, h *chaosHistory, master, replica *containertest.Node, addr *followAddr, key string, a, b *redlock.Client, others ...string) (ha, hb *hold) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	require.NoError(t, replica.Disconnect())
-	ha = mustAcquire(t, h, a, "A", key, 10*time.Second)
-	require.Equal(t, ha.Token, nodeValue(t, master.Addr(), key), "the master should hold A's key")
+	// A quorum of three is two, so A's acquire may return with its key on
+	// two masters: its third write still in flight, or run past its
+	// deadline and refused as late, which a loaded machine does. The
+	// scenario needs A's key on every master (others: the masters besides
+	// the one that fails over), so A waits for each node's call and, where
+	// one lacks the key, releases and takes it again.
+	all := append([]string{master.Addr()}, others...)
+	for try := 1; ; try++ {
+		ha = mustAcquire(t, h, a, "A", key, 10*time.Second)
+		// Past the round's deadline a write not yet sent is never sent.
+		roundOver := time.Now().Add(chaosNodeTimeout)
+		settled := func() bool {
+			for i, ad := range all {
+				if nodeValue(t, ad, key) != ha.Token && (time.Now().Before(roundOver) || a.Nodes()[i].InFlight > 0) {
+					return false
+				}
+			}
+			return true
+		}
+		for end := time.Now().Add(5 * time.Second); !settled() && time.Now().Before(end); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		missing := 0
+		for _, ad := range all {
+			if nodeValue(t, ad, key) != ha.Token {
+				missing++
+			}
+		}
+		if missing == 0 || try == 3 {
+			break
+		}
+		t.Logf("A's key is missing on %d of %d masters after its acquire's calls ended: A takes it again", missing, len(all))
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		_ = ha.release(rctx)
+		rcancel()
+	}
+	for _, ad := range all {
+		require.Equal(t, ha.Token, nodeValue(t, ad, key), "every master should hold A's key (%s)", ad)
+	}
 
 	require.NoError(t, master.Kill())
 	require.NoError(t, replica.Reconnect())
