@@ -131,7 +131,7 @@ var nemLineKinds = []struct {
 	kinds []string
 }{
 	{"blackhole", []string{"blackhole"}},
-	{"delay", []string{"delay", "far"}}, // the link slow, for a moment or as a node far away
+	{"delay", []string{"delay", "far"}},                                   // the link slow, for a moment or as a node far away
 	{"drop", []string{"drop-replies", "hold", "resend", "hold-handover"}}, // the reply does not come back in time
 	{"stop", []string{"stop", "stop-long"}},
 	{"kill", []string{"crash", "kill"}}, // a node's or a worker process's SIGKILL
