@@ -278,3 +278,53 @@ func TestNetworkTTLTooShort(t *testing.T) {
 	}
 	require.NoError(t, l.Release(ctx))
 }
+
+// A renewal retried after a failed one waits longer for each node than
+// its learned deadline, so that a node whose latency jumped is reached;
+// but no longer than a backed-off deadline's second: each write carries
+// its deadline, and a Release after it leaves a refusal on the nodes until
+// then. Waiting the TTL's whole budget (half the validity, 4.9 s for a
+// 10 s TTL) left refusals living seconds after the Release: a fresh
+// clone's nemesis found one past its 2 s bound.
+func TestRetriedRenewalRefusalsShort(t *testing.T) {
+	bed := testbed.Start(t, 3)
+	c, err := redlock.New(bed.Clients(nil), redlock.WithRenewInterval(100*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, c.Warm(ctx))
+	l, err := c.Acquire(ctx, "retried-renewal", 10*time.Second)
+	require.NoError(t, err)
+	kctx := l.KeepAlive(ctx)
+	// Two of three nodes silent: the next renewal fails, and the retries
+	// write to them under the retry's longer deadline.
+	bed.Proxies[0].SetBlackhole(true)
+	bed.Proxies[1].SetBlackhole(true)
+	time.Sleep(1500 * time.Millisecond)
+	bed.Proxies[0].SetBlackhole(false)
+	bed.Proxies[1].SetBlackhole(false)
+	// A renewal confirmed by all three again: then the Release.
+	until := l.Until()
+	require.Eventually(t, func() bool { return l.Until().After(until) }, 10*time.Second, 10*time.Millisecond, "no renewal after the heal")
+	require.NoError(t, kctx.Err())
+	require.NoError(t, l.Release(ctx))
+	refusals := 0
+	for i, d := range bed.Direct {
+		keys, err := d.Keys(ctx, "retried-renewal*:redlock:late:*").Result()
+		require.NoError(t, err)
+		refusals += len(keys)
+		for _, k := range keys {
+			ttl, err := d.PTTL(ctx, k).Result()
+			require.NoError(t, err)
+			require.LessOrEqual(t, ttl, 1500*time.Millisecond, "node %d: refusal %s lives %v after the Release", i, k, ttl)
+		}
+	}
+	// The retry's writes may still land when the Release runs: it leaves
+	// refusals, whose life is what is judged.
+	require.NotZero(t, refusals, "the Release left no refusal")
+}

@@ -95,10 +95,13 @@ func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, tt
 	waits := c.cfg.waits(ttl)
 	if ctx.Value(renewRetryKey{}) != nil && waits.Fixed == 0 {
 		// A renewal that failed is retried waiting for each node the
-		// TTL's budget (within the lease's deadline): a deadline learned
-		// before the node's latency jumped failed it, and the lock is at
-		// stake, where a quorum's reply is awaited only as long as it takes.
-		waits.Floor = waits.Cap
+		// TTL's budget up to renewRetryWait (within the lease's deadline):
+		// a deadline learned before the node's latency jumped failed it,
+		// and the lock is at stake, where a quorum's reply is awaited only
+		// as long as it takes. Not the whole budget: each write carries
+		// its deadline, and a Release after it leaves a refusal on the
+		// nodes until then, seconds for a long TTL.
+		waits.Floor = max(waits.Floor, min(waits.Cap, renewRetryWait))
 	}
 	op := l.kind.extendOp(l, v, ttl.Milliseconds(), l.Fence(), c.fenceHorizon(l))
 	t, err := c.nodes.SendAndCount(ctx, l.seq, engine.WriteRound(op, waits, ttl))
