@@ -83,9 +83,10 @@ func (c *Client) Inspect(ctx context.Context, key string) (KeyState, error) {
 		return KeyState{}, fmt.Errorf("inspect of %q: %w", showKey(key), err)
 	}
 	defer c.nodes.Life.EndCall()
-	// At least inspectTimeout (a cold connection's dial), longer for a
-	// node whose learned latency needs it.
-	timeout := c.nodes.MaxWait(engine.Waits{Fixed: c.cfg.nodeTimeoutFixed, Floor: inspectTimeout, Cap: inspectTimeoutMax})
+	timeout := inspectTimeout
+	if c.cfg.nodeTimeoutFixed > 0 {
+		timeout = c.cfg.nodeTimeoutFixed
+	}
 	if err := c.nodes.CheckServers(timeout); err != nil {
 		return KeyState{}, fmt.Errorf("inspect of %q: %w", showKey(key), err)
 	}
@@ -152,7 +153,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	defer c.nodes.Life.EndCall()
 	start := time.Now()
-	reads := c.readKey(ctx, l.key, c.nodeTimeout(ttl))
+	reads := c.readKey(ctx, l.key, c.cfg.nodeTimeout(ttl))
 	var t engine.Tally
 	t.Init(len(reads), c.nodes.Quorum)
 	var left []time.Duration

@@ -327,10 +327,6 @@ func (ls *lease) fire() {
 	ls.l.client.renewals.Do(ls)
 }
 
-// renewRetryKey marks the context of a renewal retried after a failed
-// one: its round waits for each node the TTL's budget (extendOnNodes).
-type renewRetryKey struct{}
-
 // renew runs one renewal that fire found due, and schedules what comes
 // next.
 func (ls *lease) renew() {
@@ -343,11 +339,7 @@ func (ls *lease) renew() {
 	deadline := ls.deadline()
 	_, ttl := ls.window()
 	values := ls.values
-	var ctx context.Context = values
-	if ls.failed > 0 {
-		ctx = context.WithValue(ctx, renewRetryKey{}, true)
-	}
-	ctx, cancel := context.WithDeadline(ctx, deadline)
+	ctx, cancel := context.WithDeadline(values, deadline)
 	ls.stopRun = cancel
 	ls.mu.Unlock()
 

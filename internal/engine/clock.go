@@ -205,9 +205,7 @@ func (n *node) readClock(ctx context.Context, rate float64) error {
 		n.clock.failed.Store(&errBox{err})
 		return err
 	}
-	got := time.Now()
-	n.rtt.observe(sent, got)
-	n.clock.note(t.UnixMicro(), sent, got, rate, false)
+	n.clock.note(t.UnixMicro(), sent, time.Now(), rate, false)
 	return nil
 }
 
