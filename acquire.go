@@ -196,7 +196,7 @@ func (cn *contender) waitNext(ctx context.Context, err error, wait time.Duration
 		// before the subscription took effect is not missed.
 		cn.subscribed = true
 		if ready := c.waits.Subscribe(key); ready != nil {
-			timer := time.NewTimer(c.cfg.nodeTimeout(cn.ttl))
+			timer := time.NewTimer(c.nodeTimeout(cn.ttl))
 			werr := c.waitFor(ctx, ready, timer.C)
 			timer.Stop()
 			if werr != nil {

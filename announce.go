@@ -34,7 +34,7 @@ const (
 // renews the entry until Stop. ttl is the TTL l asks for, which sets the
 // node deadline of its renewals.
 func (c *Client) announce(ctx context.Context, l *Lock, what string, ttl time.Duration) *waiting.Announcer {
-	wait := c.cfg.nodeTimeout(ttl)
+	wait := c.nodeTimeout(ttl)
 	life := c.cfg.announceLife(wait)
 	return waiting.Announce(ctx, c.nodes, func(what string, end bool) engine.Op {
 		return announceOp(l, what, life.Milliseconds(), end)

@@ -5,6 +5,8 @@ package redlock
 // defaults. The second is fixed.
 
 import (
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/engine"
@@ -18,14 +20,26 @@ const (
 	// DefaultDriftConst is added to the drift for Redis's expiry precision.
 	DefaultDriftConst = 2 * time.Millisecond
 
-	// DefaultNodeTimeoutDivisor derives the per-node deadline from the TTL:
-	// ttl/200, 50ms for a 10s TTL, clamped to
-	// [DefaultNodeTimeoutMin, DefaultNodeTimeoutMax].
+	// Each node's deadline is learned from its latency (its round trip's
+	// smoothed value and variation, as TCP sets its retransmission
+	// timeout; docs/algorithm.md), within a floor and the TTL's budget.
+	// The floor is ttl/DefaultNodeTimeoutDivisor, 50ms for a 10s TTL,
+	// clamped to [DefaultNodeTimeoutMin, DefaultNodeTimeoutMax]: a near
+	// node's deadline, as tight as on a LAN.
 	DefaultNodeTimeoutDivisor = 200
-	// DefaultNodeTimeoutMin is the shortest derived per-node deadline.
+	// DefaultNodeTimeoutMin is the lowest floor of a per-node deadline.
 	DefaultNodeTimeoutMin = 10 * time.Millisecond
-	// DefaultNodeTimeoutMax is the longest derived per-node deadline.
+	// DefaultNodeTimeoutMax is the highest floor of a per-node deadline: a
+	// node that answers slower gets a longer one, up to the TTL's budget
+	// (DefaultNodeBudgetOf).
 	DefaultNodeTimeoutMax = 50 * time.Millisecond
+	// DefaultNodeBudgetOf caps a per-node deadline at the validity the TTL
+	// leaves (ttl less the drift allowance) divided by it, and never below
+	// the floor: a node waited for that long leaves half the validity. A
+	// node not heard from yet gets that cap (its first contact's deadline:
+	// three round trips; a node 150ms away is waited for with a TTL of 1s
+	// or more).
+	DefaultNodeBudgetOf = 2
 
 	// DefaultCleanupTimeout bounds each node's delete (a rollback, a
 	// release), which goes on after the caller has moved on, and how long
@@ -69,10 +83,21 @@ const (
 	// minDuration is the shortest fence horizon and restart guard New takes.
 	minDuration = time.Millisecond
 
-	// inspectTimeout bounds each node's read for Inspect when
-	// WithNodeTimeout does not: nothing is written, so it can afford a cold
-	// connection's dial.
+	// renewRetryWait is the longest a renewal retried after a failed one
+	// waits for each node at the least, the TTL's budget permitting: as
+	// far as a learned deadline's backoff reaches (a second), so that a
+	// node whose latency jumped is reached, and the refusals a Release
+	// leaves for the retry's writes live no longer than a backed-off
+	// deadline's.
+	renewRetryWait = time.Second
+
+	// inspectTimeout is the least that each node's read for Inspect is
+	// waited for when WithNodeTimeout does not fix it: nothing is written,
+	// so it can afford a cold connection's dial.
 	inspectTimeout = time.Second
+	// inspectTimeoutMax bounds it for a far node, whose learned deadline
+	// (docs/algorithm.md) may be longer.
+	inspectTimeoutMax = 10 * time.Second
 
 	// holderTTLSlack is how long after the holder's remaining TTL, as a
 	// refusing node reported it, a waiting Acquire tries again at the latest.
@@ -179,15 +204,92 @@ func (c *timing) validUntil(start time.Time, ttl time.Duration) time.Time {
 	return start.Add(ttl - c.drift(ttl))
 }
 
-// nodeTimeout is how long one operation waits for one node. A dead or stalled
-// node costs at most this much: it must be small next to the TTL, so that
-// most of the TTL is left as validity.
-func (c *timing) nodeTimeout(ttl time.Duration) time.Duration {
+// nodeFloor is the shortest per-node deadline for ttl: ttl/200 within
+// 10–50 ms, what keeps a near node's deadline tight.
+func (c *timing) nodeFloor(ttl time.Duration) time.Duration {
+	return min(max(ttl/DefaultNodeTimeoutDivisor, DefaultNodeTimeoutMin), DefaultNodeTimeoutMax)
+}
+
+// nodeBudget is the longest per-node deadline for ttl: half the validity
+// the TTL leaves once the drift is taken off, and never below the floor. A
+// node waited for that long leaves half the validity; a node not heard
+// from yet is waited for that long.
+func (c *timing) nodeBudget(ttl time.Duration) time.Duration {
+	return max(c.nodeFloor(ttl), (ttl-c.drift(ttl))/DefaultNodeBudgetOf)
+}
+
+// waits is how long each node is waited for under ttl: WithNodeTimeout's,
+// or each node's learned deadline within [nodeFloor, nodeBudget]
+// (engine.Waits).
+func (c *timing) waits(ttl time.Duration) engine.Waits {
 	if c.nodeTimeoutFixed > 0 {
-		return c.nodeTimeoutFixed
+		return engine.Waits{Fixed: c.nodeTimeoutFixed}
 	}
-	d := ttl / DefaultNodeTimeoutDivisor
-	return min(max(d, DefaultNodeTimeoutMin), DefaultNodeTimeoutMax)
+	return engine.Waits{Floor: c.nodeFloor(ttl), Cap: c.nodeBudget(ttl)}
+}
+
+// nodeTimeout is how long one operation that needs every node waits for
+// them: the longest of their deadlines (waits). A dead or stalled node
+// costs at most its own deadline where a quorum of others answers; it is
+// small next to the TTL, so that most of the TTL is left as validity.
+func (c *Client) nodeTimeout(ttl time.Duration) time.Duration {
+	return c.nodes.MaxWait(c.cfg.waits(ttl))
+}
+
+// checkLatency refuses ttl when the nodes' latency, as last learned,
+// leaves it no validity: fewer than a quorum of nodes answer, as they
+// usually do, within the TTL less the drift allowance. The error matches
+// ErrNotAcquired, not ErrInvalidArgument: the TTL is valid, the network is
+// what it is too slow for, and may not be for long (a node that was far or
+// stalled a minute ago). It names the latency, the TTL, the shortest TTL
+// that works and WithNodeTimeout. The slow nodes are asked for their clock
+// in the background, whose reply is a sample of their latency: nothing of
+// the refused attempt is sent, and the estimate must still come down once
+// the network does, for a later attempt to find out. A node not heard from
+// yet counts as fitting. It costs one atomic load per node.
+func (c *Client) checkLatency(ttl time.Duration) error {
+	budget := ttl - c.cfg.drift(ttl)
+	n := c.nodes.Len()
+	slow := 0
+	for i := range n {
+		if srtt, _, ok := c.nodes.Latency(i); ok && srtt >= budget {
+			slow++
+		}
+	}
+	if slow <= n-c.nodes.Quorum {
+		return nil
+	}
+	// The quorum-th shortest latency: what the fastest quorum answers in.
+	lat := make([]time.Duration, n)
+	for i := range n {
+		lat[i], _, _ = c.nodes.Latency(i)
+		if lat[i] >= budget {
+			c.nodes.Probe(i)
+		}
+	}
+	slices.Sort(lat)
+	q := lat[c.nodes.Quorum-1]
+	return &latencyError{ttl: ttl, quorum: c.nodes.Quorum, n: n, lat: q, budget: budget}
+}
+
+// latencyError is a TTL refused because the nodes' latency, as learned,
+// leaves it no validity (checkLatency).
+type latencyError struct {
+	ttl, lat, budget time.Duration
+	quorum, n        int
+}
+
+func (e *latencyError) Error() string {
+	return fmt.Sprintf("ttl %v is too short for the nodes' latency: a quorum of them (%d of %d) answers in %v at best, "+
+		"past the %v of validity the TTL leaves once the drift allowance is taken off; use a TTL of at least %v "+
+		"(WithNodeTimeout sets how long each node is waited for, not how long its replies take)",
+		e.ttl, e.quorum, e.n, e.lat.Round(100*time.Microsecond), e.budget, minTTLFor(e.lat))
+}
+
+// minTTLFor is the shortest TTL, in whole milliseconds, that leaves a
+// quorum answering in lat half its validity: four times lat, rounded up.
+func minTTLFor(lat time.Duration) time.Duration {
+	return (4*lat + time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
 // announceLife is how long a waiting Lock's entry in a waiting room lives

@@ -320,7 +320,7 @@ func (e *Election) settle(ctx context.Context, l *Lock) bool {
 	op := engine.Op{Script: settleScript, Read: script.ReadFenceCommit, Refusals: l.late,
 		Keys: [engine.MaxKeys]string{e.key, script.LeadersKey(e.key)}, NKeys: 2,
 		Args: [engine.MaxArgs]any{l.vals.Any().Prefix, strconv.FormatUint(l.Fence(), 10), c.cfg.horizonArg}, NArgs: 3}
-	t, err := c.nodes.SendAndCount(context.WithoutCancel(ctx), l.seq, engine.WriteRound(op, c.cfg.nodeTimeout(e.ttl), e.ttl))
+	t, err := c.nodes.SendAndCount(context.WithoutCancel(ctx), l.seq, engine.WriteRound(op, c.cfg.waits(e.ttl), e.ttl))
 	return err == nil && t.Confirmed > 0
 }
 

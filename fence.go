@@ -21,7 +21,7 @@ import (
 // increase across holders. The nodes whose commit was not confirmed in time
 // (and whose acquire was not refused: our key may be there) get it again in
 // the background, so that lagging counters catch up.
-func (c *Client) commitFence(ctx context.Context, l *Lock, v script.Value, acq *engine.Tally, timeout, ttl time.Duration) (uint64, *engine.Tally, error) {
+func (c *Client) commitFence(ctx context.Context, l *Lock, v script.Value, acq *engine.Tally, waits engine.Waits, ttl time.Duration) (uint64, *engine.Tally, error) {
 	var highest int64
 	for _, r := range acq.Replies {
 		if r.Status == engine.OK {
@@ -30,7 +30,7 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, v script.Value, acq *
 	}
 	fence := script.FenceAbove(highest)
 	op := fenceCommitOp(l, v, fence, c.cfg.horizonArg)
-	t, err := c.nodes.SendAndCount(ctx, l.seq, engine.WriteRound(op, timeout, ttl))
+	t, err := c.nodes.SendAndCount(ctx, l.seq, engine.WriteRound(op, waits, ttl))
 	if err == nil && t.Reached() && t.Confirmed < len(t.Replies) {
 		late := t.Where(func(r engine.Reply) bool {
 			return r.Status == engine.Unknown && acq.Replies[r.Node].Status != engine.Refused

@@ -77,7 +77,7 @@ func (l *Lock) discard(c *Client) {
 	l.releasing = true
 	ttl := l.ttl
 	l.mu.Unlock()
-	t, _ := c.nodes.SendAndCount(context.Background(), l.seq, l.deleteAll(c.cfg.nodeTimeout(ttl), c.cfg.cleanupTimeout))
+	t, _ := c.nodes.SendAndCount(context.Background(), l.seq, l.deleteAll(c.nodeTimeout(ttl), c.cfg.cleanupTimeout))
 	if t.Reached() {
 		c.waits.Released(l.key)
 	}
@@ -114,7 +114,7 @@ func (c *Client) handOver(ctx context.Context, l *Lock, off *handOffer, settled 
 	}
 	start := c.cfg.clock.Now()
 	until := c.cfg.validUntil(start, off.ttl)
-	deadline := time.Now().Add(c.cfg.nodeTimeout(off.ttl))
+	deadline := time.Now().Add(c.nodeTimeout(off.ttl))
 	v := w.nextValue(off.ttl)
 	l.mu.Lock()
 	gone := l.gen

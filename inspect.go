@@ -83,10 +83,9 @@ func (c *Client) Inspect(ctx context.Context, key string) (KeyState, error) {
 		return KeyState{}, fmt.Errorf("inspect of %q: %w", showKey(key), err)
 	}
 	defer c.nodes.Life.EndCall()
-	timeout := inspectTimeout
-	if c.cfg.nodeTimeoutFixed > 0 {
-		timeout = c.cfg.nodeTimeoutFixed
-	}
+	// At least inspectTimeout (a cold connection's dial), longer for a
+	// node whose learned latency needs it.
+	timeout := c.nodes.MaxWait(engine.Waits{Fixed: c.cfg.nodeTimeoutFixed, Floor: inspectTimeout, Cap: inspectTimeoutMax})
 	if err := c.nodes.CheckServers(timeout); err != nil {
 		return KeyState{}, fmt.Errorf("inspect of %q: %w", showKey(key), err)
 	}
@@ -153,7 +152,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	defer c.nodes.Life.EndCall()
 	start := time.Now()
-	reads := c.readKey(ctx, l.key, c.cfg.nodeTimeout(ttl))
+	reads := c.readKey(ctx, l.key, c.nodeTimeout(ttl))
 	var t engine.Tally
 	t.Init(len(reads), c.nodes.Quorum)
 	var left []time.Duration

@@ -327,6 +327,10 @@ func (ls *lease) fire() {
 	ls.l.client.renewals.Do(ls)
 }
 
+// renewRetryKey marks the context of a renewal retried after a failed
+// one: its round waits for each node the TTL's budget (extendOnNodes).
+type renewRetryKey struct{}
+
 // renew runs one renewal that fire found due, and schedules what comes
 // next.
 func (ls *lease) renew() {
@@ -339,7 +343,11 @@ func (ls *lease) renew() {
 	deadline := ls.deadline()
 	_, ttl := ls.window()
 	values := ls.values
-	ctx, cancel := context.WithDeadline(values, deadline)
+	var ctx context.Context = values
+	if ls.failed > 0 {
+		ctx = context.WithValue(ctx, renewRetryKey{}, true)
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	ls.stopRun = cancel
 	ls.mu.Unlock()
 

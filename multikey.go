@@ -178,7 +178,7 @@ func (c *Client) acquireWatching(ctx context.Context, l *Lock, ttl time.Duration
 			// missed.
 			var ready []<-chan struct{}
 			wt, ready = c.waits.Watch(keys)
-			werr = c.waitAll(ctx, ready, c.cfg.nodeTimeout(ttl))
+			werr = c.waitAll(ctx, ready, c.nodeTimeout(ttl))
 		} else {
 			timer := time.NewTimer(untilHolderExpires(err, wait))
 			werr = c.waitFor(ctx, wt.Wake, timer.C)

@@ -103,7 +103,9 @@ func nemDefaultWorkers() int {
 }
 
 // nemKinds are the faults of the guarded run, each once per seeded round:
-// on a node's proxy, blackhole, delay, drop-replies, hold (the next
+// on a node's proxy, blackhole, delay, far (the node moves 20 to 80 ms
+// away, with a tenth of that in jitter, for 3 to 8 s, then back: the
+// learned deadlines must follow it both ways), drop-replies, hold (the next
 // command held until the fault heals) and resend (the same, with the
 // client's connection reset under it, so that go-redis sends the command
 // again while the held copy lands at the heal) and hold-handover (the next
@@ -115,7 +117,7 @@ func nemDefaultWorkers() int {
 // guard it may) and flushall; on a worker process, pause (SIGSTOP past the
 // longest TTL, then SIGCONT) and kill (SIGKILL, a new process with new
 // workers in its place).
-var nemKinds = []string{"blackhole", "delay", "drop-replies", "hold", "resend", "hold-handover", "stop", "stop-long", "crash", "restart-empty", "flushall", "clock", "pause", "kill"}
+var nemKinds = []string{"blackhole", "delay", "far", "drop-replies", "hold", "resend", "hold-handover", "stop", "stop-long", "crash", "restart-empty", "flushall", "clock", "pause", "kill"}
 
 // nemEvery lists the kinds that come in one round of so many only: a
 // paused process's workers stand still for seconds, and a new process
@@ -129,7 +131,7 @@ var nemLineKinds = []struct {
 	kinds []string
 }{
 	{"blackhole", []string{"blackhole"}},
-	{"delay", []string{"delay"}},
+	{"delay", []string{"delay", "far"}},                                   // the link slow, for a moment or as a node far away
 	{"drop", []string{"drop-replies", "hold", "resend", "hold-handover"}}, // the reply does not come back in time
 	{"stop", []string{"stop", "stop-long"}},
 	{"kill", []string{"crash", "kill"}}, // a node's or a worker process's SIGKILL
@@ -1183,8 +1185,13 @@ func (run *nemRun) nemesis(t *testing.T, stop <-chan struct{}, d time.Duration) 
 		from := nemNow()
 		if run.inject(t, r, i, kind) {
 			lasts := randDur(r, run.down[0], run.down[1])
-			if kind == "stop-long" {
+			switch kind {
+			case "stop-long":
 				lasts = randDur(r, 2500*time.Millisecond, 6*time.Second)
+			case "far":
+				// Long enough for the deadlines to learn the distance,
+				// and for renewals to run at it.
+				lasts = randDur(r, 3*time.Second, 8*time.Second)
 			}
 			on[i] = active{kind, time.Now().Add(lasts), run.downFrom(i, from)}
 		} else if kind == "flushall" {
@@ -1256,6 +1263,10 @@ func (run *nemRun) inject(t *testing.T, r *rand.Rand, i int, kind string) bool {
 		p.SetBlackhole(true)
 	case "delay":
 		p.SetDelay(randDur(r, time.Millisecond, 300*time.Millisecond))
+	case "far":
+		d := randDur(r, 20*time.Millisecond, 80*time.Millisecond)
+		p.SetDelay(d)
+		p.SetJitter(d / 10)
 	case "drop-replies":
 		p.SetDropReplies(true)
 	case "hold":
@@ -1300,6 +1311,9 @@ func (run *nemRun) heal(t *testing.T, i int, kind string) {
 		p.SetBlackhole(false)
 	case "delay":
 		p.SetDelay(0)
+	case "far":
+		p.SetDelay(0)
+		p.SetJitter(0)
 	case "drop-replies":
 		p.SetDropReplies(false)
 	case "hold", "hold-handover":

@@ -24,6 +24,11 @@ type NodeStatus struct {
 	// answered after their deadline; 0 means the last call was on time.
 	ConsecutiveFailures int
 	LastError           error // the latest failure, nil if none yet
+	// Latency is the node's usual round trip as learned from its replies
+	// (smoothed, as TCP's SRTT), and LatencyVar its variation; both 0
+	// before its first reply. They give the node's deadline
+	// (docs/algorithm.md, NodeTimeout).
+	Latency, LatencyVar time.Duration
 }
 
 // Nodes reports each node's health as this Client has seen it.
@@ -33,6 +38,7 @@ func (c *Client) Nodes() []NodeStatus {
 		h := c.nodes.Health(i)
 		out[i] = NodeStatus{Index: i, Addr: h.Addr, InFlight: h.InFlight, PendingCleanups: h.PendingCleanups,
 			ConsecutiveFailures: h.ConsecutiveFailures, LastError: h.LastError}
+		out[i].Latency, out[i].LatencyVar, _ = c.nodes.Latency(i)
 	}
 	return out
 }
@@ -47,4 +53,20 @@ func (n nodeObserver) NodeError(ctx context.Context, op *engine.Op, node int, ad
 
 func (n nodeObserver) CleanupRetry(ctx context.Context, key string, node int, addr string, try int, wait time.Duration) {
 	n.o.cleanupRetry(ctx, key, node, addr, try, wait)
+}
+
+// NodeTimeouts is each node's deadline, by index, for a call of a lock
+// with ttl: WithNodeTimeout's when set, otherwise learned from the node's
+// latency (Latency, LatencyVar) within a floor and the TTL's budget
+// (docs/algorithm.md). A ttl that is not positive gives nil.
+func (c *Client) NodeTimeouts(ttl time.Duration) []time.Duration {
+	if ttl <= 0 {
+		return nil
+	}
+	w := c.cfg.waits(min(ttl, MaxTTL))
+	out := make([]time.Duration, c.nodes.Len())
+	for i := range out {
+		out[i] = c.nodes.Wait(i, w)
+	}
+	return out
 }

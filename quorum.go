@@ -27,8 +27,17 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 		start := time.Now()
 		defer func() { c.obs.attempt(ctx, l.key, n, start, err) }()
 	}
-	timeout := c.cfg.nodeTimeout(ttl)
-	if err := c.nodes.CheckServers(timeout); err != nil {
+	waits := c.cfg.waits(ttl)
+	// A first contact may take the TTL's budget (three round trips to a
+	// far node), but never past ctx's deadline.
+	first := c.nodes.MaxWait(waits)
+	if dl, ok := ctx.Deadline(); ok {
+		first = max(min(first, time.Until(dl)), 0)
+	}
+	if err := c.nodes.CheckServers(first); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
+	}
+	if err := c.checkLatency(ttl); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, showKey(l.key), err)
 	}
 	start := c.cfg.clock.Now()
@@ -39,14 +48,14 @@ func (c *Client) attempt(ctx context.Context, l *Lock, ttl time.Duration, ttlArg
 	if c.cfg.restartGuard > 0 {
 		op = guarded(op, c.cfg.guardArg)
 	}
-	spec := engine.WriteRound(op, timeout, ttl)
+	spec := engine.WriteRound(op, waits, ttl)
 	spec.HearAll = l.vals.TakesOver()
 	spec.ByVal = l.kind.byVal()
 	t, err := c.nodes.SendAndCount(ctx, l.seq, spec)
 	acq := t
 	var fence uint64
 	if err == nil && t.Reached() && l.fenced() && l.kind.fences() {
-		fence, t, err = c.commitFence(ctx, l, v, t, timeout, ttl)
+		fence, t, err = c.commitFence(ctx, l, v, t, waits, ttl)
 	}
 	quorum := err == nil && t.Reached()
 	now := c.cfg.clock.Now()
@@ -97,7 +106,7 @@ func (c *Client) dropChains(ctx context.Context, l *Lock, v script.Value, ttl ti
 	}
 	only := acq.Where(func(r engine.Reply) bool { return r.Chained })
 	c.nodes.Launch(ctx, l.seq, engine.Spec{Effect: engine.Write, Op: l.kind.extendOp(l, v, ttl.Milliseconds(), 0, nil),
-		Wait: c.cfg.nodeTimeout(ttl), TTL: ttl, Only: only})
+		Nodes: c.cfg.waits(ttl), TTL: ttl, Only: only})
 }
 
 // withCause adds a context's error to a failed attempt's error, unless the

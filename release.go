@@ -92,9 +92,19 @@ func (l *Lock) extendable(start time.Time) error {
 func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, ttl time.Duration) error {
 	v := l.nextValue(ttl)
 	newUntil := c.cfg.validUntil(start, ttl)
-	timeout := c.cfg.nodeTimeout(ttl)
+	waits := c.cfg.waits(ttl)
+	if ctx.Value(renewRetryKey{}) != nil && waits.Fixed == 0 {
+		// A renewal that failed is retried waiting for each node the
+		// TTL's budget up to renewRetryWait (within the lease's deadline):
+		// a deadline learned before the node's latency jumped failed it,
+		// and the lock is at stake, where a quorum's reply is awaited only
+		// as long as it takes. Not the whole budget: each write carries
+		// its deadline, and a Release after it leaves a refusal on the
+		// nodes until then, seconds for a long TTL.
+		waits.Floor = max(waits.Floor, min(waits.Cap, renewRetryWait))
+	}
 	op := l.kind.extendOp(l, v, ttl.Milliseconds(), l.Fence(), c.fenceHorizon(l))
-	t, err := c.nodes.SendAndCount(ctx, l.seq, engine.WriteRound(op, timeout, ttl))
+	t, err := c.nodes.SendAndCount(ctx, l.seq, engine.WriteRound(op, waits, ttl))
 	ok := err == nil && t.Reached() && c.cfg.clock.Now().Before(newUntil)
 
 	l.mu.Lock()
@@ -107,7 +117,7 @@ func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, tt
 		// restored by a later Extend that reads its answer.
 		absent := t.Where(func(r engine.Reply) bool { return errors.Is(r.Err, ErrKeyAbsent) })
 		c.nodes.Launch(ctx, l.seq, engine.Spec{Effect: engine.Write, Op: l.kind.restoreOp(l, v, ttl.Milliseconds()),
-			Wait: timeout, TTL: ttl, Only: absent})
+			Nodes: waits, TTL: ttl, Only: absent})
 		return nil
 	}
 	if newUntil.Before(l.until) {
@@ -195,7 +205,7 @@ func (l *Lock) release(ctx context.Context, c *Client, ttl time.Duration, held b
 	start := time.Now()
 	rr := &l.rel // in the Lock's own allocation: only the first Release runs
 	rr.l, rr.gone = l, gone
-	spec := l.deleteAll(c.cfg.nodeTimeout(ttl), c.cfg.cleanupTimeout)
+	spec := l.deleteAll(c.nodeTimeout(ttl), c.cfg.cleanupTimeout)
 	spec.Note = rr.note
 	rr.t, _ = c.nodes.SendAndCount(ctx, l.seq, spec)
 	if !rr.decided() {

@@ -81,7 +81,7 @@ func (sharedKind) handsOver() bool { return false }
 // refused, for as long as its announcements last; it goes first once it
 // waited through a writer's turn (ErrHeldByOther: entitledBy).
 func (sharedKind) waitAs(c *Client, l *Lock, ttl time.Duration) string {
-	l.roomArg = c.cfg.announceLife(c.cfg.nodeTimeout(ttl)).Milliseconds()
+	l.roomArg = c.cfg.announceLife(c.nodeTimeout(ttl)).Milliseconds()
 	return waitsShared
 }
 

@@ -13,7 +13,33 @@ cd "$(dirname "$0")"
 
 export REDLOCK_REQUIRE_DOCKER="${REDLOCK_REQUIRE_DOCKER:-1}"
 scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+
+# Each stage opens with "== name" and closes with "-- name: N s", and the run
+# ends with its total, so that a log shows where the time went; a failing
+# stage ends the run (set -e) and the exit names it.
+suite_start=$SECONDS
+stage_name=""
+stage_start=$SECONDS
+stage_done() {
+  if [ -n "$stage_name" ]; then
+    echo "-- $stage_name: $((SECONDS - stage_start)) s"
+  fi
+  stage_name=""
+}
+stage() {
+  stage_done
+  stage_name=$1
+  stage_start=$SECONDS
+  echo "== $1"
+}
+on_exit() {
+  local rc=$?
+  if [ "$rc" != 0 ]; then
+    echo "test.sh: FAILED (exit $rc) in stage: ${stage_name:-setup}, after $((SECONDS - suite_start)) s" >&2
+  fi
+  rm -rf "$scratch"
+}
+trap on_exit EXIT
 if [ "$REDLOCK_REQUIRE_DOCKER" != 1 ]; then
   export REDLOCK_SKIPPED_LOG="$scratch/skipped"
   : >"$REDLOCK_SKIPPED_LOG"
@@ -37,7 +63,7 @@ fi
 # The repository carries sources, not builds: no tracked file is an
 # executable binary (git's own test of binary, NUL bytes, with the exec bit
 # or an executable's magic number) or over 1 MB.
-echo "== tracked files: no executable binary, none over 1 MB"
+stage "tracked files: no executable binary, none over 1 MB"
 # Sizes and the text files are read in one process each, not one a file
 # (hundreds of processes take a loaded machine most of a minute).
 big=()
@@ -72,7 +98,7 @@ modules=(. compare cmd/redlock otel internal/wasirun)
 
 staticcheck="honnef.co/go/tools/cmd/staticcheck@v0.8.2"
 for mod in "${modules[@]}"; do
-  echo "== $mod: gofmt, vet, staticcheck"
+  stage "$mod: gofmt, vet, staticcheck"
   unformatted=$(cd "$mod" && gofmt -l .)
   if [ -n "$unformatted" ]; then
     echo "gofmt would change:"; echo "$unformatted"; exit 1
@@ -83,7 +109,7 @@ done
 # A user's module sees the library's go.mod without its replace directives,
 # so the library must resolve without any; and a user's plain go mod tidy
 # must succeed and keep the user's go line.
-echo "== a module that imports the library"
+stage "a module that imports the library"
 if grep -Eq '^[[:space:]]*replace\b' go.mod; then
   echo "go.mod has a replace directive, which a user's build ignores"; exit 1
 fi
@@ -119,8 +145,9 @@ fi
 # One package at a time: the nodes, containers and tests share two cores.
 # The nemesis runs on its own with -v, so that a passing run shows what it
 # did (its summary and activity lines).
-echo "== tests"
+stage "tests: every package of the library's module"
 go test -race -count=1 -p 1 -timeout 30m -skip '^TestNemesis$|^TestSim$|^TestSimHandovers$|^TestSimControls$' ./...
+stage "tests: the nemesis"
 go test -race -count=1 -timeout 25m -run '^TestNemesis$' -v .
 
 # The simulator (docs/testing.md): its fixed seeds and a fresh one,
@@ -131,25 +158,32 @@ go test -race -count=1 -timeout 25m -run '^TestNemesis$' -v .
 # seeds a simulated minute each in the run where Releases hand keys over
 # (TestSimHandovers), and two of the seeds for a minute each under -race, in
 # the test's own process (wasm has no race detector).
-echo "== simulator"
+stage "simulator: fixed seeds, a fresh one, controls"
 sim_dur="${REDLOCK_SIM_DUR:-2m}"
 go test -c -o "$scratch/sim.test" ./internal/sim
 (cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 30m -test.run '^TestSim$|^TestSimControls$' -test.v -sim.dur="$sim_dur" -sim.jobs=2)
+stage "simulator: handovers"
 (cd internal/sim && "$scratch/sim.test" -test.count=1 -test.timeout 30m -test.run '^TestSimHandovers$' -test.v -sim.dur=1m -sim.jobs=2)
+stage "simulator: two seeds under -race"
 go test -race -count=1 -timeout 15m -run '^TestSim$' ./internal/sim
 # cmd/redlock's tests include TestReleaseInstallsOffline, which builds the
 # command and a user's module from a module proxy on disk: minutes on a
 # loaded machine.
+stage "tests: cmd/redlock"
 (cd cmd/redlock && go test -race -count=1 -timeout 25m ./...)
+stage "tests: otel"
 (cd otel && go test -race -count=1 -timeout 10m ./...)
+stage "tests: compare"
 (cd compare && go test -count=1 -timeout 10m ./...)
+stage "tests: internal/wasirun"
 (cd internal/wasirun && go test -count=1 -timeout 10m ./...)
 
 # Each benchmark once, for the checks it makes (BenchmarkContention fails on
 # overlapping holders): 100 iterations, so that contention has holders to
 # overlap; the figures mean nothing at this size.
-echo "== benchmarks, once"
+stage "benchmarks, once: the library's module"
 go test -race -count=1 -p 1 -timeout 10m -run '^$' -bench . -benchtime 100x ./...
+stage "benchmarks, once: otel"
 (cd otel && go test -race -count=1 -timeout 10m -run '^$' -bench . -benchtime 100x ./...)
 
 if [ -n "${REDLOCK_SKIPPED_LOG:-}" ]; then
@@ -160,3 +194,6 @@ if [ -n "${REDLOCK_SKIPPED_LOG:-}" ]; then
     echo "test.sh: REDLOCK_REQUIRE_DOCKER=$REDLOCK_REQUIRE_DOCKER, but Docker answered: nothing was skipped"
   fi
 fi
+
+stage_done
+echo "== total: $((SECONDS - suite_start)) s"

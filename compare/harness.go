@@ -27,6 +27,7 @@ const (
 	contention              // many goroutines, one key
 	manyKeys                // many goroutines, a key each
 	multiProc               // several processes of several goroutines, one key
+	network                 // one goroutine, Acquire+Release in a loop, every node behind a link with latency
 )
 
 // scenario is one configuration that every eligible contender runs, in
@@ -44,6 +45,28 @@ type scenario struct {
 	fault func(*faultproxy.Proxy)
 	// faultTarget: redlock's row has the slow-node target (report.go).
 	faultTarget bool
+	// links (network): each node's link, the time it adds to a round trip.
+	// Every node is reached through a proxy that delays each request by its
+	// link and a draw of up to a tenth more (linkJitter), from before the
+	// warm-up: the network the nodes are on, not a fault that strikes.
+	links []time.Duration
+}
+
+// linkJitter is the most a link adds to a request on top of its delay, a
+// uniform draw (faultproxy's SetJitter): a tenth, as a round trip across
+// zones or regions varies from one request to the next.
+func linkJitter(link time.Duration) time.Duration { return link / 10 }
+
+// slowestLink is the most any of s's links adds to a round trip, its jitter
+// included; 0 without links, or without a scenario (the libraries' tests).
+func (s *scenario) slowestLink() time.Duration {
+	var most time.Duration
+	if s != nil {
+		for _, d := range s.links {
+			most = max(most, d+linkJitter(d))
+		}
+	}
+	return most
 }
 
 func (s *scenario) runs(c contender) bool {
@@ -53,7 +76,7 @@ func (s *scenario) runs(c contender) bool {
 	if c.singleNode && s.nodes != 1 {
 		return false
 	}
-	if c.experiment && (s.kind == contention || s.kind == multiProc || s.slow > 0) {
+	if c.experiment && (s.kind == contention || s.kind == multiProc || s.slow > 0 || (s.kind == network && !c.correct)) {
 		return false
 	}
 	if c.allKeys > 0 && (s.kind != uncontended || s.slow > 0) {
@@ -86,13 +109,14 @@ const (
 	groupContention  = "contention"
 	groupManyKeys    = "manykeys"
 	groupMultiProc   = "multiprocess"
+	groupNetwork     = "network"
 )
 
 func defaultConfig() config {
 	return config{
 		nodes:      []int{1, 3, 5, 7},
 		keyWorkers: []int{1, 16, 64, 256},
-		kinds:      []string{groupUncontended, groupFaults, groupContention, groupMultiProc, groupManyKeys},
+		kinds:      []string{groupUncontended, groupFaults, groupNetwork, groupContention, groupMultiProc, groupManyKeys},
 		rounds:     20,
 		ops:        100,
 		roundTime:  200 * time.Millisecond,
@@ -121,6 +145,26 @@ func (cfg *config) scenarios() []*scenario {
 				&scenario{name: "N=5, 2 nodes +20ms", kind: uncontended, nodes: 5, slow: 2, fault: setDelay},
 				&scenario{name: "N=5, 1 node blackholed", kind: uncontended, nodes: 5, slow: 1, fault: blackhole, faultTarget: true},
 			)
+		case groupNetwork:
+			// Masters in the client's zone (1 ms), in another region (10
+			// ms), across a continent (60 ms), and five spread over them:
+			// two in the client's region, one in a neighbouring region and
+			// two far away, whose quorum of three waits for the 10 ms one.
+			for _, nw := range []struct {
+				name string
+				ms   []int
+			}{
+				{"N=3, +1ms", []int{1, 1, 1}},
+				{"N=3, +10ms", []int{10, 10, 10}},
+				{"N=3, +60ms", []int{60, 60, 60}},
+				{"N=5, +1/1/10/60/60ms", []int{1, 1, 10, 60, 60}},
+			} {
+				links := make([]time.Duration, len(nw.ms))
+				for i, ms := range nw.ms {
+					links[i] = time.Duration(ms) * time.Millisecond
+				}
+				out = append(out, &scenario{name: nw.name, kind: network, nodes: len(links), links: links})
+			}
 		case groupContention:
 			for _, n := range []int{1, 5} {
 				for _, g := range []int{16, 64} {
@@ -273,6 +317,12 @@ const (
 	allocBatches = 3
 )
 
+// warmupTime bounds a contender's warm-up, however few of its cfg.warmup
+// operations it has run: near nodes take them in milliseconds, while over
+// 60 ms links each takes two round trips of it, and a library whose
+// defaults fail there may take seconds a try.
+const warmupTime = 2 * time.Second
+
 // keyRing is long enough that a key is used again only seconds after its
 // release, when any part of it left to the background is long done.
 const keyRing = 1 << 14
@@ -282,13 +332,17 @@ func runScenario(ctx context.Context, cfg config, servers []*redistest.Server, s
 	var proxies []*faultproxy.Proxy
 	for i := range addrs {
 		addrs[i] = servers[i].Addr()
-		if i < sc.slow {
+		if i < sc.slow || i < len(sc.links) {
 			p, err := faultproxy.New(addrs[i])
 			if err != nil {
 				return nil, err
 			}
 			proxies = append(proxies, p)
 			addrs[i] = p.Addr()
+			if i < len(sc.links) {
+				p.SetDelay(sc.links[i])
+				p.SetJitter(linkJitter(sc.links[i]))
+			}
 		}
 	}
 	var entrants []*entrant
@@ -339,49 +393,65 @@ func runScenario(ctx context.Context, cfg config, servers []*redistest.Server, s
 		res.samples = append(res.samples, e.s)
 	}
 
-	// Warm up: connections made, scripts cached, code paths hot.
+	// Warm up: connections made, scripts cached, code paths hot, and the
+	// links' latency learned by the libraries that learn it.
 	// A warm-up operation may fail on a loaded machine (a cold dial against a
-	// 50 ms deadline); only a contender that never succeeds is an error.
+	// 50 ms deadline); only a contender that never succeeds is an error, and
+	// on links it is a finding instead: its defaults do not reach nodes that
+	// far, which its row shows, and it is measured no further.
+	measured := make([]*entrant, 0, len(entrants))
 	for _, e := range entrants {
 		var firstErr error
-		good := 0
-		for range cfg.warmup {
+		good, tries := 0, 0
+		for begin := time.Now(); tries < cfg.warmup && time.Since(begin) < warmupTime; tries++ {
 			if err := e.once(ctx); err != nil {
 				firstErr = firstNonNil(firstErr, err)
 			} else {
 				good++
 			}
 		}
-		if good == 0 {
+		switch {
+		case good > 0:
+			measured = append(measured, e)
+		case sc.kind == network:
+			e.s.failures, e.s.firstErr = tries, fmt.Errorf("warm-up: %w", firstErr)
+			cfg.logf("  %-16s failed every warm-up operation: %v", e.c.name, firstErr)
+		default:
 			return nil, fmt.Errorf("%s: warm-up: %w", e.c.name, firstErr)
 		}
 	}
-	for _, p := range proxies {
-		sc.fault(p)
+	if sc.fault != nil {
+		for _, p := range proxies {
+			sc.fault(p)
+		}
 	}
 	runtime.GC()
 
-	if sc.kind == uncontended {
-		if err := interleave(ctx, cfg, entrants); err != nil {
+	if sc.kind == uncontended || sc.kind == network {
+		if err := interleave(ctx, cfg, measured); err != nil {
 			return nil, err
 		}
-		// Allocations are counted in a batch per contender afterwards: in the
-		// interleaved loop one contender's background work (late replies,
-		// deletes) would be counted against the next.
-		for _, e := range entrants {
+	}
+	// Allocations are counted in a batch per contender afterwards: in the
+	// interleaved loop one contender's background work (late replies,
+	// deletes) would be counted against the next. On links they are not:
+	// the network group measures latency, and batches over every link
+	// would take a minute more for figures the uncontended group has.
+	if sc.kind == uncontended {
+		for _, e := range measured {
 			if !e.s.stopped {
 				e.countAllocs(ctx, cfg, stats)
 			}
 		}
 	}
 	for round := range cfg.rounds {
-		if sc.kind == uncontended {
+		if sc.kind == uncontended || sc.kind == network {
 			break
 		}
 		// Rotate who goes first, so that no contender always follows the
 		// same neighbour or always meets the same phase of the machine's load.
-		for i := range entrants {
-			e := entrants[(round+i)%len(entrants)]
+		for i := range measured {
+			e := measured[(round+i)%len(measured)]
 			if e.spent >= cfg.budget {
 				e.s.stopped = true
 				continue

@@ -32,6 +32,10 @@ type contender struct {
 	// experiment: a minimal lock written here, without deadlines, to show
 	// what the commands themselves cost; healthy nodes, no contention.
 	experiment bool
+	// correct: an experiment that is a correct lock (min-setnx-del's DEL
+	// is not), which runs on the network group's links too, beside the
+	// libraries: the least a lock pays there.
+	correct bool
 	// allKeys: redlock's AcquireAll over this many keys, in the uncontended
 	// scenarios only, to price a Lock of several keys against Acquire.
 	allKeys int
@@ -92,9 +96,9 @@ func contenders() []contender {
 		{name: fmt.Sprintf(nameRedlockAll, 1), allKeys: 1, open: openRedlockAll(1)},
 		{name: fmt.Sprintf(nameRedlockAll, 8), allKeys: 8, open: openRedlockAll(8)},
 		{name: nameMinPlain, experiment: true, open: openMinimal(releaseDel)},
-		{name: nameMinScript, experiment: true, open: openMinimal(releaseScript)},
-		{name: nameMinScripts, experiment: true, open: openMinimal(acquireScriptReleaseScript)},
-		{name: nameMinDead, experiment: true, open: openMinimal(deadlines)},
+		{name: nameMinScript, experiment: true, correct: true, open: openMinimal(releaseScript)},
+		{name: nameMinScripts, experiment: true, correct: true, open: openMinimal(acquireScriptReleaseScript)},
+		{name: nameMinDead, experiment: true, correct: true, open: openMinimal(deadlines)},
 	}
 }
 
@@ -282,12 +286,15 @@ func (redislockLocker) close(context.Context) error { return nil }
 // ---- the floor: the least any Redlock implementation can do per
 // Acquire+Release: two parallel PING fan-outs (one for acquire, one for
 // release), each returning once a quorum has answered. The per-node deadline
-// and the background completion of late nodes mirror redlock's defaults.
+// and the background completion of late nodes mirror redlock's defaults; on
+// links the deadline is longer by the slowest link's round trip, as a lock
+// that knew its network would set it (at 50 ms, over 60 ms links, every
+// fan-out would fail).
 
 type floorLocker struct{ f *pingfloor.Floor }
 
-func openFloor(clients []*redis.Client, _ *scenario) (locker, error) {
-	return floorLocker{pingfloor.New(clients, floorTimeout)}, nil
+func openFloor(clients []*redis.Client, sc *scenario) (locker, error) {
+	return floorLocker{pingfloor.New(clients, floorTimeout+sc.slowestLink())}, nil
 }
 
 func (f floorLocker) lock(ctx context.Context, _ string) (any, error) {
@@ -388,6 +395,11 @@ type minimalLocker struct {
 	// skew is each node's clock less the harness's, in milliseconds, read
 	// once at open (deadlines only).
 	skew []int64
+	// window is how long after it is sent an acquire may still change a
+	// node (deadlines only): minDeadlineWindow, and on links longer by the
+	// slowest one's round trip, as floor-ctx's deadline is; at 50 ms an
+	// acquire over a 60 ms link would land past its deadline every time.
+	window time.Duration
 }
 
 type minimalLock struct {
@@ -396,17 +408,23 @@ type minimalLock struct {
 }
 
 func openMinimal(release minRelease) func([]*redis.Client, *scenario) (locker, error) {
-	return func(clients []*redis.Client, _ *scenario) (locker, error) {
-		m := &minimalLocker{nodes: clients, release: release}
+	return func(clients []*redis.Client, sc *scenario) (locker, error) {
+		m := &minimalLocker{nodes: clients, release: release, window: minDeadlineWindow + sc.slowestLink()}
 		if release == deadlines {
 			for _, c := range clients {
-				before := time.Now()
-				now, err := c.Time(context.Background()).Result()
-				if err != nil {
-					return nil, err
+				// Read twice, the second on a warm connection: the first
+				// pays its set-up, three round trips over a link.
+				var skew int64
+				for range 2 {
+					before := time.Now()
+					now, err := c.Time(context.Background()).Result()
+					if err != nil {
+						return nil, err
+					}
+					mid := before.Add(time.Since(before) / 2)
+					skew = now.UnixMilli() - mid.UnixMilli()
 				}
-				mid := before.Add(time.Since(before) / 2)
-				m.skew = append(m.skew, now.UnixMilli()-mid.UnixMilli())
+				m.skew = append(m.skew, skew)
 			}
 		}
 		return m, nil
@@ -445,7 +463,7 @@ func (m *minimalLocker) lock(ctx context.Context, key string) (any, error) {
 			return n == 1
 		}
 	case deadlines:
-		sent := time.Now().Add(minDeadlineWindow).UnixMilli()
+		sent := time.Now().Add(m.window).UnixMilli()
 		l.deadline = make([]int64, len(m.nodes))
 		for i := range m.nodes {
 			l.deadline[i] = sent + m.skew[i]

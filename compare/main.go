@@ -6,7 +6,8 @@
 //	go -C compare run . [-out results.md]
 //
 // It starts its own redis-server processes (redis-server must be installed)
-// and an in-process TCP proxy for the slow and silent nodes.
+// and an in-process TCP proxy for the slow and silent nodes and the links
+// with latency.
 package main
 
 import (
@@ -44,7 +45,7 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	nodes := fs.String("nodes", joinInts(cfg.nodes), "node counts of the uncontended scenarios")
 	keyWorkers := fs.String("manykeys-goroutines", joinInts(cfg.keyWorkers), "goroutine counts of the many-keys scenarios")
-	kinds := fs.String("scenarios", strings.Join(cfg.kinds, ","), "scenario groups: uncontended, faults, contention, multiprocess, manykeys")
+	kinds := fs.String("scenarios", strings.Join(cfg.kinds, ","), "scenario groups: uncontended, faults, network, contention, multiprocess, manykeys")
 	fs.IntVar(&cfg.rounds, "rounds", cfg.rounds, "interleaved rounds per scenario")
 	fs.IntVar(&cfg.ops, "ops", cfg.ops, "most uncontended operations per library and round")
 	fs.DurationVar(&cfg.roundTime, "round-time", cfg.roundTime, "most time per library and round, uncontended")
@@ -74,7 +75,7 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	cfg.kinds = strings.Split(*kinds, ",")
 	for _, k := range cfg.kinds {
 		switch k {
-		case groupUncontended, groupFaults, groupContention, groupMultiProc, groupManyKeys:
+		case groupUncontended, groupFaults, groupNetwork, groupContention, groupMultiProc, groupManyKeys:
 		default:
 			return fmt.Errorf("-scenarios: unknown group %q", k)
 		}

@@ -148,6 +148,7 @@ func report(w io.Writer, cfg config, results []*result, took time.Duration) {
 	fmt.Fprintf(w, "# redlock vs redsync vs redislock\n\n")
 	writeSetup(w, cfg, took)
 	writeUncontended(w, results)
+	writeNetwork(w, cfg, results)
 	writeContention(w, results)
 	writeMultiProc(w, results)
 	writeManyKeys(w, results)
@@ -268,6 +269,54 @@ func writeUncontended(w io.Writer, results []*result) {
 	fmt.Fprintf(w, "\nallocs/op counts every heap allocation in the process during a batch of one library's "+
 		"Acquire+Release run after the interleaved rounds, including its background goroutines and go-redis; "+
 		"the lowest of three batches.\n\n")
+	writeFailures(w, rows)
+}
+
+func writeNetwork(w io.Writer, cfg config, results []*result) {
+	rows := ofKind(results, network)
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "## Network: every node behind a link with latency\n\n")
+	fmt.Fprintf(w, "Uncontended Acquire+Release as above, but every node is reached through the in-process proxy, which "+
+		"delays each request by its link's latency and a uniform draw of up to a tenth more (jitter); replies are not "+
+		"delayed, so a round trip takes from the link's latency to 1.1 × it longer: `+10ms` is 10-11 ms a round trip. "+
+		"`+1/1/10/60/60ms` gives each of the five nodes its own link: two masters in the client's region, one in a "+
+		"neighbouring region, two across a continent. The links are in place before the warm-up (%d operations or "+
+		"%v per library), so that the libraries that learn a node's latency have learned it. Every library with its "+
+		"defaults: redlock learns each node's deadline; redsync gives each attempt %v (5%% of the TTL). The minimal correct "+
+		"locks run too. floor-bare has no deadline; floor-ctx's node deadline and min-deadline's window are "+
+		"%v plus the slowest link's round trip with its jitter, as a lock that knew its network would set them "+
+		"(at %v, over a 60ms link, they would fail every time). No allocation batches: latency alone. "+
+		"**failures**: failed Acquire+Release of all tried; a library that failed every warm-up operation is "+
+		"measured no further and shows them all.\n\n",
+		cfg.warmup, warmupTime, ttl/20, floorTimeout, floorTimeout)
+	fmt.Fprintf(w, "| scenario | library | ops | p50 µs | p99 µs | p50 − bare floor µs | p50 ÷ bare floor | p99 ÷ bare floor | p50 ÷ redsync-failfast | failures |\n")
+	fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, r := range rows {
+		bare, hasBare := statsOf(r.get(nameBare))
+		ff, hasFF := statsOf(r.get(nameRedsyncFF))
+		for _, s := range r.samples {
+			failed := fmt.Sprintf("%d of %d", s.failures, s.failures+s.ops)
+			st, ok := statsOf(s)
+			if !ok {
+				fmt.Fprintf(w, "| %s | %s | 0%s | – | – | – | – | – | – | %s |\n", r.sc.name, s.lib, mark(s), failed)
+				continue
+			}
+			over, vsBare, vsBare99, vsFF := "–", "–", "–", "–"
+			if hasBare {
+				over = us(st.p50 - bare.p50)
+				vsBare = fmt.Sprintf("%.2f", ratio(st.p50, bare.p50))
+				vsBare99 = fmt.Sprintf("%.2f", ratio(st.p99, bare.p50))
+			}
+			if hasFF {
+				vsFF = fmt.Sprintf("%.2f", ratio(st.p50, ff.p50))
+			}
+			fmt.Fprintf(w, "| %s | %s | %d%s | %s | %s | %s | %s | %s | %s | %s |\n",
+				r.sc.name, s.lib, st.n, mark(s), us(st.p50), us(st.p99), over, vsBare, vsBare99, vsFF, failed)
+		}
+	}
+	fmt.Fprintln(w)
 	writeFailures(w, rows)
 }
 
@@ -521,6 +570,9 @@ func writeMultiProc(w io.Writer, results []*result) {
 }
 
 func writeNodes(w io.Writer, results []*result) {
+	// The network group has no batches to read the nodes around: latency
+	// alone.
+	results = slices.DeleteFunc(slices.Clone(results), func(r *result) bool { return r.sc.kind == network })
 	if len(results) == 0 {
 		return
 	}

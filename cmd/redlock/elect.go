@@ -140,7 +140,6 @@ func electCmd(args []string) error {
 		last string
 	}
 	opts := []redlock.Option{
-		redlock.WithNodeTimeout(nodeTimeoutFor(ttl.d)),
 		redlock.WithRenewInterval(renewIntervalFor(ttl.d, lead)),
 		redlock.WithHooks(redlock.Hooks{
 			// The campaign's acquires that gave up (nodes unavailable):

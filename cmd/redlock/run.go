@@ -24,16 +24,6 @@ import (
 // forwarded are the signals run passes on to its command.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 
-// nodeTimeoutFor is run's per-node deadline: ttl/20, from 10 ms to 500 ms,
-// where the library's default is ttl/200 up to 50 ms. A command holding a
-// lock for a long job gains nothing from a fast refusal and loses its lock
-// if renewals miss a tight deadline on a loaded machine; a node that does
-// not answer in time still counts as unknown, never as success, and the
-// validity still subtracts the time the calls took.
-func nodeTimeoutFor(ttl time.Duration) time.Duration {
-	return min(max(ttl/20, timingFloor), 500*time.Millisecond)
-}
-
 // releaseTimeout bounds a release: it returns once a quorum confirmed, or
 // at this deadline (the library waits for slow nodes' confirmations until
 // the caller's deadline), and a node that does not answer is left to expire
@@ -262,7 +252,6 @@ func runCmd(args []string) error {
 	var stopping atomic.Bool  // the command is over: renewals still in flight are of no interest
 	attempts := new(attemptLog)
 	opts := []redlock.Option{
-		redlock.WithNodeTimeout(nodeTimeoutFor(ttl.d)),
 		redlock.WithRenewInterval(renewIntervalFor(ttl.d, termLeadFor(ttl.d, grace.d))),
 		redlock.WithHooks(redlock.Hooks{
 			NodeError: func(n redlock.Event) {
@@ -571,7 +560,7 @@ func acquire(locks *redlock.Client, keys []string, what string, ttl time.Duratio
 	}
 	// The attempt that decides, when the wait's end cut the last short.
 	verdict := w.attempts.verdict(r.err)
-	down := unreachable(verdict, locks.Nodes())
+	down := unreachable(verdict, locks.Nodes(), w.d)
 	switch {
 	case misconfigured(r.err):
 		// A node refused our credentials or rights: no wait mends it.
@@ -636,19 +625,26 @@ func checkSupervised(fs *flag.FlagSet, ttl, grace, guard time.Duration, badMetad
 // counts as failed only when status, the Client's view of the nodes, says
 // its latest calls failed with an error of their own (a refused dial, a
 // reset): a reply merely late is no sign of a node down, since a loaded
-// machine is slow too. The library's own verdict (ErrUnavailable) counts.
-func unreachable(err error, status []redlock.NodeStatus) bool {
+// machine is slow too. Nor does a node that never answered and failed of
+// nothing of its own when the wait was shorter than a first contact's
+// bound (firstContact): a far node's first contact takes a few round trips,
+// and a wait shorter than them hears nothing from a node that is there.
+// The library's own verdict (ErrUnavailable) counts.
+func unreachable(err error, status []redlock.NodeStatus, waited time.Duration) bool {
 	var qe *redlock.QuorumError
 	if !errors.As(err, &qe) {
 		return false
 	}
-	if errors.Is(err, redlock.ErrUnavailable) {
+	if errors.Is(err, redlock.ErrUnavailable) && !slices.ContainsFunc(qe.Nodes, func(n *redlock.NodeError) bool {
+		return unheardYet(n, status, waited)
+	}) {
 		return true
 	}
 	failed := 0
 	for _, n := range qe.Nodes {
 		switch {
 		case answered(n):
+		case unheardYet(n, status, waited):
 		case !errors.Is(n, redlock.ErrNotAwaited):
 			failed++
 		case n.Node >= 0 && n.Node < len(status):
@@ -658,6 +654,22 @@ func unreachable(err error, status []redlock.NodeStatus) bool {
 		}
 	}
 	return qe.OK+len(qe.Nodes)-failed < qe.Quorum
+}
+
+// firstContact bounds the library's first contact with a node (its
+// identify timeout): a wait shorter than that may end before a far node
+// ever answers.
+const firstContact = time.Second
+
+// unheardYet reports whether node error n is the silence of a node that
+// never answered (no latency learned), failed of nothing of its own, and
+// was waited for less than a first contact may take.
+func unheardYet(n *redlock.NodeError, status []redlock.NodeStatus, waited time.Duration) bool {
+	if waited >= firstContact || !errors.Is(n, redlock.ErrNoReply) || n.Node < 0 || n.Node >= len(status) {
+		return false
+	}
+	s := status[n.Node]
+	return s.Latency == 0 && !failedOfItself(s.LastError)
 }
 
 // failedOfItself reports whether a node's latest failure is an error of its

@@ -177,7 +177,7 @@ func statusCmd(args []string) error {
 // readStatus reads the key on every node through the library's Inspect, in
 // parallel, without taking it.
 func readStatus(ctx context.Context, nodes []node, key string) *keyStatus {
-	locks, err := redlock.New(clients(nodes), redlock.WithFencing(), redlock.WithNodeTimeout(nodeTimeout))
+	locks, err := redlock.New(clients(nodes), redlock.WithFencing())
 	var ks redlock.KeyState
 	if err == nil {
 		ks, err = locks.Inspect(ctx, key)

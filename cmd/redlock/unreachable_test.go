@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redlock-go/redlock"
 )
@@ -26,7 +27,7 @@ func TestUnreachableCountsRefusals(t *testing.T) {
 		{"not a quorum error", errors.New("x"), false},
 		{"wait ended", quorumErr(errCut, errCut, errCut), false},
 	} {
-		if got := unreachable(c.err, nil); got != c.want {
+		if got := unreachable(c.err, nil, 0); got != c.want {
 			t.Errorf("%s: unreachable(%v) = %v, want %v", c.name, c.err, got, c.want)
 		}
 	}
@@ -43,7 +44,7 @@ func TestUnreachableCountsRefusals(t *testing.T) {
 		{"late", []redlock.NodeStatus{{}, {Index: 1, ConsecutiveFailures: 1, LastError: redlock.ErrNoReply}, {Index: 2, ConsecutiveFailures: 2, LastError: context.DeadlineExceeded}}, false},
 		{"failed, then on time", []redlock.NodeStatus{{}, {Index: 1, LastError: refused}, {Index: 2, LastError: refused}}, false},
 	} {
-		if got := unreachable(quorumErr(errCut, errCut, errCut), c.status); got != c.want {
+		if got := unreachable(quorumErr(errCut, errCut, errCut), c.status, 0); got != c.want {
 			t.Errorf("%s: unreachable = %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -59,18 +60,18 @@ var errCut = fmt.Errorf("%w, the call ended first", redlock.ErrNotAwaited)
 func TestAttemptLogVerdict(t *testing.T) {
 	final := quorumErr(errCut, errCut, errCut)
 	var a attemptLog
-	if got := a.verdict(final); got != final || unreachable(got, nil) {
+	if got := a.verdict(final); got != final || unreachable(got, nil, 0) {
 		t.Errorf("no attempt heard: verdict %v", got)
 	}
 	silent := quorumErr(redlock.ErrHeldByOther, redlock.ErrNoReply, redlock.ErrNoReply)
 	a.note(redlock.Event{Err: silent})
 	a.note(redlock.Event{Err: final})
-	if got := a.verdict(final); got != silent || !unreachable(got, nil) {
+	if got := a.verdict(final); got != silent || !unreachable(got, nil, 0) {
 		t.Errorf("after silent nodes: verdict %v", got)
 	}
 	held := quorumErr(redlock.ErrHeldByOther, redlock.ErrHeldByOther, errCut)
 	a.note(redlock.Event{Err: held})
-	if got := a.verdict(final); got != held || unreachable(got, nil) {
+	if got := a.verdict(final); got != held || unreachable(got, nil, 0) {
 		t.Errorf("after a refusal: verdict %v", got)
 	}
 	if other := errors.New("x"); a.verdict(other) != other {
@@ -86,4 +87,29 @@ func quorumErr(errs ...error) error {
 		e.Nodes = append(e.Nodes, &redlock.NodeError{Node: i, Err: err})
 	}
 	return e
+}
+
+// TestUnreachableFirstContact: nodes that never answered (no latency
+// learned) and failed of nothing of their own are not unreachable when the
+// wait was shorter than a first contact may take (nodes 400 ms away and
+// --wait 300ms heard nothing); waited a first contact's bound, they are.
+// A dial refused counts whatever the wait.
+func TestUnreachableFirstContact(t *testing.T) {
+	silent := quorumErr(redlock.ErrNoReply, redlock.ErrNoReply, redlock.ErrNoReply)
+	never := []redlock.NodeStatus{{ConsecutiveFailures: 1, LastError: redlock.ErrNoReply}, {Index: 1, ConsecutiveFailures: 1, LastError: redlock.ErrNoReply}, {Index: 2}}
+	if unreachable(silent, never, 300*time.Millisecond) {
+		t.Error("nodes never heard from within a 300ms wait counted unreachable")
+	}
+	if !unreachable(silent, never, firstContact) {
+		t.Error("nodes silent through a first contact's bound not counted unreachable")
+	}
+	answeredOnce := []redlock.NodeStatus{{Latency: time.Millisecond}, {Index: 1, Latency: time.Millisecond}, {Index: 2}}
+	if !unreachable(silent, answeredOnce, 300*time.Millisecond) {
+		t.Error("nodes that answered before and fell silent not counted unreachable")
+	}
+	refused := errors.New("dial tcp: connection refused")
+	dials := []redlock.NodeStatus{{LastError: refused}, {Index: 1, LastError: refused}, {Index: 2}}
+	if !unreachable(quorumErr(refused, refused, refused), dials, 0) {
+		t.Error("refused dials not counted unreachable")
+	}
 }

@@ -205,7 +205,9 @@ func (n *node) readClock(ctx context.Context, rate float64) error {
 		n.clock.failed.Store(&errBox{err})
 		return err
 	}
-	n.clock.note(t.UnixMicro(), sent, time.Now(), rate, false)
+	got := time.Now()
+	n.rtt.observe(sent, got)
+	n.clock.note(t.UnixMicro(), sent, got, rate, false)
 	return nil
 }
 

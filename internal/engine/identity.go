@@ -238,7 +238,13 @@ func (n *node) identify(done chan struct{}, timeout time.Duration) {
 	}
 	sent := time.Now()
 	ids, info, roleCmd, err := runIDs(ctx, n.client)
-	if info == "" || !n.noteInfoClock(info, sent, time.Now(), n.drift) {
+	got := time.Now()
+	if info != "" && n.rtt.packed.Load() == 0 {
+		// The first contact, a dial and handshake included: a generous
+		// first sample of the node's latency, which later ones smooth.
+		n.rtt.observe(sent, got)
+	}
+	if info == "" || !n.noteInfoClock(info, sent, got, n.drift) {
 		// No clock in INFO (an ACL without INFO, a server without
 		// server_time_usec): TIME, which every write needs anyway.
 		_ = n.readClock(ctx, n.drift)

@@ -169,6 +169,9 @@ type job struct {
 	// deadline there.
 	args []any
 	late int64
+	// deadline is when the round stops waiting for this node: its own
+	// (Spec.Nodes) or the round's. A write is not sent after it.
+	deadline time.Time
 }
 
 // LateBy is the latest deadline, on node i's clock, of the writes queued
@@ -535,7 +538,7 @@ func (j *job) write(n *node) Reply {
 	r := j.r
 	// Not after the round's deadline, whenever its context notices: the
 	// lane's expireBy counts on it.
-	if r.ctx.Err() != nil || !time.Now().Before(r.deadline) {
+	if r.ctx.Err() != nil || !time.Now().Before(j.deadline) {
 		return Reply{Err: errNotSent}
 	}
 	args := r.args

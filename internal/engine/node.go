@@ -63,6 +63,9 @@ type node struct {
 	// (Timing.ClockDrift).
 	clock nodeClock
 	drift float64
+	// rtt is the node's latency as learned from its replies, which gives
+	// its deadline (rtt.go).
+	rtt rttEstimate
 	// oneClock is true when every call reaches the same server, and so
 	// the clock that was read: a plain client, not a Cluster's or a
 	// Sentinel-managed one, whose calls may reach another server.
@@ -157,6 +160,7 @@ func (n *node) callOn(c redis.UniversalClient, ctx context.Context, op *Op, args
 		r.Err = asMisconfig(r.Err) // refused credentials or rights: said as such, late or not
 	}
 	if late && r.Status == Unknown && !IsMisconfig(r.Err) {
+		r.TimedOut = pastDeadline(ctx)
 		// A client with ContextTimeoutEnabled gives up at our deadline
 		// itself: the same unknown outcome as our waiter giving up. The
 		// client's context error is left out: errors.Is(err,
@@ -249,14 +253,36 @@ func (n *node) eval(c redis.UniversalClient, ctx context.Context, op *Op, args [
 		_ = c.Process(ctx, once{src})
 		cmd = src
 	}
+	if replied(cmd.Err()) {
+		n.rtt.observe(start, time.Now())
+	}
 	if ms, late := readLate(cmd); late {
 		// The node's clock had passed the write's deadline: the write was
 		// held up, or what we knew of the clock was wrong (a step, a drift
 		// beyond the margin), and then what it says now is kept.
 		n.clock.noteLate(ms, start, time.Now(), n.drift)
-		return Reply{Status: Refused, Err: ErrLate}, true
+		// Past its deadline: too short for the call, whatever held it.
+		return Reply{Status: Refused, Err: ErrLate, TimedOut: true}, true
 	}
 	return op.Read(cmd), true
+}
+
+// replied reports whether a call that ended with err got the server's
+// reply: none, or an error reply, not a failure to reach it. Only a reply
+// is a sample of the node's latency.
+func replied(err error) bool {
+	if err == nil || err == redis.Nil {
+		return true
+	}
+	// A reply's error is go-redis's own, unwrapped: asserted first, as
+	// errors.As's target escapes, an allocation for every error reply a
+	// round reads (a delete's or a refusal's, two a node in each
+	// Acquire and Release).
+	if _, ok := err.(redis.Error); ok {
+		return true
+	}
+	var re redis.Error
+	return errors.As(err, &re)
 }
 
 // Config is what a Set needs of its Client.

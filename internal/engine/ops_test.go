@@ -83,7 +83,7 @@ func readTestAcquire(cmd *redis.Cmd) Reply {
 	case v == 1 || v == 6:
 		return Reply{Status: OK, Chained: v == 6}
 	case v <= 0:
-		return Reply{Status: Refused, Err: errHeldByOther}
+		return Reply{Status: Refused, Held: true, Err: errHeldByOther}
 	case v == 2:
 		return Reply{Status: Refused, Err: errLater}
 	}

@@ -30,6 +30,12 @@ type Reply struct {
 	Chained bool
 	Val     int64 // operation-specific: a fencing counter
 	Err     error // why it is not OK: a per-node sentinel or the client's error
+	// TimedOut: the call got no reply by its deadline (node.callOn), which
+	// the caller counts against the node's deadline (Tally.receive).
+	TimedOut bool
+	// Held: a refusal because another Lock holds the key, or waits for
+	// it: the key is contended (Tally.contended).
+	Held bool
 }
 
 func (r Reply) TransportErr() error {
@@ -46,6 +52,12 @@ type Spec struct {
 	// Wait is how long the caller waits for replies. A write's call has the
 	// same deadline: it is not sent after it.
 	Wait time.Duration
+	// Nodes, when set, gives each node a deadline of its own (Waits.of) in
+	// place of Wait: a write to it is not sent after it, and carries it on
+	// the node's clock; the caller waits for each node until its own
+	// deadline (nodeEnds), or for Nodes.Floor at most once the key shows
+	// contended (Tally.contended), and the round lasts the longest.
+	Nodes Waits
 	// CallTimeout is a delete's own deadline, from when it is sent; it may
 	// outlast wait, since the delete goes on after the caller has moved on.
 	CallTimeout time.Duration
@@ -65,10 +77,11 @@ type Spec struct {
 	ByVal bool
 }
 
-// WriteRound is a round of writes that set the key for ttl: the caller waits
-// up to timeout, and no write is sent after it.
-func WriteRound(op Op, timeout, ttl time.Duration) Spec {
-	return Spec{Effect: Write, Op: op, Wait: timeout, TTL: ttl, Cancellable: true}
+// WriteRound is a round of writes that set the key for ttl: each node
+// is waited for up to its deadline under w, and no write is sent to it
+// after it.
+func WriteRound(op Op, w Waits, ttl time.Duration) Spec {
+	return Spec{Effect: Write, Op: op, Nodes: w, TTL: ttl, Cancellable: true}
 }
 
 // round is one operation sent to the nodes: the jobs, the channel their
@@ -299,11 +312,24 @@ func (p *Set) start(ctx context.Context, seq *Lanes, spec Spec, inline int, wait
 		r.jobs = make([]job, 0, n)
 	}
 	r.args = p.evalArgs(seq, &r.spec.Op, r.Args[:0])
-	r.deadline = time.Now().Add(spec.Wait)
-	for i := range p.nodes {
+	now := time.Now()
+	r.deadline = now.Add(spec.Wait)
+	perNode := spec.Nodes.set()
+	if perNode {
+		r.deadline = now
+	}
+	for i, nd := range p.nodes {
 		if spec.Only == nil || spec.Only[i] {
-			r.jobs = append(r.jobs, job{r: r, node: i, slot: int32(len(r.jobs))})
+			dl := r.deadline
+			if perNode {
+				dl = now.Add(spec.Nodes.of(nd))
+				r.deadline = later(r.deadline, dl)
+			}
+			r.jobs = append(r.jobs, job{r: r, node: i, slot: int32(len(r.jobs)), deadline: dl})
 		}
+	}
+	if perNode {
+		r.spec.Wait = r.deadline.Sub(now)
 	}
 	if spec.Effect == Write && spec.Op.latePairs() > 0 {
 		p.lateArgs(r)
@@ -351,7 +377,7 @@ func (p *Set) lateArgs(r *round) {
 		j := &r.jobs[k]
 		j.args = all[k*n : (k+1)*n : (k+1)*n]
 		copy(j.args, r.args)
-		ms, ok := p.lateMs(j.node, r.deadline)
+		ms, ok := p.lateMs(j.node, j.deadline)
 		if !ok {
 			j.skip = p.nodes[j.node].clock.unknown()
 			continue
@@ -365,7 +391,11 @@ func (p *Set) lateArgs(r *round) {
 
 // SendAndCount sends spec to every node and returns as soon as the outcome is
 // decided: a quorum confirmed, or so many refused or failed that a quorum is
-// out of reach, or the wait is over (the silent nodes count as unknown). It
+// out of reach, or the wait is over (the silent nodes count as unknown), or
+// Spec.Nodes.Floor after the key showed contended (Tally.contended; the
+// nodes not heard from then keep ErrNotNeeded, not counted as silent). A
+// node whose own deadline passes first is silent from then on (nodeEnds),
+// its reply not counted if it comes. It
 // returns early with ctx.Err() if ctx ends first and spec is Cancellable;
 // the calls go on in the background either way. One node's call, if
 // Set.inline picks one, runs on the caller's goroutine: the caller then
@@ -394,6 +424,7 @@ func (p *Set) SendAndCount(ctx context.Context, seq *Lanes, spec Spec) (*Tally, 
 		done = ctx.Done()
 	}
 	waiting := false
+	var w nodeEnds
 	for pending := len(p.nodes); pending > 0 && !t.enough(spec.HearAll) && t.Confirmed+pending >= t.Quorum; {
 		select {
 		case k := <-r.out:
@@ -406,19 +437,100 @@ func (p *Set) SendAndCount(ctx context.Context, seq *Lanes, spec Spec) (*Tally, 
 			r.waitUp = timed{at: r.deadline, f: (*roundWait)(r)}
 			p.sched.add(&r.waitUp)
 		}
+		w.arm(t, r)
 		select {
 		case k := <-r.out:
 			pending = t.receive(r, k, pending)
 		case <-over:
 			t.receiveArrived(r, pending)
 			pending = 0
+		case <-w.c:
+			pending = w.fired(t, r, pending)
 		case <-done:
 			p.unwait(r, waiting)
+			w.stop()
 			return t, ctx.Err()
 		}
 	}
 	p.unwait(r, waiting)
+	w.stop()
 	return t, nil
+}
+
+// nodeEnds wakes a caller waiting for a round's replies before the round's
+// deadline: at a node's own deadline, earlier than the round's (its
+// latency learned shorter than another's), when the round stops waiting
+// for it; and the floor after the key showed contended (Tally.contended),
+// when it stops waiting for all. Its timer is made only for such a round.
+type nodeEnds struct {
+	timer *time.Timer
+	c     <-chan time.Time
+	at    time.Time // when the timer fires; zero when it is not set
+	cut   time.Time // the contended round's end; zero before it shows contended
+}
+
+// arm sets the timer for the next of those moments, if there is one.
+func (w *nodeEnds) arm(t *Tally, r *round) {
+	if w.cut.IsZero() && t.contended(r.spec) {
+		w.cut = time.Now().Add(r.spec.Nodes.Floor)
+	}
+	at := w.cut
+	for k := range r.jobs {
+		if j := &r.jobs[k]; t.Replies[j.node].Err == ErrNotNeeded && j.deadline.Before(r.deadline) && (at.IsZero() || j.deadline.Before(at)) {
+			at = j.deadline
+		}
+	}
+	switch {
+	case at.IsZero() || at.Equal(w.at):
+	case w.timer == nil:
+		w.timer = time.NewTimer(time.Until(at))
+		w.c = w.timer.C
+	default:
+		w.timer.Reset(time.Until(at))
+	}
+	if !at.IsZero() {
+		w.at = at
+	}
+}
+
+// fired takes what has arrived when the timer fires and ends the wait for
+// the nodes whose moment it is; it returns how many are still pending.
+func (w *nodeEnds) fired(t *Tally, r *round, pending int) int {
+	w.at = time.Time{}
+	pending = t.receiveReady(r, pending)
+	now := time.Now()
+	if !w.cut.IsZero() && !now.Before(w.cut) {
+		return 0 // the others keep ErrNotNeeded: not awaited, not silent
+	}
+	for k := range r.jobs {
+		if j := &r.jobs[k]; t.Replies[j.node].Err == ErrNotNeeded && !now.Before(j.deadline) {
+			t.silence(r, j.node)
+			pending--
+		}
+	}
+	return pending
+}
+
+// stop stops the timer, if any.
+func (w *nodeEnds) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// contended reports whether a round whose deadlines are learned from each
+// node's latency (Spec.Nodes, not Fixed) waits for its nodes the floor at
+// most: a node refused because another Lock holds the key, and no quorum
+// confirmed yet. The round's confirmations then keep the other contenders
+// out for as long as it waits, and the vote it waits for, a slow node's,
+// is under contention most likely a refusal too, the others' writes
+// having reached it first. Two attempts that took one near node each and
+// wait out a far node's long deadline keep the near nodes from ever being
+// free together: Redlock's split vote, which only a short wait ends. So a
+// contended round waits for the slow nodes as every node was waited for
+// before deadlines were learned (docs/algorithm.md).
+func (t *Tally) contended(spec Spec) bool {
+	return t.held > 0 && !t.Reached() && spec.Nodes.Fixed == 0 && spec.Nodes.Floor > 0
 }
 
 // waitOne waits for the only node of a round without out: its first try
@@ -438,9 +550,10 @@ func (p *Set) waitOne(ctx context.Context, r *round, ran bool) error {
 		}
 	}
 	if r.users.Load() == 0 {
+		r.noteTimeout(r.jobs[0].first)
 		t.Add(p.Vote(r.jobs[0].first))
 	} else {
-		t.silent()
+		t.silent(r)
 	}
 	return nil
 }
@@ -462,6 +575,7 @@ type Tally struct {
 	Chained   int // confirmations whose value keeps a chain (reply.chained)
 	Quorum    int
 	byVal     bool
+	held      int              // refusals because another Lock holds the key (Reply.Held)
 	buf       [maxInline]Reply // replies for up to maxInline nodes, in the round's allocation
 }
 
@@ -488,6 +602,9 @@ func (t *Tally) enough(HearAll bool) bool {
 
 func (t *Tally) Add(r Reply) {
 	t.Replies[r.Node] = r
+	if r.Status == Refused && r.Held {
+		t.held++
+	}
 	if r.Status != OK {
 		return
 	}
@@ -518,8 +635,32 @@ func (t *Tally) receive(r *round, k int32, pending int) int {
 		t.receiveArrived(r, pending)
 		return 0
 	}
-	t.Add(r.p.Vote(r.jobs[k].first))
+	if !t.take(r, k) {
+		return pending
+	}
 	return pending - 1
+}
+
+// take counts job k's first reply, unless the round stopped waiting for
+// its node at the node's deadline (nodeEnds): it reports whether it
+// counted.
+func (t *Tally) take(r *round, k int32) bool {
+	j := &r.jobs[k]
+	if t.Replies[j.node].Err != ErrNotNeeded {
+		return false
+	}
+	r.noteTimeout(j.first)
+	t.Add(r.p.Vote(j.first))
+	return true
+}
+
+// noteTimeout counts a write's reply that came too late against its node's
+// deadline, on the caller's side, before its next attempt (timedOut).
+func (r *round) noteTimeout(rep Reply) {
+	if rep.TimedOut && r.spec.Effect == Write {
+		n := r.p.nodes[rep.Node]
+		n.rtt.timedOut(n.bounded)
+	}
 }
 
 // receiveArrived takes, of the pending nodes' replies, those that have arrived
@@ -527,27 +668,67 @@ func (t *Tally) receive(r *round, k int32, pending int) int {
 // write round's context also ends when its last job is done, so what has
 // arrived may be everything.
 func (t *Tally) receiveArrived(r *round, pending int) {
+	if t.receiveReady(r, pending) > 0 {
+		t.silent(r)
+	}
+}
+
+// receiveReady takes, of the pending nodes' replies, those that have
+// arrived, and returns how many nodes are still pending, which keep
+// ErrNotNeeded.
+func (t *Tally) receiveReady(r *round, pending int) int {
 	for pending > 0 {
 		select {
 		case k := <-r.out:
-			if k >= 0 {
-				t.Add(r.p.Vote(r.jobs[k].first))
+			if k >= 0 && t.take(r, k) {
 				pending--
 			}
 		default:
-			t.silent()
-			return
+			return pending
+		}
+	}
+	return 0
+}
+
+// silent marks the nodes that have not answered as not answering in time:
+// ErrNoReply, with the deadline r gave each and its usual latency.
+// A write round's silent node had a deadline too short: its next one is
+// longer (rttEstimate.timedOut), at once, before its caller's next
+// attempt.
+func (t *Tally) silent(r *round) {
+	for i := range t.Replies {
+		if t.Replies[i].Err == ErrNotNeeded {
+			t.silence(r, i)
 		}
 	}
 }
 
-// silent marks the nodes that have not answered as not answering in time.
-func (t *Tally) silent() {
-	for i := range t.Replies {
-		if t.Replies[i].Err == ErrNotNeeded {
-			t.Replies[i].Err = ErrNoReply
+// silence marks node i as not answering within its deadline in r.
+func (t *Tally) silence(r *round, i int) {
+	t.Replies[i].Err = r.p.silentFor(i, r.waitOf(i))
+	if r.spec.Effect == Write {
+		n := r.p.nodes[i]
+		n.rtt.timedOut(n.bounded)
+	}
+}
+
+// waitOf is how long r gave node i: its job's deadline from the round's
+// start.
+func (r *round) waitOf(i int) time.Duration {
+	for k := range r.jobs {
+		if r.jobs[k].node == i {
+			return r.jobs[k].deadline.Sub(r.deadline.Add(-r.spec.Wait))
 		}
 	}
+	return r.spec.Wait
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // Where marks the nodes whose reply satisfies keep.

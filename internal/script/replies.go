@@ -23,15 +23,15 @@ func ReadAcquire(cmd *redis.Cmd) engine.Reply {
 	case v == TookOver:
 		return engine.Reply{Status: engine.OK, Chained: true}
 	case v <= 0:
-		return engine.Reply{Status: engine.Refused, Val: -v - 1, Err: ErrHeldByOther}
+		return engine.Reply{Status: engine.Refused, Held: true, Val: -v - 1, Err: ErrHeldByOther}
 	case v == 2:
 		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrLater}
 	case v == 3:
 		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrRestartGuard}
 	case v == Mismatch:
-		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrHeldByPermits}
+		return engine.Reply{Status: engine.Refused, Held: true, Val: -1, Err: ErrHeldByPermits}
 	case v == SharedFull:
-		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrMaxShared}
+		return engine.Reply{Status: engine.Refused, Held: true, Val: -1, Err: ErrMaxShared}
 	}
 	return engine.Reply{Err: Unexpected(v)}
 }
@@ -50,7 +50,7 @@ func ReadAcquireShared(cmd *redis.Cmd) engine.Reply {
 			code, ok1 := v[0].(int64)
 			ms, ok2 := v[1].(int64)
 			if ok1 && ok2 && code == WriterWaits && ms >= 0 {
-				return engine.Reply{Status: engine.Refused, Val: ms, Err: ErrWriterWaiting}
+				return engine.Reply{Status: engine.Refused, Held: true, Val: ms, Err: ErrWriterWaiting}
 			}
 		}
 		return engine.Reply{Err: Unexpected(v)}
@@ -101,11 +101,11 @@ func ReadPermit(cmd *redis.Cmd) engine.Reply {
 	case code == 1 && len(v) == 2 && val >= 0:
 		return engine.Reply{Status: engine.OK, Val: val}
 	case code == 0:
-		return engine.Reply{Status: engine.Refused, Val: val, Err: ErrHeldByOther}
+		return engine.Reply{Status: engine.Refused, Held: true, Val: val, Err: ErrHeldByOther}
 	case code == 2:
 		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrLater}
 	case code == Mismatch && len(v) == 2:
-		return engine.Reply{Status: engine.Refused, Val: -1, Err: heldByOtherKind(val)}
+		return engine.Reply{Status: engine.Refused, Held: true, Val: -1, Err: heldByOtherKind(val)}
 	}
 	return engine.Reply{Err: Unexpected(v)}
 }
@@ -178,13 +178,13 @@ func ReadAcquireFenced(cmd *redis.Cmd) engine.Reply {
 				pttl = p
 			}
 		}
-		return engine.Reply{Status: engine.Refused, Val: pttl, Err: ErrHeldByOther}
+		return engine.Reply{Status: engine.Refused, Held: true, Val: pttl, Err: ErrHeldByOther}
 	case 2:
 		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrLater}
 	case 3:
 		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrRestartGuard}
 	case Mismatch:
-		return engine.Reply{Status: engine.Refused, Val: -1, Err: ErrHeldByPermits}
+		return engine.Reply{Status: engine.Refused, Held: true, Val: -1, Err: ErrHeldByPermits}
 	}
 	return engine.Reply{Err: Unexpected(v)}
 }

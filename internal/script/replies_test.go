@@ -53,3 +53,30 @@ func TestRefusalsSayWhy(t *testing.T) {
 		t.Errorf("a mismatch that names nothing found is an unexpected reply: %v", r)
 	}
 }
+
+// TestHeldRefusals: an acquire's refusal because another Lock holds the
+// key, or waits for it, says the key is contended (engine.Reply.Held),
+// which shortens its round's wait; a refusal for any other reason, and an
+// extension's, does not.
+func TestHeldRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    engine.Reply
+		held bool
+	}{
+		{"acquire, another holder", ReadAcquire(reply(int64(-500))), true},
+		{"acquire, permits found", ReadAcquire(reply(int64(Mismatch))), true},
+		{"acquire, MaxShared", ReadAcquire(reply(int64(SharedFull))), true},
+		{"shared acquire, a writer waits", ReadAcquireShared(reply([]any{int64(WriterWaits), int64(200)})), true},
+		{"fenced acquire, another holder", ReadAcquireFenced(reply([]any{int64(0), "7", "1", "2", int64(300)})), true},
+		{"permit, another holder", ReadPermit(reply([]any{int64(0), int64(100)})), true},
+		{"permit, another kind", ReadPermit(reply([]any{int64(Mismatch), int64(0)})), true},
+		{"acquire, a later write", ReadAcquire(reply(int64(2))), false},
+		{"acquire, the restart guard", ReadAcquire(reply(int64(3))), false},
+		{"extend, another holder", ReadExtend(reply(int64(-1))), false},
+	} {
+		if tc.r.Status != engine.Refused || tc.r.Held != tc.held {
+			t.Errorf("%s: status %v held %v, want a refusal held %v", tc.name, tc.r.Status, tc.r.Held, tc.held)
+		}
+	}
+}
