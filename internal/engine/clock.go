@@ -75,6 +75,9 @@ func (c *nodeClock) unknown() error {
 	if m := Misconfig(b.err); m != nil || errors.As(b.err, &re) {
 		return fmt.Errorf("not sent, the node's clock could not be read: %w", asMisconfig(b.err))
 	}
+	if errors.Is(b.err, ErrNoReply) {
+		return b.err
+	}
 	return silentError{b.err}
 }
 
@@ -192,6 +195,25 @@ func readLate(cmd *redis.Cmd) (nodeMs int64, ok bool) {
 	return ms, perr == nil
 }
 
+// unreadCause is what a clock read that failed with err says of the
+// node: err, unless it is the read's context ending, which says only that
+// no reply came in time (a read under a context a refused first contact
+// had spent, go-redis backing off between dials past its end): then the
+// error the node's reads or calls last failed with, if it has one, or
+// ErrNoReply.
+func (n *node) unreadCause(err error) error {
+	if !IsContextErr(err) {
+		return err
+	}
+	if b := n.clock.failed.Load(); b != nil && !IsContextErr(b.err) {
+		return b.err
+	}
+	if b := n.lastCause.Load(); b != nil {
+		return b.err
+	}
+	return ErrNoReply
+}
+
 // ErrLate is a node's refusal of a write that reached it after its
 // deadline: it changed nothing (scripts/late.lua).
 var ErrLate = errors.New("redlock: reached the node after its deadline, changed nothing")
@@ -202,7 +224,7 @@ func (n *node) readClock(ctx context.Context, rate float64) error {
 	sent := time.Now()
 	t, err := n.client.Time(ctx).Result()
 	if err != nil {
-		n.clock.failed.Store(&errBox{err})
+		n.clock.failed.Store(&errBox{n.unreadCause(err)})
 		return err
 	}
 	got := time.Now()

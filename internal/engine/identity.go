@@ -244,7 +244,17 @@ func (n *node) identify(done chan struct{}, timeout time.Duration) {
 		// first sample of the node's latency, which later ones smooth.
 		n.rtt.observe(sent, got)
 	}
-	if info == "" || !n.noteInfoClock(info, sent, got, n.drift) {
+	switch {
+	case info == "" && err != nil && !isNoPerm(err) && !isServerReply(err):
+		// The server was not reached (a refused connection, a dial past
+		// the bound): its clock is not read either, under a context the
+		// failure may have spent, and what the failure was is what a
+		// write not sent for want of the clock shows (nodeClock.unknown).
+		n.clock.failed.Store(&errBox{n.unreadCause(err)})
+		if !IsContextErr(err) && !IsMisconfig(asMisconfig(err)) {
+			n.lastCause.Store(&errBox{err})
+		}
+	case info == "" || !n.noteInfoClock(info, sent, got, n.drift):
 		// No clock in INFO (an ACL without INFO, a server without
 		// server_time_usec): TIME, which every write needs anyway.
 		_ = n.readClock(ctx, n.drift)
