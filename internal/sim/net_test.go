@@ -119,6 +119,37 @@ func TestDropReplies(t *testing.T) {
 	})
 }
 
+// TestFar: a far fault makes every round trip to the node take two of its
+// one-way delays, each from half its base to all of it; a second fault of
+// a shorter base changes nothing while the first acts, and lifting both
+// brings the node's own latency back.
+func TestFar(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		_, nw, c := oneNode(t, time.Millisecond)
+		ctx := context.Background()
+		ping := func() time.Duration {
+			start := time.Now()
+			require.NoError(t, c.Ping(ctx).Err())
+			return time.Since(start)
+		}
+		ping() // a warm connection
+		assert.LessOrEqual(t, ping(), 2*time.Millisecond, "near")
+		nw.Far(0, 60*time.Millisecond, true)
+		nw.Far(0, 20*time.Millisecond, true)
+		for range 20 {
+			rtt := ping()
+			assert.GreaterOrEqual(t, rtt, 60*time.Millisecond)
+			assert.LessOrEqual(t, rtt, 120*time.Millisecond)
+		}
+		nw.Far(0, 60*time.Millisecond, false)
+		rtt := ping()
+		assert.GreaterOrEqual(t, rtt, 20*time.Millisecond, "the shorter fault still acts")
+		assert.LessOrEqual(t, rtt, 40*time.Millisecond)
+		nw.Far(0, 20*time.Millisecond, false)
+		assert.LessOrEqual(t, ping(), 2*time.Millisecond, "near again")
+	})
+}
+
 // TestCrashKeepsData: a crash with the data kept brings the keys back with
 // their expiry on the node's clock, a new run_id and no scripts; a crash
 // without it, nothing.
