@@ -150,6 +150,46 @@ func TestFar(t *testing.T) {
 	})
 }
 
+// TestNodeLatencies: each seed's draw is its own, the same every time;
+// the away nodes are a minority but in about one run in AwayEvery, each
+// another zone's or another region's, the rest near; and the draws reach
+// both kinds, up to Far.
+func TestNodeLatencies(t *testing.T) {
+	const runs = 4000
+	cfg := Guarded(1, time.Minute)
+	require.Nil(t, NodeLatencies(Config{Seed: 1, Nodes: 5, Latency: cfg.Latency}), "no Far: every node near")
+	beyond, zones, regions, longest := 0, 0, 0, time.Duration(0)
+	for seed := range uint64(runs) {
+		cfg.Seed = seed + 1
+		bases := NodeLatencies(cfg)
+		require.Equal(t, bases, NodeLatencies(cfg))
+		require.Len(t, bases, cfg.Nodes)
+		away := 0
+		for _, b := range bases {
+			switch {
+			case b == cfg.Latency:
+				continue
+			case b >= time.Millisecond && b <= 10*time.Millisecond:
+				zones++
+			case b >= 20*time.Millisecond && b <= cfg.Far:
+				regions++
+			default:
+				t.Fatalf("seed %d: a base latency of %v", cfg.Seed, b)
+			}
+			away++
+			longest = max(longest, b)
+		}
+		require.GreaterOrEqual(t, away, 1, "seed %d", cfg.Seed)
+		require.LessOrEqual(t, away, 3, "seed %d", cfg.Seed)
+		if away == 3 {
+			beyond++
+		}
+	}
+	assert.InDelta(t, runs/AwayEvery, beyond, runs/AwayEvery/4, "runs with a quorum away")
+	assert.InDelta(t, zones, regions, float64(zones+regions)/10, "zones and regions as often")
+	assert.Greater(t, longest, cfg.Far-5*time.Millisecond)
+}
+
 // TestCrashKeepsData: a crash with the data kept brings the keys back with
 // their expiry on the node's clock, a new run_id and no scripts; a crash
 // without it, nothing.

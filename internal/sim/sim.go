@@ -22,7 +22,12 @@ type Config struct {
 	Slots    int // library Clients in use at once, each a process with go-redis clients and links of its own
 	Workers  int
 	Keys     int
-	Latency  time.Duration // a chunk's one-way delay without faults
+	Latency  time.Duration // a chunk's one-way delay to a near node without faults
+	// Far, when set, is the longest base latency of a node away from the
+	// clients: each node's is drawn from the seed (NodeLatencies), a
+	// quorum near in most runs, the others from a millisecond to Far (0:
+	// every node near).
+	Far time.Duration
 	// Skew: each node's clock starts up to this far ahead of the
 	// bubble's or behind it (drawn per node), so that a node's clock
 	// reading, a fence's clock part, is often above every other's and

@@ -59,11 +59,12 @@ func shardOf(seeds []uint64, spec string) ([]uint64, error) {
 var SimSeeds = []uint64{2, 5, 6, 7, 8}
 
 // Guarded is the run within the assumptions: every fault, the restart
-// guard on.
+// guard on, and nodes at latencies from the seed (NodeLatencies: up to
+// 75 ms one way, a quorum near in most runs).
 func Guarded(seed uint64, dur time.Duration) Config {
 	return Config{
 		Seed: seed, Duration: dur, Nodes: 5, Slots: 3, Workers: 6, Keys: 8,
-		Latency: 200 * time.Microsecond, Guard: MaxTTL, Skew: 300 * time.Millisecond,
+		Latency: 200 * time.Microsecond, Far: 75 * time.Millisecond, Guard: MaxTTL, Skew: 300 * time.Millisecond,
 		Faults: []string{FaultDelay, FaultBlackhole, FaultPartition, FaultDrop, FaultHoldReset, FaultHoldReset, FaultHoldReset,
 			FaultLateBeyond, FaultHoldHandover, FaultStop, FaultStopLong, FaultCrash, FaultRestartEmpty, FaultFlush, FaultClock, FaultPause,
 			FaultHoldQuick, FaultHoldQuick, FaultHoldQuick},
@@ -237,6 +238,9 @@ func runSim(t *testing.T, cfg Config) (*Result, time.Duration) {
 		t.Logf("trace: %s", path)
 	}
 	t.Log(res.Summary(cfg))
+	if bases := NodeLatencies(cfg); bases != nil {
+		t.Logf("nodes' base latencies, one way: %v", bases)
+	}
 	if runtime.GOOS != "wasip1" { // a wasm run's clock is not the wall's: the test that started it says
 		t.Logf("%v simulated in %v of wall time (%.1f simulated hours per wall minute); %d trace events",
 			res.Simulated.Round(time.Second), wall.Round(time.Millisecond), res.Simulated.Hours()/wall.Minutes(), res.Trace.Len())
