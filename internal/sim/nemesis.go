@@ -14,7 +14,9 @@ import (
 // healed after a drawn duration. Node faults (stop, crash, restart-empty,
 // flushall, clock) stay within a minority of the nodes at a time (a node
 // in its restart guard counts toward it); faults of the network may act
-// on any link, as they threaten no safety, only the time a call takes.
+// on any link, as they threaten no safety, only the time a call takes (far
+// may move a majority of the nodes away at once: the TTLs too short for
+// them are refused until they come back).
 
 // Fault kinds.
 const (
@@ -43,6 +45,13 @@ const (
 	// delete on its node, most often before the write's deadline, where
 	// only the refusal the delete left stops it.
 	FaultHoldQuick = "hold-quick"
+	// FaultFar moves a node away from the clients for 1 to 6 s: every
+	// link to it gets a base latency of 20 to 80 ms (a chunk takes half
+	// of it to all of it one way, a round trip up to 160 ms), then its
+	// own again. The library must learn the jump (its deadlines for the
+	// node were a near node's, the TTL's floor) and the return, and
+	// refuse a TTL too short for every quorum the node's latency leaves.
+	FaultFar = "far"
 )
 
 // Nemesis injects faults into a World.
@@ -302,6 +311,16 @@ func (nm *Nemesis) inject(kind string) {
 				}
 			}
 		})
+	case FaultFar:
+		// The node's links, every process's (those made while it acts
+		// too: Network.Far is the node's), from now; the fault ends when
+		// the last chunk sent before the heal has landed.
+		d = randDur(r, time.Second, 6*time.Second)
+		base := randDur(r, 20*time.Millisecond, 80*time.Millisecond)
+		tr.Add("fault", node, "far: every link to n%d up to %v one way for %v", node, base, d)
+		nm.begin(-1, node)
+		net.Far(node, base, true)
+		nm.after(d, func() { net.Far(node, base, false); nm.after(base, func() { nm.end(-1, node) }) })
 	case FaultDrop:
 		d = randDur(r, 5*time.Millisecond, 500*time.Millisecond)
 		tr.Add("fault", node, "drop replies to c%d for %v", proc, d)

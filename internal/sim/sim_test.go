@@ -67,7 +67,7 @@ func Guarded(seed uint64, dur time.Duration) Config {
 		Latency: 200 * time.Microsecond, Far: 75 * time.Millisecond, Guard: MaxTTL, Skew: 300 * time.Millisecond,
 		Faults: []string{FaultDelay, FaultBlackhole, FaultPartition, FaultDrop, FaultHoldReset, FaultHoldReset, FaultHoldReset,
 			FaultLateBeyond, FaultHoldHandover, FaultStop, FaultStopLong, FaultCrash, FaultRestartEmpty, FaultFlush, FaultClock, FaultPause,
-			FaultHoldQuick, FaultHoldQuick, FaultHoldQuick},
+			FaultHoldQuick, FaultHoldQuick, FaultHoldQuick, FaultFar},
 		FaultEvery: 500 * time.Millisecond, Think: 200 * time.Millisecond,
 		Owners: true, Shared: true, Permits: true, Multi: true, Stalled: true, Long: true, Elections: true, Hot: true, Quick: true,
 		Handover:     handoverCommand,
@@ -109,12 +109,13 @@ var handoverCommand = &HandoverFault{
 // do (docs/waiting.md), and so no fault that restarts a node empty or
 // flushes it, which an unguarded Client's Locks do not survive; the hot
 // key brings waiters of one Client together, and every fault that holds a
-// handover back, or a node, or a command past its deadline, acts.
+// handover back, or a node, or a command past its deadline, acts, and far,
+// which slows the handover's node and then its reply.
 func Handovers(seed uint64, dur time.Duration) Config {
 	cfg := Guarded(seed, dur)
 	cfg.Guard, cfg.Unfenced = 0, true
 	cfg.Faults = []string{FaultDelay, FaultBlackhole, FaultDrop, FaultHoldReset, FaultLateBeyond,
-		FaultHoldHandover, FaultHoldHandover, FaultHoldHandover, FaultStop, FaultStopLong, FaultCrash, FaultClock}
+		FaultHoldHandover, FaultHoldHandover, FaultHoldHandover, FaultStop, FaultStopLong, FaultCrash, FaultClock, FaultFar}
 	cfg.Quick = false // the quick rounds are for hold-quick, not made here
 	return cfg
 }
