@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,6 +73,12 @@ type Nemesis struct {
 	// node, and when the last of those ended.
 	linkActive map[[2]int]int
 	linkQuiet  map[[2]int]time.Time
+	// busyFrom is, per link (process, node; process -1: the node, every
+	// link to it), when the faults acting on it now began, and busy the
+	// intervals over which faults acted on a link or a node, ended so far
+	// (Busy).
+	busyFrom map[[2]int]time.Time
+	busy     []history.NodeDown
 	// down are the node faults that cut a node off (stop, crash,
 	// restart-empty) and the links cut (blackhole, partition), to their heal:
 	// history.Record.Down, so that the
@@ -132,13 +139,50 @@ func (nm *Nemesis) Down() []history.NodeDown {
 	return slices.Clone(nm.down)
 }
 
+// Busy returns the intervals over which any fault acted on a node, or on
+// one process's link to it, those acting now until now: what may have
+// slowed the node's replies to every process, or to that one
+// (history.Record.Busy).
+func (nm *Nemesis) Busy() []history.NodeDown {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	out := slices.Clone(nm.busy)
+	now := time.Now()
+	for k, a := range nm.linkActive {
+		if a > 0 {
+			out = append(out, busyOn(k, nm.busyFrom[k], now))
+		}
+	}
+	slices.SortFunc(out, func(a, b history.NodeDown) int { // linkActive's order is the runtime's
+		if c := a.From.Compare(b.From); c != 0 {
+			return c
+		}
+		if a.Node != b.Node {
+			return a.Node - b.Node
+		}
+		return strings.Compare(a.Proc, b.Proc)
+	})
+	return out
+}
+
+// busyOn is link k (process, node; process -1: every link to the node)
+// busy from from to to.
+func busyOn(k [2]int, from, to time.Time) history.NodeDown {
+	d := history.NodeDown{Node: k[1], Interval: history.Interval{From: from, To: to}}
+	if k[0] >= 0 {
+		d.Proc = ProcName(k[0])
+	}
+	return d
+}
+
 // NewNemesis makes a nemesis of kinds over w, one fault every about
 // every.
 func NewNemesis(w *World, seed uint64, kinds []string, every, guard time.Duration) *Nemesis {
 	n := len(w.Nodes)
 	return &Nemesis{w: w, rng: rand.New(rand.NewPCG(seed, 1)), kinds: kinds, every: every, guard: guard,
 		limit: (n - 1) / 2, counts: make(map[string]int), busyTill: make([]time.Time, n),
-		active: make([]int, n), quietFrom: make([]time.Time, n), linkActive: make(map[[2]int]int), linkQuiet: make(map[[2]int]time.Time)}
+		active: make([]int, n), quietFrom: make([]time.Time, n), linkActive: make(map[[2]int]int), linkQuiet: make(map[[2]int]time.Time),
+		busyFrom: make(map[[2]int]time.Time)}
 }
 
 // Run injects faults until stop, then heals them all: every node up, every
@@ -209,8 +253,12 @@ func (nm *Nemesis) QuietLink(proc, i int) (time.Time, bool) {
 func (nm *Nemesis) begin(proc, i int) {
 	nm.mu.Lock()
 	defer nm.mu.Unlock()
+	k := [2]int{proc, i}
+	if nm.linkActive[k] == 0 {
+		nm.busyFrom[k] = time.Now()
+	}
 	nm.active[i]++
-	nm.linkActive[[2]int{proc, i}]++
+	nm.linkActive[k]++
 }
 
 func (nm *Nemesis) end(proc, i int) {
@@ -222,6 +270,9 @@ func (nm *Nemesis) end(proc, i int) {
 	k := [2]int{proc, i}
 	nm.linkActive[k]--
 	nm.linkQuiet[k] = now
+	if nm.linkActive[k] == 0 {
+		nm.busy = append(nm.busy, busyOn(k, nm.busyFrom[k], now))
+	}
 }
 
 // pickNode picks a node that a node fault may take now (a minority at a
