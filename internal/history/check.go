@@ -200,6 +200,16 @@ type Record struct {
 	Down         []NodeDown
 	Nodes        int
 	StarvedBound time.Duration
+	// RoundTrips is each node's longest round trip without faults, by
+	// node; Busy the intervals in which any fault acted, however
+	// lightly, on a node (Proc empty) or on one process's link to it; LatencyRefusals the calls refused as
+	// too short for the nodes' latency; and LatencyQuiet how long a quorum
+	// of near nodes untouched by faults makes such a refusal a finding
+	// (latency.go; 0: not judged).
+	RoundTrips      []time.Duration
+	Busy            []NodeDown
+	LatencyRefusals []LatencyRefusal
+	LatencyQuiet    time.Duration
 }
 
 // Violation is one finding.
@@ -257,6 +267,10 @@ type Verdict struct {
 	// running. No lock service can prevent them (procs.go); fencing exists
 	// for them. They are not findings.
 	PausedOverlaps int
+	// LatencyRefusals counts the calls refused as too short for the
+	// nodes' latency, which the latency rule judged: a run with far nodes
+	// must show some, or its "latency 0" means little.
+	LatencyRefusals int
 }
 
 func (v *Verdict) add(kind, key string, at time.Time, format string, args ...any) {
@@ -275,7 +289,7 @@ func (v *Verdict) Count(kind string) int {
 }
 
 // Kinds are the kinds in the order of the report line.
-var Kinds = []string{"exclusion", "shared", "permits", "fencing", "lease", "lockout", "leftovers", "starved"}
+var Kinds = []string{"exclusion", "shared", "permits", "fencing", "lease", "lockout", "leftovers", "starved", "latency"}
 
 // Check judges a whole record.
 func Check(r *Record) *Verdict {
@@ -288,6 +302,7 @@ func Check(r *Record) *Verdict {
 	checkLockout(v, r)
 	checkKilled(v, r)
 	checkStarved(v, r)
+	checkLatency(v, r)
 	checkLate(v, r)
 	checkMetadata(v, r)
 	checkTerms(v, r)

@@ -1,9 +1,10 @@
 // Package sim is the simulator: the library's real Client, go-redis's real
 // clients and in-process Redis nodes (miniredis, with shims where it is not
-// Redis) in one testing/synctest bubble, over a simulated network that
-// delays, reorders across connections, drops replies, holds a command back
-// while its connection is reset (so that go-redis sends it again) and
-// partitions; nodes that crash and restart with or without their data,
+// Redis) in one testing/synctest bubble, over a simulated network whose
+// nodes are near the clients or far (a seed's draw, and far faults that
+// move a node away and back), and that delays, reorders across
+// connections, drops replies, holds a command back while its connection
+// is reset (so that go-redis sends it again) and partitions; nodes that crash and restart with or without their data,
 // with the restart guard; node clocks that step and run fast or slow. The
 // nemesis's workload runs every primitive, and internal/history judges
 // what it recorded, with one rule of its own here: no value may outlive

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 // healed after a drawn duration. Node faults (stop, crash, restart-empty,
 // flushall, clock) stay within a minority of the nodes at a time (a node
 // in its restart guard counts toward it); faults of the network may act
-// on any link, as they threaten no safety, only the time a call takes.
+// on any link, as they threaten no safety, only the time a call takes (far
+// may move a majority of the nodes away at once: the TTLs too short for
+// them are refused until they come back).
 
 // Fault kinds.
 const (
@@ -43,6 +46,13 @@ const (
 	// delete on its node, most often before the write's deadline, where
 	// only the refusal the delete left stops it.
 	FaultHoldQuick = "hold-quick"
+	// FaultFar moves a node away from the clients for 1 to 6 s: every
+	// link to it gets a base latency of 20 to 80 ms (a chunk takes half
+	// of it to all of it one way, a round trip up to 160 ms), then its
+	// own again. The library must learn the jump (its deadlines for the
+	// node were a near node's, the TTL's floor) and the return, and
+	// refuse a TTL too short for every quorum the node's latency leaves.
+	FaultFar = "far"
 )
 
 // Nemesis injects faults into a World.
@@ -63,6 +73,12 @@ type Nemesis struct {
 	// node, and when the last of those ended.
 	linkActive map[[2]int]int
 	linkQuiet  map[[2]int]time.Time
+	// busyFrom is, per link (process, node; process -1: the node, every
+	// link to it), when the faults acting on it now began, and busy the
+	// intervals over which faults acted on a link or a node, ended so far
+	// (Busy).
+	busyFrom map[[2]int]time.Time
+	busy     []history.NodeDown
 	// down are the node faults that cut a node off (stop, crash,
 	// restart-empty) and the links cut (blackhole, partition), to their heal:
 	// history.Record.Down, so that the
@@ -123,13 +139,50 @@ func (nm *Nemesis) Down() []history.NodeDown {
 	return slices.Clone(nm.down)
 }
 
+// Busy returns the intervals over which any fault acted on a node, or on
+// one process's link to it, those acting now until now: what may have
+// slowed the node's replies to every process, or to that one
+// (history.Record.Busy).
+func (nm *Nemesis) Busy() []history.NodeDown {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	out := slices.Clone(nm.busy)
+	now := time.Now()
+	for k, a := range nm.linkActive {
+		if a > 0 {
+			out = append(out, busyOn(k, nm.busyFrom[k], now))
+		}
+	}
+	slices.SortFunc(out, func(a, b history.NodeDown) int { // linkActive's order is the runtime's
+		if c := a.From.Compare(b.From); c != 0 {
+			return c
+		}
+		if a.Node != b.Node {
+			return a.Node - b.Node
+		}
+		return strings.Compare(a.Proc, b.Proc)
+	})
+	return out
+}
+
+// busyOn is link k (process, node; process -1: every link to the node)
+// busy from from to to.
+func busyOn(k [2]int, from, to time.Time) history.NodeDown {
+	d := history.NodeDown{Node: k[1], Interval: history.Interval{From: from, To: to}}
+	if k[0] >= 0 {
+		d.Proc = ProcName(k[0])
+	}
+	return d
+}
+
 // NewNemesis makes a nemesis of kinds over w, one fault every about
 // every.
 func NewNemesis(w *World, seed uint64, kinds []string, every, guard time.Duration) *Nemesis {
 	n := len(w.Nodes)
 	return &Nemesis{w: w, rng: rand.New(rand.NewPCG(seed, 1)), kinds: kinds, every: every, guard: guard,
 		limit: (n - 1) / 2, counts: make(map[string]int), busyTill: make([]time.Time, n),
-		active: make([]int, n), quietFrom: make([]time.Time, n), linkActive: make(map[[2]int]int), linkQuiet: make(map[[2]int]time.Time)}
+		active: make([]int, n), quietFrom: make([]time.Time, n), linkActive: make(map[[2]int]int), linkQuiet: make(map[[2]int]time.Time),
+		busyFrom: make(map[[2]int]time.Time)}
 }
 
 // Run injects faults until stop, then heals them all: every node up, every
@@ -200,8 +253,12 @@ func (nm *Nemesis) QuietLink(proc, i int) (time.Time, bool) {
 func (nm *Nemesis) begin(proc, i int) {
 	nm.mu.Lock()
 	defer nm.mu.Unlock()
+	k := [2]int{proc, i}
+	if nm.linkActive[k] == 0 {
+		nm.busyFrom[k] = time.Now()
+	}
 	nm.active[i]++
-	nm.linkActive[[2]int{proc, i}]++
+	nm.linkActive[k]++
 }
 
 func (nm *Nemesis) end(proc, i int) {
@@ -213,6 +270,9 @@ func (nm *Nemesis) end(proc, i int) {
 	k := [2]int{proc, i}
 	nm.linkActive[k]--
 	nm.linkQuiet[k] = now
+	if nm.linkActive[k] == 0 {
+		nm.busy = append(nm.busy, busyOn(k, nm.busyFrom[k], now))
+	}
 }
 
 // pickNode picks a node that a node fault may take now (a minority at a
@@ -302,6 +362,16 @@ func (nm *Nemesis) inject(kind string) {
 				}
 			}
 		})
+	case FaultFar:
+		// The node's links, every process's (those made while it acts
+		// too: Network.Far is the node's), from now; the fault ends when
+		// the last chunk sent before the heal has landed.
+		d = randDur(r, time.Second, 6*time.Second)
+		base := randDur(r, 20*time.Millisecond, 80*time.Millisecond)
+		tr.Add("fault", node, "far: every link to n%d up to %v one way for %v", node, base, d)
+		nm.begin(-1, node)
+		net.Far(node, base, true)
+		nm.after(d, func() { net.Far(node, base, false); nm.after(base, func() { nm.end(-1, node) }) })
 	case FaultDrop:
 		d = randDur(r, 5*time.Millisecond, 500*time.Millisecond)
 		tr.Add("fault", node, "drop replies to c%d for %v", proc, d)

@@ -39,6 +39,9 @@ type Network struct {
 	seq   int // connections made, for their names
 	// landed is when the last held chunk to each node landed.
 	landed map[int]time.Time
+	// far holds, per node, the base latencies of the far faults acting
+	// on it now (Far), one entry each.
+	far map[int][]time.Duration
 	// OnWrite, when set, is told of every chunk a client writes to a
 	// node (not pub/sub's), as it is written, without n.mu held: the
 	// recorder learns from it when a Lock last sent a command
@@ -48,9 +51,15 @@ type Network struct {
 
 // NetConfig is the network's timing.
 type NetConfig struct {
-	// Latency is a chunk's one-way delay when no fault adds to it: uniform
-	// in [Latency/2, Latency].
+	// Latency is a chunk's one-way delay to a near node when no fault adds
+	// to it: uniform in [Latency/2, Latency].
 	Latency time.Duration
+	// Bases, when set, is each node's base latency, by node, in place of
+	// Latency: a chunk's one-way delay to node i is uniform in
+	// [Bases[i]/2, Bases[i]] (a node away from the clients, as another
+	// zone's or region's). Every link to a node shares its base: the
+	// clients are in one place.
+	Bases []time.Duration
 	// QueueBytes is how many bytes a direction of a connection holds in
 	// flight before a Write waits (a socket's buffers).
 	QueueBytes int
@@ -128,7 +137,7 @@ type Conn struct {
 
 // NewNetwork returns a network over nodes, its random draws from seed.
 func NewNetwork(cfg NetConfig, nodes []*Node, seed uint64, trace *Trace) *Network {
-	return &Network{seed: seed, links: make(map[[2]int]*link), nodes: nodes, cfg: cfg, trace: trace, landed: make(map[int]time.Time)}
+	return &Network{seed: seed, links: make(map[[2]int]*link), nodes: nodes, cfg: cfg, trace: trace, landed: make(map[int]time.Time), far: make(map[int][]time.Duration)}
 }
 
 func (n *Network) linkOf(client, node int) *link {
@@ -227,10 +236,25 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// latency draws a chunk's delay on l without faults, with n.mu held.
+// latency draws a chunk's delay on l without the faults that add to it
+// (a far fault sets it), with n.mu held.
 func (n *Network) latency(l *link) time.Duration {
-	d := n.cfg.Latency
+	d := n.base(l.node)
 	return d/2 + time.Duration(l.rng.Int64N(int64(d/2)+1))
+}
+
+// base is the longest one-way delay of a chunk to node now, with n.mu
+// held: the node's own (NetConfig), or the longest of the far faults on
+// it, whichever is longer.
+func (n *Network) base(node int) time.Duration {
+	d := n.cfg.Latency
+	if node < len(n.cfg.Bases) {
+		d = n.cfg.Bases[node]
+	}
+	for _, f := range n.far[node] {
+		d = max(d, f)
+	}
+	return d
 }
 
 // send queues data from c toward its peer, with n.mu held.

@@ -119,6 +119,77 @@ func TestDropReplies(t *testing.T) {
 	})
 }
 
+// TestFar: a far fault makes every round trip to the node take two of its
+// one-way delays, each from half its base to all of it; a second fault of
+// a shorter base changes nothing while the first acts, and lifting both
+// brings the node's own latency back.
+func TestFar(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		_, nw, c := oneNode(t, time.Millisecond)
+		ctx := context.Background()
+		ping := func() time.Duration {
+			start := time.Now()
+			require.NoError(t, c.Ping(ctx).Err())
+			return time.Since(start)
+		}
+		ping() // a warm connection
+		assert.LessOrEqual(t, ping(), 2*time.Millisecond, "near")
+		nw.Far(0, 60*time.Millisecond, true)
+		nw.Far(0, 20*time.Millisecond, true)
+		for range 20 {
+			rtt := ping()
+			assert.GreaterOrEqual(t, rtt, 60*time.Millisecond)
+			assert.LessOrEqual(t, rtt, 120*time.Millisecond)
+		}
+		nw.Far(0, 60*time.Millisecond, false)
+		rtt := ping()
+		assert.GreaterOrEqual(t, rtt, 20*time.Millisecond, "the shorter fault still acts")
+		assert.LessOrEqual(t, rtt, 40*time.Millisecond)
+		nw.Far(0, 20*time.Millisecond, false)
+		assert.LessOrEqual(t, ping(), 2*time.Millisecond, "near again")
+	})
+}
+
+// TestNodeLatencies: each seed's draw is its own, the same every time;
+// the away nodes are a minority but in about one run in AwayEvery, each
+// another zone's or another region's, the rest near; and the draws reach
+// both kinds, up to Far.
+func TestNodeLatencies(t *testing.T) {
+	const runs = 4000
+	cfg := Guarded(1, time.Minute)
+	require.Nil(t, NodeLatencies(Config{Seed: 1, Nodes: 5, Latency: cfg.Latency}), "no Far: every node near")
+	beyond, zones, regions, longest := 0, 0, 0, time.Duration(0)
+	for seed := range uint64(runs) {
+		cfg.Seed = seed + 1
+		bases := NodeLatencies(cfg)
+		require.Equal(t, bases, NodeLatencies(cfg))
+		require.Len(t, bases, cfg.Nodes)
+		away := 0
+		for _, b := range bases {
+			switch {
+			case b == cfg.Latency:
+				continue
+			case b >= time.Millisecond && b <= 10*time.Millisecond:
+				zones++
+			case b >= 20*time.Millisecond && b <= cfg.Far:
+				regions++
+			default:
+				t.Fatalf("seed %d: a base latency of %v", cfg.Seed, b)
+			}
+			away++
+			longest = max(longest, b)
+		}
+		require.GreaterOrEqual(t, away, 1, "seed %d", cfg.Seed)
+		require.LessOrEqual(t, away, 3, "seed %d", cfg.Seed)
+		if away == 3 {
+			beyond++
+		}
+	}
+	assert.InDelta(t, runs/AwayEvery, beyond, runs/AwayEvery/4, "runs with a quorum away")
+	assert.InDelta(t, zones, regions, float64(zones+regions)/10, "zones and regions as often")
+	assert.Greater(t, longest, cfg.Far-5*time.Millisecond)
+}
+
 // TestCrashKeepsData: a crash with the data kept brings the keys back with
 // their expiry on the node's clock, a new run_id and no scripts; a crash
 // without it, nothing.

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"time"
 )
 
@@ -78,6 +79,25 @@ func (n *Network) Delay(client, node int, d time.Duration) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.linkOf(client, node).delay = d
+}
+
+// Far makes every link to node far (on): its chunks' one-way delay, both
+// ways, and a dial's round trip, drawn from base as NetConfig.Bases
+// draws, as when a node's traffic is routed through another region, or
+// its zone's link fails over; or lifts one such fault of base (off). The
+// longest of the far faults acting on a node wins, and its own base once
+// none acts. Chunks already on their way keep their times: a chunk
+// written after the heal waits behind them on its connection, in order.
+func (n *Network) Far(node int, base time.Duration, on bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if on {
+		n.far[node] = append(n.far[node], base)
+		return
+	}
+	if i := slices.Index(n.far[node], base); i >= 0 {
+		n.far[node] = slices.Delete(n.far[node], i, i+1)
+	}
 }
 
 // DropReplies makes the node's replies on the link vanish (on) or lifts

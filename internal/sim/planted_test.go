@@ -65,6 +65,8 @@ var Mutations = []Mutation{
 		"if !elected || len(ttls) < q", "if elected && !elected || len(ttls) < q"},
 	{"delete tried once", "internal/engine/lanes.go",
 		"if p.Life.abandoned() || time.Now().Add(wait).After(l.expireBy) {", "if true {"},
+	{"latency estimate that only grows", "internal/engine/rtt.go",
+		"\tsrtt, rttvar := unpackRTT(old)\n\tdev := srtt - r", "\tsrtt, rttvar := unpackRTT(old)\n\tif r < srtt {\n\t\treturn old\n\t}\n\tdev := srtt - r"},
 }
 
 // TestPlantedBugs applies each mutation -sim.planted names to a copy of the

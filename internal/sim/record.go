@@ -47,6 +47,8 @@ type Recorder struct {
 	// sends is, per token, when a client last wrote a command that
 	// carries it (sent): no round of its Locks began later.
 	sends map[string]time.Time
+	// latency are the calls refused as too short for the nodes' latency.
+	latency []history.LatencyRefusal
 }
 
 // Now is the bubble's time, made unique: a nanosecond after the last
@@ -173,6 +175,27 @@ func (rec *Recorder) op(name string, err error) {
 		rec.wrongs = append(rec.wrongs, fmt.Sprintf("%s failed with ErrInvalidArgument: %v", name, err))
 	}
 }
+
+// latencyRefused records a call of Client c, from start to end, that
+// failed with err: a refusal of ttl as too short for the nodes' latency,
+// which the latency rule judges (history.LatencyRefusal), if err is one.
+func (rec *Recorder) latencyRefused(c *redlock.Client, ttl time.Duration, start, end time.Time, err error) {
+	if err == nil || !strings.Contains(err.Error(), tooShortForLatency) {
+		return
+	}
+	proc := -1
+	if rec.procOf != nil {
+		proc = rec.procOf(c)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.latency = append(rec.latency, history.LatencyRefusal{Proc: ProcName(proc), TTL: ttl, Span: history.Span{Start: start, End: end}})
+}
+
+// tooShortForLatency is what the library's error for a TTL too short for
+// the nodes' latency says (ErrNotAcquired: "ttl ... is too short for the
+// nodes' latency: ...").
+const tooShortForLatency = "is too short for the nodes' latency"
 
 // wrong notes what the library got wrong that the checker does not judge.
 func (rec *Recorder) wrong(format string, args ...any) {
@@ -433,7 +456,7 @@ func (rec *Recorder) doEnded(d *history.Lock, fd history.Lock, gotShared, gotPer
 func (rec *Recorder) Record() *history.Record {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	r := &history.Record{Leases: slices.Clone(rec.leases), Observations: slices.Clone(rec.observations)}
+	r := &history.Record{Leases: slices.Clone(rec.leases), Observations: slices.Clone(rec.observations), LatencyRefusals: slices.Clone(rec.latency)}
 	for _, l := range rec.all {
 		if len(l.Acquires) == 0 {
 			continue

@@ -22,7 +22,12 @@ type Config struct {
 	Slots    int // library Clients in use at once, each a process with go-redis clients and links of its own
 	Workers  int
 	Keys     int
-	Latency  time.Duration // a chunk's one-way delay without faults
+	Latency  time.Duration // a chunk's one-way delay to a near node without faults
+	// Far, when set, is the longest base latency of a node away from the
+	// clients: each node's is drawn from the seed (NodeLatencies), a
+	// quorum near in most runs, the others from a millisecond to Far (0:
+	// every node near).
+	Far time.Duration
 	// Skew: each node's clock starts up to this far ahead of the
 	// bubble's or behind it (drawn per node), so that a node's clock
 	// reading, a fence's clock part, is often above every other's and
@@ -173,6 +178,7 @@ func Run(cfg Config) *Result {
 		if cfg.Stop != nil {
 			r := record(rec, store, cfg)
 			r.Seen, r.Down = mon.seenValues(), nm.Down()
+			r.Busy = nm.Busy()
 			v := history.Check(r)
 			v.Found = append(v.Found, mon.found()...)
 			if cfg.Stop(v) {
@@ -217,6 +223,7 @@ func Run(cfg Config) *Result {
 		r.Leftovers = leftovers(w, lockKeys)
 	}
 	r.Seen, r.Down = mon.seenValues(), nm.Down()
+	r.Busy = nm.Busy()
 	v := history.Check(r)
 	v.Found = append(v.Found, mon.found()...)
 	res.Verdict, res.Record = v, r
@@ -238,8 +245,26 @@ func record(rec *Recorder, store *Store, cfg Config) *history.Record {
 	r.Writes = store.Writes()
 	r.Slack = time.Millisecond // the bubble's timers fire on time: what a late signal may take is its recording's
 	r.Drift = Drift
+	// A node's round trip without faults is two one-way delays, each up
+	// to its base latency; a refusal for latency is judged once a quorum
+	// of near nodes has been quiet for LatencyQuiet.
+	bases := NodeLatencies(cfg)
+	for i := range cfg.Nodes {
+		b := cfg.Latency
+		if i < len(bases) {
+			b = bases[i]
+		}
+		r.RoundTrips = append(r.RoundTrips, 2*b)
+	}
+	r.LatencyQuiet = LatencyQuiet
 	return r
 }
+
+// LatencyQuiet is how long a quorum of near nodes must have been free of
+// faults for a Client's refusal of a TTL as too short for the nodes'
+// latency to be a finding (the latency rule): time for its estimates to
+// come back down after a node was far, or stopped and answered late.
+const LatencyQuiet = 3 * time.Second
 
 // warm waits until a guarded acquire holds on every node: a node the guard
 // has not seen votes only a guard after the first guarded acquire reached
@@ -568,9 +593,9 @@ func (r *Result) Summary(cfg Config) string {
 	for _, k := range opKinds {
 		ops = append(ops, fmt.Sprintf("%s %d", k.name, r.Ops[k.name]))
 	}
-	return fmt.Sprintf("sim: seed %d, %d nodes, %d clients, %d workers, %v simulated, %d ops (%s), %d faults (%s), %d violations (%s), stale writes refused %d (within the writer's claim %d), accepted %d, history %s",
+	return fmt.Sprintf("sim: seed %d, %d nodes, %d clients, %d workers, %v simulated, %d ops (%s), %d faults (%s), %d violations (%s), stale writes refused %d (within the writer's claim %d), accepted %d, TTLs refused for latency %d, history %s",
 		cfg.Seed, cfg.Nodes, cfg.Slots, cfg.Workers, r.Simulated.Round(time.Second), r.OpTotal, strings.Join(ops, ", "),
-		faults, countsLine(r.Faults), r.Violations(), r.Verdict.Counts(), r.Verdict.StaleRefused, r.Verdict.OverlapRefused, r.Verdict.StaleAccepted, r.Hash())
+		faults, countsLine(r.Faults), r.Violations(), r.Verdict.Counts(), r.Verdict.StaleRefused, r.Verdict.OverlapRefused, r.Verdict.StaleAccepted, r.Verdict.LatencyRefusals, r.Hash())
 }
 
 // Report describes the findings, each with the trace around it.

@@ -59,14 +59,15 @@ func shardOf(seeds []uint64, spec string) ([]uint64, error) {
 var SimSeeds = []uint64{2, 5, 6, 7, 8}
 
 // Guarded is the run within the assumptions: every fault, the restart
-// guard on.
+// guard on, and nodes at latencies from the seed (NodeLatencies: up to
+// 75 ms one way, a quorum near in most runs).
 func Guarded(seed uint64, dur time.Duration) Config {
 	return Config{
 		Seed: seed, Duration: dur, Nodes: 5, Slots: 3, Workers: 6, Keys: 8,
-		Latency: 200 * time.Microsecond, Guard: MaxTTL, Skew: 300 * time.Millisecond,
+		Latency: 200 * time.Microsecond, Far: 75 * time.Millisecond, Guard: MaxTTL, Skew: 300 * time.Millisecond,
 		Faults: []string{FaultDelay, FaultBlackhole, FaultPartition, FaultDrop, FaultHoldReset, FaultHoldReset, FaultHoldReset,
 			FaultLateBeyond, FaultHoldHandover, FaultStop, FaultStopLong, FaultCrash, FaultRestartEmpty, FaultFlush, FaultClock, FaultPause,
-			FaultHoldQuick, FaultHoldQuick, FaultHoldQuick},
+			FaultHoldQuick, FaultHoldQuick, FaultHoldQuick, FaultFar},
 		FaultEvery: 500 * time.Millisecond, Think: 200 * time.Millisecond,
 		Owners: true, Shared: true, Permits: true, Multi: true, Stalled: true, Long: true, Elections: true, Hot: true, Quick: true,
 		Handover:     handoverCommand,
@@ -108,12 +109,13 @@ var handoverCommand = &HandoverFault{
 // do (docs/waiting.md), and so no fault that restarts a node empty or
 // flushes it, which an unguarded Client's Locks do not survive; the hot
 // key brings waiters of one Client together, and every fault that holds a
-// handover back, or a node, or a command past its deadline, acts.
+// handover back, or a node, or a command past its deadline, acts, and far,
+// which slows the handover's node and then its reply.
 func Handovers(seed uint64, dur time.Duration) Config {
 	cfg := Guarded(seed, dur)
 	cfg.Guard, cfg.Unfenced = 0, true
 	cfg.Faults = []string{FaultDelay, FaultBlackhole, FaultDrop, FaultHoldReset, FaultLateBeyond,
-		FaultHoldHandover, FaultHoldHandover, FaultHoldHandover, FaultStop, FaultStopLong, FaultCrash, FaultClock}
+		FaultHoldHandover, FaultHoldHandover, FaultHoldHandover, FaultStop, FaultStopLong, FaultCrash, FaultClock, FaultFar}
 	cfg.Quick = false // the quick rounds are for hold-quick, not made here
 	return cfg
 }
@@ -237,6 +239,9 @@ func runSim(t *testing.T, cfg Config) (*Result, time.Duration) {
 		t.Logf("trace: %s", path)
 	}
 	t.Log(res.Summary(cfg))
+	if bases := NodeLatencies(cfg); bases != nil {
+		t.Logf("nodes' base latencies, one way: %v", bases)
+	}
 	if runtime.GOOS != "wasip1" { // a wasm run's clock is not the wall's: the test that started it says
 		t.Logf("%v simulated in %v of wall time (%.1f simulated hours per wall minute); %d trace events",
 			res.Simulated.Round(time.Second), wall.Round(time.Millisecond), res.Simulated.Hours()/wall.Minutes(), res.Trace.Len())

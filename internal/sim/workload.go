@@ -321,6 +321,7 @@ func (wl *Workload) acquireAs(r *rand.Rand, slot *Slot, c *redlock.Client, name,
 		what = fmt.Sprintf("permit of %d", permits)
 	}
 	wl.Rec.op(op, err)
+	wl.Rec.latencyRefused(c, ttl, start, end, err)
 	if err != nil {
 		wl.Rec.acquireEnd(evKeys)
 		wl.Trace.AddKeys("op", -1, evKeys, "%s %s(%s, ttl %v) from %s: %v", name, op, what, ttl, Since(wl.Trace.start, start), err)
@@ -785,6 +786,7 @@ func (wl *Workload) doRun(r *rand.Rand, c *redlock.Client, name, key string, ttl
 		wl.Rec.acquireEnd(evKeys)
 	}
 	wl.Rec.op(op, err)
+	wl.Rec.latencyRefused(c, ttl, start, end, err)
 	if fd.FnStart.IsZero() {
 		wl.Trace.AddKeys("op", -1, evKeys, "%s %s(keys %v, ttl %v) from %s: %v", name, op, evKeys, ttl, Since(wl.Trace.start, start), err)
 		return

@@ -50,8 +50,54 @@ func NewWorld(cfg Config, trace *Trace) *World {
 		}
 		w.Nodes = append(w.Nodes, n)
 	}
-	w.Net = NewNetwork(NetConfig{Latency: cfg.Latency, QueueBytes: 1 << 20}, w.Nodes, cfg.Seed, trace)
+	bases := NodeLatencies(cfg)
+	for i, b := range bases {
+		trace.Add("net", i, "base latency %v one way", b)
+	}
+	w.Net = NewNetwork(NetConfig{Latency: cfg.Latency, Bases: bases, QueueBytes: 1 << 20}, w.Nodes, cfg.Seed, trace)
 	return w
+}
+
+// AwayEvery: one run in AwayEvery has a node away from the clients beyond
+// a minority (NodeLatencies).
+const AwayEvery = 8
+
+// NodeLatencies draws each node's base one-way latency (NetConfig.Bases)
+// from a source of the seed's own, or returns nil without cfg.Far (every
+// node at cfg.Latency, 100 to 200 µs a chunk). One node of five is away
+// from the clients in half the runs, two in the other half (up to a
+// minority), each another zone's (log-uniform from 1 to 10 ms) or, as
+// often, another region's (uniform from 20 ms to cfg.Far, a round trip up
+// to twice that); the others are near. The fastest quorum stays near, as
+// a deployment places its nodes, so that the workload's TTLs from 50 ms
+// keep their meaning while the library learns each away node's deadline
+// from its latency, times out on it and rolls back there. One run in
+// AwayEvery has one node more away: every quorum holds an away node, and
+// a TTL too short for its latency is refused (ErrNotAcquired). Far faults
+// (FaultFar) move nodes away and back during a run, whichever they are.
+func NodeLatencies(cfg Config) []time.Duration {
+	if cfg.Far <= 0 {
+		return nil
+	}
+	r := rand.New(rand.NewPCG(cfg.Seed, 4000))
+	minority := max((cfg.Nodes-1)/2, 1)
+	away := 1 + r.IntN(minority)
+	if r.IntN(AwayEvery) == 0 {
+		away = minority + 1
+	}
+	bases := make([]time.Duration, cfg.Nodes)
+	for i := range bases {
+		bases[i] = cfg.Latency
+	}
+	for _, i := range r.Perm(cfg.Nodes)[:min(away, cfg.Nodes)] {
+		if r.IntN(2) == 0 {
+			bases[i] = logDur(r, time.Millisecond, 10*time.Millisecond)
+		} else {
+			bases[i] = randDur(r, 20*time.Millisecond, max(cfg.Far, 20*time.Millisecond))
+		}
+		bases[i] = bases[i].Truncate(time.Microsecond)
+	}
+	return bases
 }
 
 // NewClient makes a library Client for slot, as a new process: go-redis
