@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -213,11 +214,16 @@ func TestFailedExtendMovesUntil(t *testing.T) {
 	e := newEnv(t, 5, fastClients)
 	// A node that ran an extension past its deadline (a loaded machine
 	// can hold a write up that long) changed nothing, and says so.
-	var late sync.Map // node -> true: refused an extension as late
+	var late sync.Map       // node -> true: refused an extension as late
+	var extendErrs sync.Map // node -> the extension's errors there, for the failure message
 	c := e.client(redlock.WithNodeTimeout(50*time.Millisecond), redlock.WithHooks(redlock.Hooks{
 		NodeError: func(ev redlock.Event) {
 			if ev.Op == "extend" && errors.Is(ev.Err, redlock.ErrLate) {
 				late.Store(ev.Node, true)
+			}
+			if ev.Op == "extend" {
+				prev, _ := extendErrs.LoadOrStore(ev.Node, "")
+				extendErrs.Store(ev.Node, fmt.Sprintf("%s[%v]", prev, ev.Err))
 			}
 		},
 	}))
@@ -226,24 +232,46 @@ func TestFailedExtendMovesUntil(t *testing.T) {
 	l, err := c.TryAcquire(ctx, key, 10*time.Second)
 	require.NoError(t, err)
 	e.awaitHolders(key, l.Token())
-	for _, p := range e.proxies[:3] {
+	scripts := func(i int) int { return e.calls(i, "evalsha") + e.calls(i, "eval") }
+	var before [3]int
+	for i, p := range e.proxies[:3] {
+		before[i] = scripts(i)
 		p.SetDelay(150 * time.Millisecond)
 	}
 	start := time.Now()
 	require.ErrorIs(t, l.Extend(ctx, time.Second), redlock.ErrNotHeld)
 	assert.False(t, l.Until().After(start.Add(time.Second)), "Until %v is later than the 1s the nodes now apply", time.Until(l.Until()))
 	e.resetFaults()
-	// The premise: the extension's writes landed on the slow nodes, but
-	// where one reached its node too late to change anything.
-	require.Eventually(t, func() bool {
+	// The premise: the extension's writes reached the slow nodes, each
+	// extending the key or, where one came past its deadline, refused as
+	// late and changing nothing. The refusal is not seen where the client
+	// had given up on the reply, and a key the extension set to 1 s may be
+	// gone by the time the last node runs it: the scripts' runs are the
+	// evidence.
+	reached := func() bool {
 		for i := range 3 {
-			ttl := e.direct[i].PTTL(ctx, key).Val()
-			if _, refused := late.Load(i); !refused && (ttl <= 0 || ttl > time.Second) {
+			if scripts(i) <= before[i] {
 				return false
 			}
 		}
 		return true
-	}, 2*time.Second, 5*time.Millisecond, "the late extension should land")
+	}
+	for deadline := time.Now().Add(2 * time.Second); !reached(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			for i := range 3 {
+				errs, _ := extendErrs.Load(i)
+				fmt.Fprintf(&b, "; node %d: %d scripts run since the extension, PTTL %v, the extension's errors there: %v",
+					i, scripts(i)-before[i], e.direct[i].PTTL(ctx, key).Val(), errs)
+			}
+			t.Fatalf("the extension should reach the slow nodes%s", b.String())
+		}
+	}
+	for i := range 3 {
+		if _, refused := late.Load(i); refused {
+			assert.Greater(t, e.direct[i].PTTL(ctx, key).Val(), time.Second, "node %d refused the extension as late, which changed nothing", i)
+		}
+	}
 
 	// Two Extends at once with different TTLs: whatever order they reach
 	// the nodes in, a quorum keeps the key at least until Until.
