@@ -261,6 +261,12 @@ func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 		return err
 	}
 	defer e.c.nodes.Life.EndCall()
+	// The replaced Lock renews no more while the takeover is on its way:
+	// a renewal landing after it would find the takeover's value, and
+	// count the leadership lost on the nodes the takeover is displacing
+	// it from.
+	resume := ld.lock().pauseRenewals()
+	defer resume()
 	// On the nodes at once, not through the owner's Lock of this Client,
 	// which an Acquire of the id would re-enter.
 	if _, err := e.c.keep(e.c.acquireOnNodes(ctx, l, ttl, false)); err != nil {

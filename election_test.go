@@ -623,3 +623,35 @@ func pausedLeader(t *testing.T, spec string) {
 	}
 	select {} // the test kills it
 }
+
+// A Proclaim does not end its own leadership. Its takeover replaces the
+// leadership's Lock's value on the nodes while that Lock's renewals go on;
+// a renewal that reached the nodes after the takeover found the key held
+// by another token (the takeover's) and, with a node that never had the
+// value, refused on a quorum: the leadership was declared lost while the
+// takeover waited for its own quorum on a slow node. The Proclaim, finding
+// it ended, then released its takeover, and with it the old Lock's value,
+// while the old Lock's Until still claimed it valid: the next leader took
+// the key within that validity (the simulator's exclusion on its seed 8,
+// with this error, once renewals waited longer). Here node 0 holds
+// another's value throughout, nodes 3 and 4 are 150 ms away, and
+// Proclaims run back to back while the leadership renews every 667 ms:
+// without the pause, the first or second Proclaim ends it.
+func TestElectionProclaimBesideRenewals(t *testing.T) {
+	e := newEnv(t, 5, fastClients)
+	key := newKey(t)
+	require.NoError(t, e.direct[0].Set(t.Context(), key, "someone-else.1", time.Minute).Err())
+	c := e.client()
+	el := election(t, c, key, 2*time.Second)
+	ctx := t.Context()
+	ld, err := el.Campaign(ctx, "v0")
+	require.NoError(t, err)
+	e.proxies[3].SetDelay(150 * time.Millisecond)
+	e.proxies[4].SetDelay(150 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 1; time.Now().Before(deadline); i++ {
+		require.NoError(t, ld.Proclaim(ctx, fmt.Sprintf("v%d", i)), "proclaim %d", i)
+		require.NoError(t, ld.Context().Err(), "proclaim %d: the leadership ended: %v", i, context.Cause(ld.Context()))
+	}
+	require.NoError(t, ld.Resign(ctx))
+}

@@ -137,6 +137,8 @@ type lease struct {
 	timer    *time.Timer
 	next     time.Time          // when the next renewal is due
 	running  bool               // a renewal is waiting in the Client's queue or in progress
+	paused   int                // pauseRenewals calls not resumed: no renewal starts
+	idle     chan struct{}      // closed when running turns false, for pauseRenewals; nil when nobody waits
 	stopRun  context.CancelFunc // ends the renewal in progress
 	failed   int                // renewals failed in a row
 	contexts []keepAliveCtx     // the live KeepAlive contexts; renewal runs while there is one
@@ -289,7 +291,7 @@ func (ls *lease) scheduleLocked(now time.Time) {
 // deadline if it comes first or a renewal is running.
 func (ls *lease) armLocked(now time.Time) {
 	at := ls.deadline()
-	if !ls.running && ls.next.Before(at) {
+	if !ls.running && ls.paused == 0 && ls.next.Before(at) {
 		at = ls.next
 	}
 	d := at.Sub(now)
@@ -316,7 +318,7 @@ func (ls *lease) fire() {
 		ls.mu.Unlock()
 		return
 	}
-	if ls.running || now.Before(ls.next) {
+	if ls.running || ls.paused > 0 || now.Before(ls.next) {
 		ls.armLocked(now) // Until may have moved since the timer was set
 		ls.mu.Unlock()
 		return
@@ -336,7 +338,7 @@ type renewRetryKey struct{}
 func (ls *lease) renew() {
 	ls.mu.Lock()
 	if ls.cause != nil || len(ls.contexts) == 0 {
-		ls.running = false // ended or stopped while it waited: the timer is off
+		ls.stoppedLocked() // ended or stopped while it waited: the timer is off
 		ls.mu.Unlock()
 		return
 	}
@@ -371,7 +373,7 @@ func (ls *lease) renew() {
 func (ls *lease) settle(err error) bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	ls.running, ls.stopRun = false, nil
+	ls.stoppedLocked()
 	if ls.cause != nil || len(ls.contexts) == 0 {
 		return false // the timer is off
 	}
@@ -397,6 +399,52 @@ func (ls *lease) settle(err error) bool {
 	ls.next = now.Add(ls.backoff())
 	ls.armLocked(now)
 	return true
+}
+
+// stoppedLocked notes that no renewal runs any more, and wakes a
+// pauseRenewals waiting for that.
+func (ls *lease) stoppedLocked() {
+	ls.running, ls.stopRun = false, nil
+	if ls.idle != nil {
+		close(ls.idle)
+		ls.idle = nil
+	}
+}
+
+// pauseRenewals holds off the Lock's KeepAlive renewals until resume is
+// called, and returns once no renewal is running: a Proclaim's takeover
+// replaces the Lock's value on the nodes, and a renewal that reached a
+// node after it found another token there and, on a quorum, declared the
+// leadership lost while the takeover that displaced it was still waiting
+// for its own quorum. The lease's deadline still passes as it would: a
+// pause that outlasts the validity ends the lease, as a renewal that
+// never came back would. A renewal in progress ends by that deadline at
+// the latest.
+func (l *Lock) pauseRenewals() (resume func()) {
+	ls := l.currentLease()
+	if ls == nil {
+		return func() {}
+	}
+	ls.mu.Lock()
+	ls.paused++
+	for ls.running {
+		if ls.idle == nil {
+			ls.idle = make(chan struct{})
+		}
+		idle := ls.idle
+		ls.mu.Unlock()
+		<-idle
+		ls.mu.Lock()
+	}
+	ls.mu.Unlock()
+	return func() {
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		ls.paused--
+		if ls.cause == nil && len(ls.contexts) > 0 {
+			ls.armLocked(ls.now())
+		}
+	}
 }
 
 // maxConcurrentRenewals bounds the KeepAlive renewals of one Client that
