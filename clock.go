@@ -83,13 +83,12 @@ const (
 	// minDuration is the shortest fence horizon and restart guard New takes.
 	minDuration = time.Millisecond
 
-	// renewRetryWait is the longest a renewal retried after a failed one
-	// waits for each node at the least, the TTL's budget permitting: as
-	// far as a learned deadline's backoff reaches (a second), so that a
-	// node whose latency jumped is reached, and the refusals a Release
-	// leaves for the retry's writes live no longer than a backed-off
-	// deadline's.
-	renewRetryWait = time.Second
+	// renewWait is the longest a KeepAlive renewal waits for each node at
+	// the least, the TTL's budget permitting: as far as a learned
+	// deadline's backoff reaches (a second), so that a node whose latency
+	// jumped is reached, and the refusals a Release leaves for the
+	// renewal's writes live no longer than a backed-off deadline's.
+	renewWait = time.Second
 
 	// inspectTimeout is the least that each node's read for Inspect is
 	// waited for when WithNodeTimeout does not fix it: nothing is written,

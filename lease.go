@@ -329,9 +329,10 @@ func (ls *lease) fire() {
 	ls.l.client.renewals.Do(ls)
 }
 
-// renewRetryKey marks the context of a renewal retried after a failed
-// one: its round waits for each node the TTL's budget (extendOnNodes).
-type renewRetryKey struct{}
+// renewalKey marks the context of a KeepAlive renewal, first try or
+// retry: its round waits for each node the TTL's budget up to renewWait
+// (extendOnNodes), not the holder's own Extend.
+type renewalKey struct{}
 
 // renew runs one renewal that fire found due, and schedules what comes
 // next.
@@ -345,11 +346,7 @@ func (ls *lease) renew() {
 	deadline := ls.deadline()
 	_, ttl := ls.window()
 	values := ls.values
-	var ctx context.Context = values
-	if ls.failed > 0 {
-		ctx = context.WithValue(ctx, renewRetryKey{}, true)
-	}
-	ctx, cancel := context.WithDeadline(ctx, deadline)
+	ctx, cancel := context.WithDeadline(context.WithValue(values, renewalKey{}, true), deadline)
 	ls.stopRun = cancel
 	ls.mu.Unlock()
 

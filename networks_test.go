@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,6 +196,57 @@ func TestNetworkLatencyJump(t *testing.T) {
 	require.NoError(t, kept.Release(ctx))
 }
 
+// A renewal that goes out right after its nodes' latency jumped, before
+// anything taught the jump, still lands: KeepAlive's renewals wait for
+// each node the TTL's budget up to a second, not the deadline learned at
+// loopback. A renewal that failed at that deadline left its retry too
+// little of the lease: each timed-out call closes its connection, and the
+// retry paid a new one's set-up (three round trips) before its own, so a
+// 1 s TTL was lost beside a loaded machine's stalls though every node
+// answered within a tenth of it. A 2 s TTL here leaves room for a loaded
+// machine's stalls.
+func TestNetworkJumpBeforeRenewal(t *testing.T) {
+	bed := testbed.Start(t, 3)
+	for _, p := range bed.Proxies {
+		p.SetDelay(time.Millisecond)
+	}
+	var failures atomic.Int32
+	c, err := redlock.New(bed.Clients(nil), redlock.WithRenewErrorHandler(func(l *redlock.Lock, err error) {
+		failures.Add(1)
+		t.Logf("renewal failed: %v", err)
+	}))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, c.Warm(ctx))
+	kept, err := c.Acquire(ctx, "netjump-renewal", 2*time.Second)
+	require.NoError(t, err)
+	kctx := kept.KeepAlive(ctx)
+	// Right after a renewal, so that the jump comes before the next one
+	// (a third of the TTL later, a tenth of that earlier at most) and
+	// nothing else is sent meanwhile. A renewal sent at the deadline
+	// learned at loopback fails (the hook sees it), whichever renewal it
+	// is; the lease itself would survive that at this TTL.
+	until := kept.Until()
+	require.Eventually(t, func() bool { return kept.Until().After(until) }, 10*time.Second, time.Millisecond, "no renewal")
+	time.Sleep(500 * time.Millisecond)
+	bed.Proxies[0].SetDelay(120 * time.Millisecond)
+	bed.Proxies[1].SetDelay(120 * time.Millisecond)
+	until = kept.Until()
+	require.Eventually(t, func() bool { return kept.Until().After(until) || kctx.Err() != nil }, 10*time.Second, time.Millisecond)
+	require.NoError(t, kctx.Err(), "the kept lock: %v", context.Cause(kctx))
+	require.Zero(t, failures.Load(), "the renewal after the jump failed")
+	// And it stays kept at that distance.
+	time.Sleep(3 * time.Second)
+	require.NoError(t, kctx.Err(), "the kept lock: %v", context.Cause(kctx))
+	require.NoError(t, kept.Release(ctx))
+}
+
 // nearSilent reports whether err, a failed attempt of
 // TestNetworkLatencyJump, shows node 2, the near one, not confirming.
 func nearSilent(err error) bool {
@@ -279,9 +331,9 @@ func TestNetworkTTLTooShort(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 }
 
-// A renewal retried after a failed one waits longer for each node than
-// its learned deadline, so that a node whose latency jumped is reached;
-// but no longer than a backed-off deadline's second: each write carries
+// A KeepAlive renewal, and its retry after a failed one, waits longer for
+// each node than its learned deadline, so that a node whose latency
+// jumped is reached; but no longer than a backed-off deadline's second: each write carries
 // its deadline, and a Release after it leaves a refusal on the nodes until
 // then. Waiting the TTL's whole budget (half the validity, 4.9 s for a
 // 10 s TTL) left refusals living seconds after the Release: a fresh

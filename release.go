@@ -93,15 +93,18 @@ func (l *Lock) extendOnNodes(ctx context.Context, c *Client, start time.Time, tt
 	v := l.nextValue(ttl)
 	newUntil := c.cfg.validUntil(start, ttl)
 	waits := c.cfg.waits(ttl)
-	if ctx.Value(renewRetryKey{}) != nil && waits.Fixed == 0 {
-		// A renewal that failed is retried waiting for each node the
-		// TTL's budget up to renewRetryWait (within the lease's deadline):
-		// a deadline learned before the node's latency jumped failed it,
-		// and the lock is at stake, where a quorum's reply is awaited only
-		// as long as it takes. Not the whole budget: each write carries
-		// its deadline, and a Release after it leaves a refusal on the
-		// nodes until then, seconds for a long TTL.
-		waits.Floor = max(waits.Floor, min(waits.Cap, renewRetryWait))
+	if ctx.Value(renewalKey{}) != nil && waits.Fixed == 0 {
+		// A KeepAlive renewal waits for each node the TTL's budget up to
+		// renewWait (within the lease's deadline), whatever its learned
+		// deadline: nobody waits on a renewal but the lease, whose lock
+		// is at stake, and the round still returns as soon as a quorum
+		// answers. A deadline learned before a node's latency jumped
+		// failed the renewal, and its retry, which paid a new
+		// connection's set-up (the timed-out call closed its own), was
+		// left too little of the lease. Not the whole budget: each write
+		// carries its deadline, and a Release after it leaves a refusal
+		// on the nodes until then, seconds for a long TTL.
+		waits.Floor = max(waits.Floor, min(waits.Cap, renewWait))
 	}
 	op := l.kind.extendOp(l, v, ttl.Milliseconds(), l.Fence(), c.fenceHorizon(l))
 	t, err := c.nodes.SendAndCount(ctx, l.seq, engine.WriteRound(op, waits, ttl))
