@@ -29,14 +29,21 @@ func farBed(t *testing.T, delays ...time.Duration) (*testbed.Bed, *redlock.Clien
 	for i, d := range delays {
 		bed.Proxies[i].SetDelay(d)
 	}
-	c, err := redlock.New(bed.Clients(nil))
+	return bed, bedClient(t, bed)
+}
+
+// bedClient is a Client with opts over bed's proxied nodes, closed when
+// the test ends.
+func bedClient(t *testing.T, bed *testbed.Bed, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	c, err := redlock.New(bed.Clients(nil), opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = c.Close(ctx)
 	})
-	return bed, c
+	return c
 }
 
 // Three masters 60 ms away: Acquire, Extend, Release and a Do kept alive
@@ -211,16 +218,10 @@ func TestNetworkJumpBeforeRenewal(t *testing.T) {
 		p.SetDelay(time.Millisecond)
 	}
 	var failures atomic.Int32
-	c, err := redlock.New(bed.Clients(nil), redlock.WithRenewErrorHandler(func(l *redlock.Lock, err error) {
+	c := bedClient(t, bed, redlock.WithRenewErrorHandler(func(l *redlock.Lock, err error) {
 		failures.Add(1)
 		t.Logf("renewal failed: %v", err)
 	}))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(t, c.Warm(ctx))
@@ -340,13 +341,7 @@ func TestNetworkTTLTooShort(t *testing.T) {
 // clone's nemesis found one past its 2 s bound.
 func TestRetriedRenewalRefusalsShort(t *testing.T) {
 	bed := testbed.Start(t, 3)
-	c, err := redlock.New(bed.Clients(nil), redlock.WithRenewInterval(100*time.Millisecond))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
+	c := bedClient(t, bed, redlock.WithRenewInterval(100*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, c.Warm(ctx))
